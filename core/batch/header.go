@@ -1,0 +1,120 @@
+// Package batch reads, checks and stamps Kafka RecordBatch v2 (magic 2)
+// bytes exactly as they travel on the wire and lie on disk.
+//
+// Every function here is pure: no I/O, no clock, no allocation beyond what
+// its result needs. The log calls them on the event loop; realnet calls the
+// heavier ones (decompression) on connection goroutines.
+//
+// Ownership: functions that take a []byte never retain it, except where the
+// result is documented to alias it.
+package batch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// Byte offsets of the RecordBatch v2 header fields (KAFKA-NOTES.md, SPEC.md §3.1).
+const (
+	offsetBaseOffset           = 0
+	offsetLength               = 8
+	offsetPartitionLeaderEpoch = 12
+	offsetMagic                = 16
+	offsetCRC                  = 17
+	offsetAttributes           = 21
+	offsetLastOffsetDelta      = 23
+	offsetFirstTimestamp       = 27
+	offsetMaxTimestamp         = 35
+	offsetProducerID           = 43
+	offsetProducerEpoch        = 51
+	offsetBaseSequence         = 53
+	offsetRecordCount          = 57
+
+	// HeaderBytes is the size of a RecordBatch v2 header, up to the records.
+	HeaderBytes = 61
+	// LogOverheadBytes is the BaseOffset and Length prefix that Length does
+	// not count.
+	LogOverheadBytes = 12
+	// Magic is the only batch format Strand accepts.
+	Magic = 2
+)
+
+// Attribute bits.
+const (
+	AttrCodecMask     = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is the decoded fixed part of a RecordBatch v2.
+type Header struct {
+	BaseOffset           int64
+	Length               int32 // bytes after the Length field
+	PartitionLeaderEpoch int32
+	Magic                int8
+	CRC                  uint32
+	Attributes           int16
+	LastOffsetDelta      int32
+	FirstTimestamp       int64
+	MaxTimestamp         int64
+	ProducerID           int64
+	ProducerEpoch        int16
+	BaseSequence         int32
+	RecordCount          int32
+}
+
+// TotalBytes is the batch's size on the wire and on disk.
+func (h *Header) TotalBytes() int64 { return LogOverheadBytes + int64(h.Length) }
+
+// LastOffset is the offset of the batch's last record.
+func (h *Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// NextOffset is the offset that follows the batch.
+func (h *Header) NextOffset() int64 { return h.LastOffset() + 1 }
+
+// Codec is the compression codec in the attributes.
+func (h *Header) Codec() Codec { return Codec(h.Attributes & AttrCodecMask) }
+
+// IsControl reports whether this is a control batch (transaction markers).
+func (h *Header) IsControl() bool { return h.Attributes&AttrControl != 0 }
+
+// ParseHeader decodes the header at the start of b. It checks only that the
+// header fits; Check validates the whole batch.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderBytes {
+		return Header{}, fmt.Errorf("batch header: have %d bytes, need %d", len(b), HeaderBytes)
+	}
+	return Header{
+		BaseOffset:           int64(binary.BigEndian.Uint64(b[offsetBaseOffset:])),
+		Length:               int32(binary.BigEndian.Uint32(b[offsetLength:])),
+		PartitionLeaderEpoch: int32(binary.BigEndian.Uint32(b[offsetPartitionLeaderEpoch:])),
+		Magic:                int8(b[offsetMagic]),
+		CRC:                  binary.BigEndian.Uint32(b[offsetCRC:]),
+		Attributes:           int16(binary.BigEndian.Uint16(b[offsetAttributes:])),
+		LastOffsetDelta:      int32(binary.BigEndian.Uint32(b[offsetLastOffsetDelta:])),
+		FirstTimestamp:       int64(binary.BigEndian.Uint64(b[offsetFirstTimestamp:])),
+		MaxTimestamp:         int64(binary.BigEndian.Uint64(b[offsetMaxTimestamp:])),
+		ProducerID:           int64(binary.BigEndian.Uint64(b[offsetProducerID:])),
+		ProducerEpoch:        int16(binary.BigEndian.Uint16(b[offsetProducerEpoch:])),
+		BaseSequence:         int32(binary.BigEndian.Uint32(b[offsetBaseSequence:])),
+		RecordCount:          int32(binary.BigEndian.Uint32(b[offsetRecordCount:])),
+	}, nil
+}
+
+// ComputeCRC returns the CRC-32C of a whole batch, over Attributes to the end.
+func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[offsetAttributes:], castagnoli) }
+
+// SetBaseOffset stamps the batch's base offset in place. The CRC does not
+// cover it, so the batch stays valid.
+func SetBaseOffset(b []byte, baseOffset int64) {
+	binary.BigEndian.PutUint64(b[offsetBaseOffset:], uint64(baseOffset))
+}
+
+// SetPartitionLeaderEpoch stamps the leader epoch in place; outside the CRC too.
+func SetPartitionLeaderEpoch(b []byte, epoch int32) {
+	binary.BigEndian.PutUint32(b[offsetPartitionLeaderEpoch:], uint32(epoch))
+}

@@ -1,0 +1,52 @@
+package env
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// NodeID is a broker's or controller's node.id.
+type NodeID int32
+
+// ConnID names one inbound connection for as long as the node lives. IDs are
+// never reused within a node's incarnation.
+type ConnID uint64
+
+// RequestHeader is the part of a Kafka request header the core needs.
+type RequestHeader struct {
+	APIKey        int16
+	APIVersion    int16
+	CorrelationID int32
+	ClientID      string
+}
+
+// Network carries Kafka requests and responses between a node and its
+// clients and peers. Client connections and node-to-node traffic use the same
+// messages, encoded as on the wire (SPEC.md §2.2).
+//
+// Ordering: responses on one connection reach the client in the order the
+// requests arrived, whatever order the core answers them in; the Network holds
+// back a response until every earlier one on its connection is sent or
+// skipped. This is Kafka's per-connection ordering, which clients rely on
+// when they pipeline.
+type Network interface {
+	// Reply answers the request (conn, correlationID). Replying on a
+	// connection that has closed is a no-op.
+	Reply(conn ConnID, correlationID int32, resp kmsg.Response)
+	// Skip marks (conn, correlationID) as answered without a response, as a
+	// Produce with acks=0 is.
+	Skip(conn ConnID, correlationID int32)
+	// Close closes an inbound connection from the node's side.
+	Close(conn ConnID)
+	// Send sends req to the node peer. done runs on the node's event loop with
+	// the response, or with an error if the connection failed before one
+	// arrived. It runs at most once, and may never run if the caller's own
+	// timeout must decide.
+	Send(peer NodeID, req kmsg.Request, done func(kmsg.Response, error))
+}
+
+// Handler is what a node exposes to its Network. Every method runs on the
+// node's event loop.
+type Handler interface {
+	// HandleRequest delivers a decoded request from connection conn.
+	HandleRequest(conn ConnID, header RequestHeader, req kmsg.Request)
+	// HandleClosed reports that conn has closed, from either side.
+	HandleClosed(conn ConnID)
+}

@@ -1,0 +1,171 @@
+package core_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// forbiddenImports reach the outside world or draw randomness the simulator
+// cannot seed (DEVELOPERS.md, "The one hard rule").
+var forbiddenImports = map[string]bool{
+	"net":              true,
+	"net/http":         true,
+	"os":               true,
+	"os/exec":          true,
+	"os/signal":        true,
+	"syscall":          true,
+	"unsafe":           true,
+	"crypto/rand":      true,
+	"math/rand":        true,
+	"math/rand/v2":     true,
+	"golang.org/x/sys": true,
+}
+
+// forbiddenTimeCalls read the real clock or block on it.
+var forbiddenTimeCalls = map[string]bool{
+	"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true,
+	"AfterFunc": true, "NewTimer": true, "NewTicker": true, "Tick": true,
+}
+
+// TestCoreIsDeterministic walks every non-test Go file under core/ and fails
+// on anything that would let the real world or the Go scheduler into the
+// state machine: forbidden imports, the real clock, goroutines, select,
+// sync.Pool, and ranging over a map without saying why order cannot leak.
+func TestCoreIsDeterministic(t *testing.T) {
+	violations := checkTree(t, ".")
+	for _, v := range violations {
+		t.Error(v)
+	}
+}
+
+// TestPurityCheckerCatchesViolations proves the checker can fail: it runs it
+// on a fixture that commits every sin once.
+func TestPurityCheckerCatchesViolations(t *testing.T) {
+	violations := checkTree(t, "testdata/impure")
+	want := []string{
+		`imports "os"`, `imports "math/rand"`, `imports "golang.org/x/sys/unix"`,
+		"time.Now", "time.Sleep", "time.After", "go statement", "select statement",
+		"sync.Pool", "range over map",
+	}
+	joined := strings.Join(violations, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("checker missed %q; it reported:\n%s", w, joined)
+		}
+	}
+}
+
+func checkTree(t *testing.T, root string) []string {
+	t.Helper()
+	dirs := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "testdata" && root == "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	dirNames := make([]string, 0, len(dirs))
+	for dir := range dirs {
+		dirNames = append(dirNames, dir)
+	}
+	sort.Strings(dirNames)
+	var violations []string
+	for _, dir := range dirNames {
+		violations = append(violations, checkPackage(t, dirs[dir])...)
+	}
+	if len(dirNames) == 0 {
+		t.Fatalf("no Go files found under %s", root)
+	}
+	return violations
+}
+
+func checkPackage(t *testing.T, paths []string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", p, err)
+		}
+		files = append(files, f)
+	}
+	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil), Error: func(error) {}}
+	_, _ = conf.Check(files[0].Name.Name, fset, files, info)
+
+	var violations []string
+	report := func(pos token.Pos, format string, args ...any) {
+		violations = append(violations, fmt.Sprintf("%s: %s", fset.Position(pos), fmt.Sprintf(format, args...)))
+	}
+	for _, f := range files {
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if forbiddenImports[path] || strings.HasPrefix(path, "golang.org/x/sys/") {
+				report(imp.Pos(), "imports %q", path)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				report(n.Pos(), "go statement starts a goroutine")
+			case *ast.SelectStmt:
+				report(n.Pos(), "select statement lets the Go scheduler choose")
+			case *ast.SelectorExpr:
+				obj := info.Uses[n.Sel]
+				if obj == nil || obj.Pkg() == nil {
+					return true
+				}
+				switch {
+				case obj.Pkg().Path() == "time" && forbiddenTimeCalls[obj.Name()]:
+					report(n.Pos(), "time.%s reads or waits on the real clock; use env.Clock", obj.Name())
+				case obj.Pkg().Path() == "sync" && obj.Name() == "Pool":
+					report(n.Pos(), "sync.Pool makes allocation reuse depend on the Go runtime")
+				}
+			case *ast.RangeStmt:
+				if tv, ok := info.Types[n.X]; ok {
+					if _, isMap := tv.Type.Underlying().(*types.Map); isMap && !orderIndependent(fset, f, n) {
+						report(n.Pos(), "range over map: sort the keys, or mark the loop // order-independent: <why>")
+					}
+				}
+			}
+			return true
+		})
+	}
+	return violations
+}
+
+// orderIndependent reports whether the range statement carries a
+// "// order-independent:" comment on its line or the line above.
+func orderIndependent(fset *token.FileSet, f *ast.File, n *ast.RangeStmt) bool {
+	line := fset.Position(n.Pos()).Line
+	for _, group := range f.Comments {
+		for _, c := range group.List {
+			cl := fset.Position(c.Pos()).Line
+			if (cl == line || cl == line-1) && strings.Contains(c.Text, "order-independent:") {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,32 @@
+// Package impure is a fixture for the purity test: it breaks every rule once.
+package impure
+
+import (
+	"math/rand"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var pool sync.Pool
+
+func Sins(m map[string]int) int {
+	_ = os.Getpid()
+	_ = unix.Getpid()
+	_ = time.Now()
+	time.Sleep(time.Millisecond)
+	ch := make(chan int)
+	go func() { ch <- rand.Int() }()
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+	}
+	total := 0
+	for _, v := range m {
+		total += v
+	}
+	pool.Put(total)
+	return total
+}
