@@ -1,0 +1,183 @@
+package memdisk
+
+import (
+	"fmt"
+	"sort"
+)
+
+// node is one file or directory. Directory entries and open handles point at
+// nodes, not paths, so that a removed or renamed file stays usable through
+// its handles, as on POSIX.
+type node struct {
+	file *fileNode // nil for a directory
+	dir  *dirNode  // nil for a file
+
+	// failNextSync makes the next Sync (file) or SyncDir (directory) fail.
+	failNextSync bool
+	// linked says the node has an entry in the current view of some
+	// directory. With openHandles it decides whether the file's bytes count
+	// against the disk's capacity.
+	linked      bool
+	openHandles int
+}
+
+func (n *node) isDir() bool { return n.dir != nil }
+
+// alive says the node still occupies space: it is reachable by name or
+// through an open handle.
+func (n *node) alive() bool { return n.linked || n.openHandles > 0 }
+
+// fileOp is one unsynced change to a file: a write of data at offset, or,
+// when truncate is set, a truncate to size.
+type fileOp struct {
+	seq      uint64
+	truncate bool
+	offset   int64
+	data     []byte // owned by the fileOp; never aliases current or durable
+	size     int64
+}
+
+// fileNode holds a file's two views. Invariant: applying pending, in order,
+// to a copy of durable gives current. current and durable never share memory.
+type fileNode struct {
+	current []byte
+	durable []byte
+	pending []fileOp
+	// nextSeq numbers changes, so that a Sync can name the changes it covers
+	// even if others are made durable or dropped before it completes.
+	nextSeq uint64
+}
+
+// record applies op to current and appends it to pending.
+func (f *fileNode) record(op fileOp) {
+	op.seq = f.nextSeq
+	f.nextSeq++
+	f.current = applyFileOp(f.current, op)
+	f.pending = append(f.pending, op)
+}
+
+// makeDurable applies to durable the pending changes numbered up to and
+// including lastSeq, and removes them from pending.
+func (f *fileNode) makeDurable(lastSeq uint64) {
+	kept := 0
+	for kept < len(f.pending) && f.pending[kept].seq <= lastSeq {
+		f.durable = applyFileOp(f.durable, f.pending[kept])
+		kept++
+	}
+	f.pending = append([]fileOp(nil), f.pending[kept:]...)
+}
+
+// lastSeq names the newest change, for a Sync to snapshot. When nothing was
+// ever written it is one below the first change number, which covers nothing.
+func (f *fileNode) lastSeq() uint64 { return f.nextSeq - 1 }
+
+// applyFileOp returns buf with op applied. buf may be grown in place.
+func applyFileOp(buf []byte, op fileOp) []byte {
+	if op.truncate {
+		return resize(buf, op.size)
+	}
+	if len(op.data) == 0 {
+		// A zero-length pwrite does not extend a file.
+		return buf
+	}
+	end := op.offset + int64(len(op.data))
+	if end > int64(len(buf)) {
+		buf = resize(buf, end)
+	}
+	copy(buf[op.offset:], op.data)
+	return buf
+}
+
+// resize cuts buf to size or extends it with zeros.
+func resize(buf []byte, size int64) []byte {
+	if size <= int64(len(buf)) {
+		return buf[:size]
+	}
+	return append(buf, make([]byte, size-int64(len(buf)))...)
+}
+
+// dirOp is one unsynced entry change: name now refers to target, or is
+// removed when target is nil; when from is set, the entry from is removed in
+// the same change (a rename within the directory, atomic).
+type dirOp struct {
+	seq    uint64
+	name   string
+	target *node
+	from   string
+}
+
+// dirNode holds a directory's two views of its entries. Invariant: applying
+// pending, in order, to a copy of durable gives current.
+type dirNode struct {
+	current map[string]*node
+	durable map[string]*node
+	pending []dirOp
+	nextSeq uint64
+}
+
+func newDirNode() *node {
+	return &node{dir: &dirNode{
+		current: map[string]*node{},
+		durable: map[string]*node{},
+		nextSeq: 1,
+	}}
+}
+
+func newFileNode() *node {
+	return &node{file: &fileNode{nextSeq: 1}}
+}
+
+// record applies op to current and appends it to pending.
+func (d *dirNode) record(op dirOp) {
+	op.seq = d.nextSeq
+	d.nextSeq++
+	applyDirOp(d.current, op)
+	d.pending = append(d.pending, op)
+}
+
+func (d *dirNode) makeDurable(lastSeq uint64) {
+	kept := 0
+	for kept < len(d.pending) && d.pending[kept].seq <= lastSeq {
+		applyDirOp(d.durable, d.pending[kept])
+		kept++
+	}
+	d.pending = append([]dirOp(nil), d.pending[kept:]...)
+}
+
+func (d *dirNode) lastSeq() uint64 { return d.nextSeq - 1 }
+
+func applyDirOp(entries map[string]*node, op dirOp) {
+	if op.from != "" {
+		delete(entries, op.from)
+	}
+	if op.target == nil {
+		delete(entries, op.name)
+		return
+	}
+	entries[op.name] = op.target
+}
+
+// sortedNames returns the keys of entries in bytewise order.
+func sortedNames(entries map[string]*node) []string {
+	names := make([]string, 0, len(entries))
+	for name := range entries { // order-independent: sorted below
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func cloneEntries(entries map[string]*node) map[string]*node {
+	out := make(map[string]*node, len(entries))
+	for name, n := range entries { // order-independent: builds a map
+		out[name] = n
+	}
+	return out
+}
+
+func (op fileOp) String() string {
+	if op.truncate {
+		return fmt.Sprintf("truncate(%d)", op.size)
+	}
+	return fmt.Sprintf("write(%d+%d)", op.offset, len(op.data))
+}
