@@ -11,7 +11,13 @@ import (
 	"strand/core/env"
 )
 
-func mustOpen(t *testing.T, d *Disk, p string, opts env.OpenOptions) env.File {
+// tester is what the helpers need of *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func mustOpen(t tester, d *Disk, p string, opts env.OpenOptions) env.File {
 	t.Helper()
 	f, err := d.Open(p, opts)
 	if err != nil {
@@ -20,19 +26,19 @@ func mustOpen(t *testing.T, d *Disk, p string, opts env.OpenOptions) env.File {
 	return f
 }
 
-func create(t *testing.T, d *Disk, p string) env.File {
+func create(t tester, d *Disk, p string) env.File {
 	t.Helper()
 	return mustOpen(t, d, p, env.OpenOptions{Create: true})
 }
 
-func mustWrite(t *testing.T, err error) {
+func mustWrite(t tester, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }
 
-func readAll(t *testing.T, d *Disk, p string) []byte {
+func readAll(t tester, d *Disk, p string) []byte {
 	t.Helper()
 	b, err := d.ReadFile(p)
 	if err != nil {
@@ -42,7 +48,7 @@ func readAll(t *testing.T, d *Disk, p string) []byte {
 }
 
 // syncNow issues Sync and runs the completion, returning its outcome.
-func syncNow(t *testing.T, d *Disk, f env.File) error {
+func syncNow(t tester, d *Disk, f env.File) error {
 	t.Helper()
 	var got error
 	called := false
@@ -54,7 +60,7 @@ func syncNow(t *testing.T, d *Disk, f env.File) error {
 	return got
 }
 
-func syncDirNow(t *testing.T, d *Disk, dir string) {
+func syncDirNow(t tester, d *Disk, dir string) {
 	t.Helper()
 	called := false
 	d.SyncDir(dir, func(err error) {
