@@ -1,0 +1,248 @@
+package diskio
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"strand/core/env"
+)
+
+// File is an env.File over an open file descriptor.
+//
+// File methods are called from the node's event loop, one goroutine at a
+// time; only the I/O worker touches the file concurrently, and only for
+// fdatasync. Writes are plain pwrite calls into the page cache, made on the
+// caller's goroutine; Append writes at the logical size the File tracks
+// itself, so it needs no O_APPEND and no lseek.
+type File struct {
+	disk   *Disk
+	path   string
+	fd     int
+	size   int64
+	closed bool
+	// mapped is a read-only MAP_SHARED mapping of the file's first len(mapped)
+	// bytes when OpenOptions.MappedBytesMax > 0, else nil. Only bytes below
+	// size are ever read through it: pages wholly past the end of the file
+	// would fault.
+	mapped []byte
+
+	// refs counts the owners of fd: the open File, plus one per queued Sync,
+	// so that Close leaves the fd open until pending Syncs have run.
+	refs atomic.Int32
+	// queuedSync is the queued, not yet started Sync job, guarded by the
+	// worker's mutex.
+	queuedSync *syncJob
+	// poisoned records a failed fsync; it is touched only by the I/O worker.
+	poisoned bool
+}
+
+var _ env.File = (*File)(nil)
+
+// newFile wraps a freshly opened fd: it reads the size, preallocates and maps
+// as the options ask.
+func newFile(d *Disk, filePath string, fd int, opts env.OpenOptions) (*File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, wrapErr("open", filePath, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("diskio: open %s: not a regular file", filePath)
+	}
+	f := &File{disk: d, path: filePath, fd: fd, size: st.Size}
+	f.refs.Store(1)
+	if opts.PreallocateBytes > st.Size {
+		err := ignoringEINTR(func() error {
+			return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, opts.PreallocateBytes)
+		})
+		if err != nil && err != unix.EOPNOTSUPP && err != unix.ENOSYS {
+			return nil, wrapErr("preallocate", filePath, err)
+		}
+	}
+	if opts.MappedBytesMax > 0 {
+		if err := f.mapAtLeast(opts.MappedBytesMax); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// Path returns the path the file was opened with.
+func (f *File) Path() string { return f.path }
+
+// Size returns the logical size: every byte written so far, durable or not.
+// Preallocated space is never included.
+func (f *File) Size() int64 { return f.size }
+
+// Fd returns the raw file descriptor, for sendfile. The caller must not use
+// it after Close (the number may then name another file), must not close it,
+// and must not write or truncate through it: the File tracks the logical size
+// itself. Reading with an explicit offset (sendfile, pread) is what it is for.
+func (f *File) Fd() int { return f.fd }
+
+// Append writes p at the logical end of the file. If only part of p reaches
+// the file (a device that fills up mid-write), Size grows by the bytes that
+// did and the error says why the rest did not: the core sees both, and a torn
+// record batch fails its CRC on recovery.
+func (f *File) Append(p []byte) error {
+	if f.closed {
+		return closedErr("append", f.path)
+	}
+	n, err := pwriteAll(f.fd, p, f.size)
+	f.size += int64(n)
+	if err != nil {
+		return wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes: %w", n, len(p), err))
+	}
+	return nil
+}
+
+// WriteAt writes p at offset off, extending the file if needed. A partial
+// write extends Size by the bytes that were written, as Append does.
+func (f *File) WriteAt(p []byte, off int64) error {
+	if f.closed {
+		return closedErr("writeat", f.path)
+	}
+	if off < 0 {
+		return fmt.Errorf("diskio: writeat %s: offset %d is negative", f.path, off)
+	}
+	n, err := pwriteAll(f.fd, p, off)
+	f.size = max(f.size, off+int64(n))
+	if err != nil {
+		return wrapErr("writeat", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", n, len(p), off, err))
+	}
+	return nil
+}
+
+// ReadAt reads len(p) bytes from offset off, from the memory map if the file
+// has one, else with pread. It returns fewer bytes only with an error: io.EOF
+// at the logical end of the file.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if f.closed {
+		return 0, closedErr("readat", f.path)
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("diskio: readat %s: offset %d is negative", f.path, off)
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	want := int(min(int64(len(p)), f.size-off))
+	var err error
+	if f.mapped != nil {
+		err = f.readMapped(p[:want], off)
+	} else {
+		err = f.readFile(p[:want], off)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if want < len(p) {
+		return want, io.EOF
+	}
+	return want, nil
+}
+
+// readFile fills p from offset off with pread. The bytes are below the
+// logical size, so running out of file means someone truncated it behind the
+// File's back: the bytes written are gone, which the core treats as ErrIO.
+func (f *File) readFile(p []byte, off int64) error {
+	read := 0
+	for read < len(p) {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pread(f.fd, p[read:], off+int64(read))
+			return err
+		})
+		if err != nil {
+			return wrapErr("readat", f.path, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("diskio: readat %s: file ends at %d, before its logical size %d: %w",
+				f.path, off+int64(read), f.size, env.ErrIO)
+		}
+		read += n
+	}
+	return nil
+}
+
+// Truncate sets the file's size (ftruncate). Durable after Sync.
+func (f *File) Truncate(size int64) error {
+	if f.closed {
+		return closedErr("truncate", f.path)
+	}
+	if size < 0 {
+		return fmt.Errorf("diskio: truncate %s: size %d is negative", f.path, size)
+	}
+	if err := ignoringEINTR(func() error { return unix.Ftruncate(f.fd, size) }); err != nil {
+		return wrapErr("truncate", f.path, err)
+	}
+	f.size = size
+	return nil
+}
+
+// Sync fdatasyncs the file on the Disk's I/O worker, then posts done with the
+// outcome. It never blocks on the fsync and never calls done before
+// returning. Every write and Truncate made before Sync is covered, because
+// writes complete before they return and the fsync starts after Sync is
+// called. After one failed fsync every later Sync fails with env.ErrIO
+// without calling fsync again.
+func (f *File) Sync(done func(error)) {
+	switch {
+	case f.closed:
+		f.disk.enqueueFailure(done, closedErr("sync", f.path))
+	case !f.disk.worker.enqueueFile(f, done):
+		f.disk.postClosed(done, closedErr("sync", f.path))
+	}
+}
+
+// Close unmaps and releases the file. Syncs already asked for still run and
+// complete; the descriptor is closed after the last of them.
+func (f *File) Close() error {
+	if f.closed {
+		return closedErr("close", f.path)
+	}
+	f.closed = true
+	unmapErr := f.unmap()
+	if err := f.release(); err != nil {
+		return err
+	}
+	return unmapErr
+}
+
+// release drops one owner of the descriptor and closes it with the last.
+func (f *File) release() error {
+	refs := f.refs.Add(-1)
+	if refs < 0 {
+		panic(fmt.Sprintf("diskio: %s released more often than acquired", f.path))
+	}
+	if refs > 0 {
+		return nil
+	}
+	if err := unix.Close(f.fd); err != nil {
+		return wrapErr("close", f.path, err)
+	}
+	return nil
+}
+
+// pwriteAll writes all of p at off, looping over short writes. It returns
+// how many bytes reached the file, with the error that stopped it.
+func pwriteAll(fd int, p []byte, off int64) (int, error) {
+	written := 0
+	for written < len(p) {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pwrite(fd, p[written:], off+int64(written))
+			return err
+		})
+		if err != nil {
+			return written, err
+		}
+		if n == 0 {
+			return written, io.ErrShortWrite
+		}
+		written += n
+	}
+	return written, nil
+}
