@@ -37,8 +37,8 @@ func (m CrashMode) String() string {
 // (env.ErrClosed), pending completions are dropped (their done callbacks
 // never run), and each file's and directory's content reverts to its durable
 // state plus possibly part of the unsynced changes, chosen with rng according
-// to mode (see the package comment). rng is used only for CrashTorn, and
-// only for integer draws. Crash returns a description of what was kept, for
+// to mode (see the package comment). rng is used only for CrashTorn (it may
+// be nil otherwise), and only for integer draws. Crash returns a description of what was kept, for
 // traces: one line per file or directory that had unsynced changes, in path
 // order.
 func (d *Disk) Crash(rng *rand.Rand, mode CrashMode) string {
@@ -71,11 +71,12 @@ func (c *crasher) note(format string, args ...any) {
 
 func (c *crasher) visit(n *node, p string) {
 	if c.visited[n] {
+		n.links++
 		return
 	}
 	c.visited[n] = true
 	n.openHandles = 0
-	n.linked = true
+	n.links = 1
 	if n.isDir() {
 		c.crashDir(n.dir, p)
 		for _, name := range sortedNames(n.dir.current) {

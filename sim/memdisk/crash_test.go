@@ -256,3 +256,50 @@ func TestCrashIsDeterministic(t *testing.T) {
 		t.Fatal("12 other seeds all gave the same crash")
 	}
 }
+
+func TestCrossDirectoryRename(t *testing.T) {
+	setup := func() *Disk {
+		d := New(Options{})
+		mustWrite(t, d.MkdirAll("from"))
+		mustWrite(t, d.MkdirAll("to"))
+		f := create(t, d, "from/f")
+		mustWrite(t, f.Append([]byte("x")))
+		if err := syncNow(t, d, f); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []string{".", "from", "to"} {
+			syncDirNow(t, d, dir)
+		}
+		mustWrite(t, d.Rename("from/f", "to/f"))
+		return d
+	}
+	exists := func(d *Disk, p string) bool { _, err := d.ReadFile(p); return err == nil }
+
+	// Only the source directory synced: the file is in neither.
+	d := setup()
+	syncDirNow(t, d, "from")
+	d.Crash(seeded(1), CrashLoseAll)
+	if exists(d, "from/f") || exists(d, "to/f") {
+		t.Fatal("file survived with only its removal synced")
+	}
+	// Only the target directory synced: the file is in both, and both
+	// names reach one file.
+	d = setup()
+	syncDirNow(t, d, "to")
+	d.Crash(seeded(1), CrashLoseAll)
+	if !exists(d, "from/f") || !exists(d, "to/f") {
+		t.Fatal("want the file under both names")
+	}
+	mustWrite(t, d.Remove("from/f"))
+	if got := readAll(t, d, "to/f"); string(got) != "x" || d.UsedBytes() != 1 {
+		t.Fatalf("to/f = %q, used %d; want x, 1", got, d.UsedBytes())
+	}
+	// Both synced: only the new name.
+	d = setup()
+	syncDirNow(t, d, "from")
+	syncDirNow(t, d, "to")
+	d.Crash(seeded(1), CrashLoseAll)
+	if exists(d, "from/f") || !exists(d, "to/f") {
+		t.Fatal("want the file only under its new name")
+	}
+}

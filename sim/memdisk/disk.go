@@ -51,7 +51,9 @@ var _ env.Disk = (*Disk)(nil)
 
 // New returns an empty disk: a root directory and nothing else, all durable.
 func New(opts Options) *Disk {
-	return &Disk{opts: opts, root: newDirNode()}
+	root := newDirNode()
+	root.links = 1 // the root is never unlinked
+	return &Disk{opts: opts, root: root}
 }
 
 // RunPending runs the completions queued when Options.Post is nil, oldest
@@ -149,16 +151,20 @@ func (d *Disk) lookupParent(op, p string) (*node, string, error) {
 // unlinking) whatever it referred to.
 func (d *Disk) link(dir *node, name string, target *node) {
 	if old, ok := dir.dir.current[name]; ok {
-		d.setLinked(old, false)
+		d.addLinks(old, -1)
 	}
 	dir.dir.record(dirOp{name: name, target: target})
-	d.setLinked(target, true)
+	d.addLinks(target, 1)
 }
 
-// setLinked updates n's linked flag and the disk's usage.
-func (d *Disk) setLinked(n *node, linked bool) {
+// addLinks changes n's count of entries by delta and updates the disk's
+// usage.
+func (d *Disk) addLinks(n *node, delta int) {
 	wasAlive := n.alive()
-	n.linked = linked
+	n.links += delta
+	if n.links < 0 {
+		panic(fmt.Sprintf("memdisk: node unlinked more often than linked (%d links)", n.links))
+	}
 	d.accountAliveChange(n, wasAlive)
 }
 
@@ -263,7 +269,7 @@ func (d *Disk) Rename(oldPath, newPath string) error {
 		if err := checkReplaceable(moving, replaced, newPath); err != nil {
 			return err
 		}
-		d.setLinked(replaced, false)
+		d.addLinks(replaced, -1)
 	}
 	if oldParent == newParent {
 		oldParent.dir.record(dirOp{name: newName, target: moving, from: oldName})
@@ -314,7 +320,7 @@ func (d *Disk) Remove(p string) error {
 		return fmt.Errorf("memdisk: remove %s: %w", p, errNotEmpty)
 	}
 	parent.dir.record(dirOp{name: name})
-	d.setLinked(n, false)
+	d.addLinks(n, -1)
 	return nil
 }
 

@@ -37,7 +37,8 @@
 // directories is two entry changes, a removal from the old directory and an
 // addition to the new one, each made durable by SyncDir on its own directory;
 // until both are synced a crash may leave the file under both names or
-// neither. (The core only renames within a directory.)
+// neither, and both names then reach the same file. Code that needs a move to
+// be atomic renames within one directory.
 //
 // Completions. When Options.Post is non-nil, every Sync and SyncDir
 // completion is handed to Post, and the simulator runs it later on the node's
@@ -70,11 +71,17 @@
 //
 // FlipBit corrupts one stored bit, in both the durable and the current
 // content. TruncateFile cuts a file to a size and makes that durable, as a
-// file system that lost a file's tail would. SetFull makes every write that
+// file system that lost a file's tail would; given a larger size it appends
+// durable zeros, as a preallocated file shows them. SetFull makes every write that
 // grows a file fail with env.ErrNoSpace; Options.CapacityBytes does the same
 // once the files' total size would exceed it. FailNextSync makes the next
 // Sync of a file (or SyncDir of a directory) fail with env.ErrIO, making
 // nothing durable.
+//
+// Writeback makes every pending change durable, as the kernel's background
+// writeback eventually does without fsync; the simulator decides when.
+// UsedBytes, DurableSize and ReadFile (alias Snapshot) let checkers look
+// inside without a handle.
 //
 // # Conventions
 //

@@ -89,3 +89,28 @@ func (d *Disk) FailNextSync(p string) error {
 // UsedBytes returns the total current size of all files that have a name or
 // an open handle: what CapacityBytes is compared with.
 func (d *Disk) UsedBytes() int64 { return d.usedBytes }
+
+// Writeback makes every pending change of every file and directory reachable
+// from the root durable, as the kernel's background writeback and journal
+// commits eventually do without any fsync. It calls no done callback: Syncs
+// already issued still complete as usual. The simulator may call it now and
+// then, so that unsynced data is not volatile forever.
+func (d *Disk) Writeback() {
+	visited := map[*node]bool{}
+	var visit func(n *node)
+	visit = func(n *node) {
+		if visited[n] {
+			return
+		}
+		visited[n] = true
+		if !n.isDir() {
+			n.file.makeDurable(n.file.lastSeq())
+			return
+		}
+		n.dir.makeDurable(n.dir.lastSeq())
+		for _, name := range sortedNames(n.dir.current) {
+			visit(n.dir.current[name])
+		}
+	}
+	visit(d.root)
+}

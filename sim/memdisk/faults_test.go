@@ -165,3 +165,20 @@ func TestFailNextSyncDir(t *testing.T) {
 		t.Fatalf("failed syncdir made entries durable: %v", names)
 	}
 }
+
+func TestWritebackMakesEverythingDurable(t *testing.T) {
+	d := New(Options{})
+	mustWrite(t, d.MkdirAll("p/q"))
+	f := create(t, d, "p/q/f")
+	mustWrite(t, f.Append([]byte("written")))
+	mustWrite(t, f.Truncate(4))
+	d.Writeback()
+	if size, ok := d.DurableSize("p/q/f"); !ok || size != 4 {
+		t.Fatalf("durable size %d, %v; want 4", size, ok)
+	}
+	mustWrite(t, f.Append([]byte("+later")))
+	d.Crash(seeded(1), CrashLoseAll)
+	if got := readAll(t, d, "p/q/f"); string(got) != "writ" {
+		t.Fatalf("after crash %q, want %q", got, "writ")
+	}
+}

@@ -14,10 +14,11 @@ type node struct {
 
 	// failNextSync makes the next Sync (file) or SyncDir (directory) fail.
 	failNextSync bool
-	// linked says the node has an entry in the current view of some
-	// directory. With openHandles it decides whether the file's bytes count
-	// against the disk's capacity.
-	linked      bool
+	// links counts the node's entries in the current view of directories
+	// (more than one only after a crash tore a rename across directories).
+	// With openHandles it decides whether the file's bytes count against the
+	// disk's capacity.
+	links       int
 	openHandles int
 }
 
@@ -25,7 +26,7 @@ func (n *node) isDir() bool { return n.dir != nil }
 
 // alive says the node still occupies space: it is reachable by name or
 // through an open handle.
-func (n *node) alive() bool { return n.linked || n.openHandles > 0 }
+func (n *node) alive() bool { return n.links > 0 || n.openHandles > 0 }
 
 // fileOp is one unsynced change to a file: a write of data at offset, or,
 // when truncate is set, a truncate to size.
