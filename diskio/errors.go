@@ -38,7 +38,7 @@ func wrapErr(op, filePath string, err error) error {
 	var errno unix.Errno
 	if errors.As(err, &errno) {
 		if sentinel := sentinelFor(errno); sentinel != nil {
-			return fmt.Errorf("diskio: %s %s: %w (%w)", op, filePath, sentinel, errno)
+			return fmt.Errorf("diskio: %s %s: %w (%w)", op, filePath, sentinel, err)
 		}
 	}
 	return fmt.Errorf("diskio: %s %s: %w", op, filePath, err)

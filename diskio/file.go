@@ -98,8 +98,9 @@ func (f *File) Append(p []byte) error {
 	return nil
 }
 
-// WriteAt writes p at offset off, extending the file if needed. A partial
-// write extends Size by the bytes that were written, as Append does.
+// WriteAt writes p at offset off, extending the file if needed; an empty p
+// extends nothing. A partial write extends Size by the bytes that were
+// written, as Append does.
 func (f *File) WriteAt(p []byte, off int64) error {
 	if f.closed {
 		return closedErr("writeat", f.path)
@@ -108,7 +109,9 @@ func (f *File) WriteAt(p []byte, off int64) error {
 		return fmt.Errorf("diskio: writeat %s: offset %d is negative", f.path, off)
 	}
 	n, err := pwriteAll(f.fd, p, off)
-	f.size = max(f.size, off+int64(n))
+	if n > 0 {
+		f.size = max(f.size, off+int64(n))
+	}
 	if err != nil {
 		return wrapErr("writeat", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", n, len(p), off, err))
 	}
@@ -124,6 +127,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, fmt.Errorf("diskio: readat %s: offset %d is negative", f.path, off)
+	}
+	if len(p) == 0 {
+		return 0, nil // nothing asked, nothing short
 	}
 	if off >= f.size {
 		return 0, io.EOF
