@@ -118,3 +118,24 @@ func SetBaseOffset(b []byte, baseOffset int64) {
 func SetPartitionLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offsetPartitionLeaderEpoch:], uint32(epoch))
 }
+
+// SetMaxTimestamp stamps the batch's timestamp type and MaxTimestamp in place
+// and recomputes the CRC, as Kafka's DefaultRecordBatch.setMaxTimestamp does
+// after validation: with ProducedInfo.MaxTimestamp for CreateTime topics
+// (producers' header values are not trusted), and with the append time for
+// LogAppendTime topics, whose consumers read every record's timestamp from
+// MaxTimestamp. It leaves the batch untouched, CRC included, when both
+// already match. b must be a batch Verify accepted.
+func SetMaxTimestamp(b []byte, timestampType TimestampType, maxTimestampMs int64) {
+	attributes := binary.BigEndian.Uint16(b[offsetAttributes:]) &^ AttrLogAppendTime
+	if timestampType == LogAppendTime {
+		attributes |= AttrLogAppendTime
+	}
+	if binary.BigEndian.Uint16(b[offsetAttributes:]) == attributes &&
+		int64(binary.BigEndian.Uint64(b[offsetMaxTimestamp:])) == maxTimestampMs {
+		return
+	}
+	binary.BigEndian.PutUint16(b[offsetAttributes:], attributes)
+	binary.BigEndian.PutUint64(b[offsetMaxTimestamp:], uint64(maxTimestampMs))
+	binary.BigEndian.PutUint32(b[offsetCRC:], ComputeCRC(b))
+}
