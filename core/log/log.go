@@ -1,0 +1,148 @@
+package log
+
+import (
+	"fmt"
+
+	"strand/core/env"
+	"strand/core/log/checkpoint"
+)
+
+// EpochCheckpointName is the leader epoch file inside a log's directory.
+const EpochCheckpointName = "leader-epoch-checkpoint"
+
+// Log is one partition replica's log. It is driven by the node's event loop:
+// no method may be called concurrently, and disk completions come back on the
+// same loop.
+type Log struct {
+	disk env.Disk
+	dir  string
+	cfg  Config
+
+	// segments are sorted by base offset and contiguous; the last one is
+	// the active segment, the only one appended to. Never empty.
+	segments       []*segment
+	logStartOffset int64
+	// recoveryPoint: every batch below it is durable.
+	recoveryPoint int64
+
+	epochs      *EpochCache
+	epochWriter *checkpoint.Writer
+	// epochVersionWritten is the cache version last handed to epochWriter.
+	epochVersionWritten uint64
+
+	flush flushState
+
+	// failed, once set, is returned (it wraps env.ErrIO) by every call.
+	failed error
+	// scratch is reused for header reads; never retained by results.
+	scratch []byte
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config is the log's configuration.
+func (l *Log) Config() Config { return l.cfg }
+
+// LogStartOffset is the first offset a fetch may ask for.
+func (l *Log) LogStartOffset() int64 { return l.logStartOffset }
+
+// LogEndOffset (LEO) is the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 { return l.active().nextOffset }
+
+// RecoveryPoint is the durable offset: every batch below it has been synced.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint }
+
+// SizeBytes is the total size of the segment files.
+func (l *Log) SizeBytes() int64 {
+	var total int64
+	for _, s := range l.segments {
+		total += s.bytes
+	}
+	return total
+}
+
+// SegmentCount is the number of segments, the active one included.
+func (l *Log) SegmentCount() int { return len(l.segments) }
+
+// SegmentBaseOffsets lists the segments' base offsets, oldest first.
+func (l *Log) SegmentBaseOffsets() []int64 {
+	bases := make([]int64, len(l.segments))
+	for i, s := range l.segments {
+		bases[i] = s.baseOffset
+	}
+	return bases
+}
+
+// Epochs is the leader epoch cache. Callers may read it; changes go through
+// the Log so that they are persisted.
+func (l *Log) Epochs() *EpochCache { return l.epochs }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch from the epoch cache.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	return l.epochs.EndOffsetFor(epoch, l.LogEndOffset())
+}
+
+// Err returns the error that failed the log, or nil while it is healthy.
+func (l *Log) Err() error { return l.failed }
+
+func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
+
+// fail puts the log in the failed state for good and returns the error every
+// later call will see. Kafka takes the whole directory offline on any I/O
+// failure; the Log's owner does that when it sees env.ErrIO.
+func (l *Log) fail(cause error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("log %s is offline after a storage failure: %w: %w", l.dir, env.ErrIO, cause)
+	}
+	return l.failed
+}
+
+// Close closes every file. Pending Syncs still complete. The log must not be
+// used afterwards.
+func (l *Log) Close() error {
+	var first error
+	for _, s := range l.segments {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// persistEpochs writes leader-epoch-checkpoint if the cache changed since the
+// last write. done (optional) runs once everything written so far is durable,
+// at once if nothing is in flight.
+func (l *Log) persistEpochs(done func(error)) {
+	if l.epochs.version != l.epochVersionWritten {
+		l.epochVersionWritten = l.epochs.version
+		l.epochWriter.Write(checkpoint.EncodeEpochs(l.epochs.entries), func(err error) {
+			if err != nil {
+				_ = l.fail(err) // recorded; every later call reports it
+			}
+		})
+	}
+	if done != nil {
+		l.epochWriter.Await(done)
+	}
+}
+
+// checkInvariants asserts the log's structural invariants (SPEC.md §3).
+func (l *Log) checkInvariants() {
+	for i, s := range l.segments {
+		if s.nextOffset < s.baseOffset {
+			panic(fmt.Sprintf("log %s: segment %d ends at %d, before its base", l.dir, s.baseOffset, s.nextOffset))
+		}
+		if i > 0 && s.baseOffset != l.segments[i-1].nextOffset {
+			panic(fmt.Sprintf("log %s: segment %d does not follow segment %d ending at %d",
+				l.dir, s.baseOffset, l.segments[i-1].baseOffset, l.segments[i-1].nextOffset))
+		}
+	}
+	if l.logStartOffset > l.LogEndOffset() || l.logStartOffset < l.segments[0].baseOffset {
+		panic(fmt.Sprintf("log %s: log start offset %d outside [%d, %d]", l.dir, l.logStartOffset,
+			l.segments[0].baseOffset, l.LogEndOffset()))
+	}
+	if l.recoveryPoint > l.LogEndOffset() {
+		panic(fmt.Sprintf("log %s: recovery point %d beyond LEO %d", l.dir, l.recoveryPoint, l.LogEndOffset()))
+	}
+}

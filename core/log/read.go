@@ -1,0 +1,143 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"strand/core/env"
+)
+
+// Region is a byte range of a segment file holding whole batches. It refers
+// to the file; it is not a copy. realnet sends it with sendfile, the
+// simulator reads it with ReadAt (CopyRegions).
+//
+// A Region is valid until the log next truncates or deletes the segment.
+// Issue 6 will pin regions of in-flight fetches so that truncation and
+// deletion wait for them; the pin will hang off this struct.
+type Region struct {
+	File     env.File
+	Position int64
+	Bytes    int64
+}
+
+// ReadResult is what Read found.
+type ReadResult struct {
+	// Regions hold whole batches, in offset order, contiguous in offsets.
+	Regions []Region
+	// FirstOffset is the base offset of the first batch returned, or the
+	// fetch offset when nothing is returned.
+	FirstOffset int64
+	// NextOffset is the offset after the last batch returned, or the fetch
+	// offset when nothing is returned.
+	NextOffset int64
+	// LogStartOffset and LogEndOffset are the log's at the time of the read.
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// Bytes is the total size of the regions.
+func (r ReadResult) Bytes() int64 {
+	var total int64
+	for _, region := range r.Regions {
+		total += region.Bytes
+	}
+	return total
+}
+
+// Read returns whole batches starting with the one that holds fetchOffset,
+// batch-aligned as Kafka does: it stops before the first batch whose last
+// offset >= maxOffset (the HW for consumers, the LEO for followers) and keeps
+// within maxBytes, except that with minOneBatch the first batch comes whole
+// even if larger (KIP-74). A fetchOffset below the log start offset or above
+// the LEO gives ErrOffsetOutOfRange.
+func (l *Log) Read(fetchOffset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	if l.failed != nil {
+		return ReadResult{}, l.failed
+	}
+	result := ReadResult{FirstOffset: fetchOffset, NextOffset: fetchOffset,
+		LogStartOffset: l.logStartOffset, LogEndOffset: l.LogEndOffset()}
+	if fetchOffset < l.logStartOffset || fetchOffset > l.LogEndOffset() {
+		return result, fmt.Errorf("read %s at %d: log spans [%d, %d]: %w", l.dir, fetchOffset,
+			l.logStartOffset, l.LogEndOffset(), ErrOffsetOutOfRange)
+	}
+	if fetchOffset == l.LogEndOffset() || fetchOffset >= maxOffset || maxBytes < 0 {
+		return result, nil
+	}
+	r := reader{log: l, result: &result, bytesLeft: int64(maxBytes), maxOffset: maxOffset, minOneBatch: minOneBatch}
+	for i := l.segmentFor(fetchOffset); i < len(l.segments) && !r.done; i++ {
+		if err := r.readSegment(l.segments[i], fetchOffset); err != nil {
+			return ReadResult{}, l.failRead(err)
+		}
+	}
+	return result, nil
+}
+
+// failRead fails the log on a read error. That includes headers that no
+// longer parse: bytes the log wrote or verified have rotted on the device,
+// which is a storage failure like EIO.
+func (l *Log) failRead(err error) error { return l.fail(err) }
+
+// segmentFor returns the index of the segment holding offset: the last one
+// whose base offset <= offset.
+func (l *Log) segmentFor(offset int64) int {
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > offset })
+	return max(i-1, 0)
+}
+
+// reader accumulates regions across segments.
+type reader struct {
+	log         *Log
+	result      *ReadResult
+	bytesLeft   int64
+	maxOffset   int64
+	minOneBatch bool
+	done        bool
+}
+
+func (r *reader) readSegment(s *segment, fetchOffset int64) error {
+	start, found, err := s.findBatch(fetchOffset, r.log.scratch)
+	if err != nil || !found {
+		return err
+	}
+	region := Region{File: s.log, Position: start.position}
+	err = s.walkHeaders(start.position, r.log.scratch, func(b batchAt) bool {
+		size := b.header.TotalBytes()
+		first := len(r.result.Regions) == 0 && region.Bytes == 0
+		if b.header.LastOffset() >= r.maxOffset || (size > r.bytesLeft && !(first && r.minOneBatch)) {
+			r.done = true
+			return false
+		}
+		if first {
+			r.result.FirstOffset = b.header.BaseOffset
+		}
+		region.Bytes += size
+		r.bytesLeft -= size
+		r.result.NextOffset = b.header.NextOffset()
+		return true
+	})
+	if region.Bytes > 0 {
+		r.result.Regions = append(r.result.Regions, region)
+	}
+	return err
+}
+
+// CopyRegions reads the regions into one new buffer: for the simulator and
+// tests, which have no sendfile.
+func CopyRegions(regions []Region) ([]byte, error) {
+	var total int64
+	for _, r := range regions {
+		total += r.Bytes
+	}
+	out := make([]byte, total)
+	at := int64(0)
+	for _, r := range regions {
+		n, err := r.File.ReadAt(out[at:at+r.Bytes], r.Position)
+		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == r.Bytes) {
+			return nil, fmt.Errorf("copy region %s at %d: %w", r.File.Path(), r.Position, err)
+		}
+		at += r.Bytes
+	}
+	return out, nil
+}

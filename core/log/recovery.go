@@ -1,0 +1,219 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"strand/core/env"
+	"strand/core/log/checkpoint"
+)
+
+// OpenOptions carries what the log directory's checkpoints say about a log.
+type OpenOptions struct {
+	// RecoveryPoint is from recovery-point-offset-checkpoint (0 if absent):
+	// batches below it were synced and are trusted.
+	RecoveryPoint int64
+	// LogStartOffset is from log-start-offset-checkpoint (0 if absent).
+	LogStartOffset int64
+	// NowMs is the wall clock, for the segments' creation time.
+	NowMs int64
+}
+
+// Open loads the log in dir, creating an empty one if dir holds none, and
+// recovers it after a crash:
+//   - leftover checkpoint temp files are removed, and index files without
+//     a .log;
+//   - segments wholly below the recovery point are trusted; their indexes
+//     are checked and rebuilt if inconsistent;
+//   - from the segment holding the recovery point on, every batch is
+//     verified (batch.Verify, contiguous offsets); the log is truncated at
+//     the first failure, later segments deleted, and the indexes rebuilt;
+//   - the epoch cache is rebuilt from the verified batches' epochs.
+func Open(disk env.Disk, dir string, cfg Config, opts OpenOptions) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := disk.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	if err := checkpoint.RemoveTemps(disk, dir); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	epochs, err := loadEpochCache(disk, dir)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l := &Log{
+		disk: disk, dir: dir, cfg: cfg, epochs: epochs,
+		epochWriter: checkpoint.NewWriter(disk, dir, EpochCheckpointName),
+		scratch:     make([]byte, scratchBytes),
+	}
+	l.epochVersionWritten = epochs.version
+	if err := l.loadSegments(opts); err != nil {
+		return nil, errors.Join(fmt.Errorf("open log %s: %w", dir, err), l.Close())
+	}
+	l.flush.lastFlushMs = opts.NowMs
+	l.checkInvariants()
+	l.persistEpochs(nil)
+	return l, nil
+}
+
+func loadEpochCache(disk env.Disk, dir string) (*EpochCache, error) {
+	data, err := checkpoint.ReadFile(disk, joinPath(dir, EpochCheckpointName))
+	if errors.Is(err, env.ErrNotExist) {
+		return NewEpochCache(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	entries, err := checkpoint.ParseEpochs(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EpochCheckpointName, err)
+	}
+	return NewEpochCache(entries)
+}
+
+// loadSegments opens, checks and recovers every segment, then settles the
+// log start offset, recovery point and epoch cache.
+func (l *Log) loadSegments(opts OpenOptions) error {
+	bases, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	if err := l.openAll(bases, opts.NowMs); err != nil {
+		return err
+	}
+	if err := l.dropBelowStart(opts.LogStartOffset); err != nil {
+		return err
+	}
+	recoverFrom := l.loadTrusted(opts.RecoveryPoint)
+	if len(l.segments) > 0 {
+		l.epochs.TruncateFromEnd(l.segments[recoverFrom].baseOffset)
+		if err := l.recoverFrom(recoverFrom); err != nil {
+			return err
+		}
+	}
+	if len(l.segments) == 0 {
+		if err := l.startAt(max(opts.LogStartOffset, 0), opts.NowMs); err != nil {
+			return err
+		}
+	}
+	l.logStartOffset = max(opts.LogStartOffset, l.segments[0].baseOffset)
+	if l.logStartOffset > l.LogEndOffset() {
+		// The checkpoint is ahead of the data (e.g. a follower restarted
+		// from the leader's log start): start empty there, as Kafka does.
+		if err := l.removeSegments(0); err != nil {
+			return err
+		}
+		if err := l.startAt(l.logStartOffset, opts.NowMs); err != nil {
+			return err
+		}
+	}
+	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
+	l.epochs.TruncateFromEnd(l.LogEndOffset())
+	l.epochs.TruncateFromStart(l.logStartOffset)
+	return nil
+}
+
+// dropBelowStart deletes, unread, the segments wholly below the log start
+// offset: retention deleted them, but a crash undid the unsynced deletion.
+func (l *Log) dropBelowStart(logStartOffset int64) error {
+	n := 0
+	for n+1 < len(l.segments) && l.segments[n+1].baseOffset <= logStartOffset {
+		n++
+	}
+	var err error
+	for _, s := range l.segments[:n] {
+		err = errors.Join(err, s.remove(l.disk))
+	}
+	l.segments = l.segments[n:]
+	if n > 0 {
+		l.flush.dirDirty = true
+	}
+	return err
+}
+
+// listSegments returns the base offsets of the .log files in dir, sorted,
+// and removes index files that have no .log.
+func (l *Log) listSegments() ([]int64, error) {
+	names, err := l.disk.List(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	logs := map[int64]bool{}
+	var bases []int64
+	var orphans []string
+	for _, name := range names {
+		base, suffix, ok := parseSegmentFileName(name)
+		if ok && suffix == logSuffix {
+			logs[base] = true
+			bases = append(bases, base)
+		}
+	}
+	for _, name := range names {
+		base, suffix, ok := parseSegmentFileName(name)
+		if ok && suffix != logSuffix && !logs[base] {
+			orphans = append(orphans, name)
+		}
+	}
+	for _, name := range orphans {
+		if err := l.disk.Remove(joinPath(l.dir, name)); err != nil {
+			return nil, fmt.Errorf("remove orphan index %s: %w", name, err)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// parseSegmentFileName splits "<20 digits><suffix>" for the three suffixes.
+func parseSegmentFileName(name string) (baseOffset int64, suffix string, ok bool) {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		digits, found := strings.CutSuffix(name, suffix)
+		if !found || len(digits) != 20 {
+			continue
+		}
+		base, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || base < 0 {
+			return 0, "", false
+		}
+		return base, suffix, true
+	}
+	return 0, "", false
+}
+
+func (l *Log) openAll(bases []int64, nowMs int64) error {
+	for _, base := range bases {
+		s, err := openSegmentFiles(l.disk, l.dir, base, l.cfg, false)
+		if err != nil {
+			return fmt.Errorf("open segment %d: %w", base, err)
+		}
+		s.createdMs = nowMs
+		l.segments = append(l.segments, s)
+	}
+	return nil
+}
+
+// startAt makes the log a single empty segment at offset.
+func (l *Log) startAt(offset int64, nowMs int64) error {
+	s, err := createSegment(l.disk, l.dir, offset, l.cfg, nowMs)
+	if err != nil {
+		return err
+	}
+	l.segments = append(l.segments, s)
+	l.flush.dirDirty = true
+	return nil
+}
+
+// removeSegments deletes segments[from:] and their files.
+func (l *Log) removeSegments(from int) error {
+	var err error
+	for _, s := range l.segments[from:] {
+		err = errors.Join(err, s.remove(l.disk))
+	}
+	l.segments = l.segments[:from]
+	l.flush.dirDirty = true
+	return err
+}

@@ -1,0 +1,175 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// loadTrusted loads the segments wholly below the recovery point, which are
+// trusted, and returns the index of the first segment to recover: the one
+// holding the recovery point, or an earlier one whose files turned out
+// inconsistent in a way an index rebuild cannot fix.
+func (l *Log) loadTrusted(recoveryPoint int64) int {
+	recoverFrom := 0
+	for recoverFrom+1 < len(l.segments) && l.segments[recoverFrom+1].baseOffset <= recoveryPoint {
+		recoverFrom++
+	}
+	for i := 0; i < recoverFrom; i++ {
+		s := l.segments[i]
+		if i > 0 && s.baseOffset != l.segments[i-1].nextOffset {
+			return i
+		}
+		if err := l.loadTrustedSegment(s); err != nil {
+			return i
+		}
+	}
+	return recoverFrom
+}
+
+// loadTrustedSegment finds a trusted segment's end and max timestamp, reading
+// only the headers after the last offset index entry, and rebuilds the
+// indexes if they fail the sanity check.
+func (l *Log) loadTrustedSegment(s *segment) error {
+	s.bytes = s.log.Size()
+	first, err := readHeader(s.log, 0, s.bytes, l.scratch)
+	if err != nil {
+		return err
+	}
+	if first.BaseOffset != s.baseOffset {
+		return fmt.Errorf("segment %d starts with offset %d", s.baseOffset, first.BaseOffset)
+	}
+	s.firstBatchTimestamp = first.MaxTimestamp
+	if err := s.index.load(math.MaxInt64, s.bytes); err != nil {
+		return l.rebuildIndexes(s)
+	}
+	if err := l.walkTail(s); err != nil {
+		return l.rebuildIndexes(s)
+	}
+	if err := s.timeIndex.load(s.nextOffset); err != nil {
+		return l.rebuildIndexes(s)
+	}
+	if s.timeIndex.lastTimestamp > s.maxTimestamp {
+		s.maxTimestamp, s.offsetOfMaxTimestamp = s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
+	}
+	return nil
+}
+
+// walkTail reads the batches from the last offset index entry to the end,
+// checking that the entry points at the batch it names, and sets nextOffset
+// and the tail's max timestamp.
+func (l *Log) walkTail(s *segment) error {
+	expected, position := s.baseOffset, int64(0)
+	if s.index.entries > 0 {
+		position = s.index.lastPosition
+		h, err := readHeader(s.log, position, s.bytes, l.scratch)
+		if err != nil {
+			return err
+		}
+		if h.LastOffset() != s.index.lastOffset {
+			return fmt.Errorf("offset index entry %d points at a batch ending at %d", s.index.lastOffset, h.LastOffset())
+		}
+		expected = h.BaseOffset
+	}
+	var walkErr error
+	err := s.walkHeaders(position, l.scratch, func(b batchAt) bool {
+		if b.header.BaseOffset != expected || !s.canHold(b.header.LastOffset()) {
+			walkErr = fmt.Errorf("segment %d: batch at %d has offset %d, want %d", s.baseOffset, b.position, b.header.BaseOffset, expected)
+			return false
+		}
+		expected = b.header.NextOffset()
+		if b.header.MaxTimestamp > s.maxTimestamp {
+			s.maxTimestamp, s.offsetOfMaxTimestamp = b.header.MaxTimestamp, b.header.LastOffset()
+		}
+		return true
+	})
+	s.nextOffset = expected
+	return errors.Join(err, walkErr)
+}
+
+// rebuildIndexes rebuilds a trusted segment's indexes from its headers.
+func (l *Log) rebuildIndexes(s *segment) error {
+	if err := s.truncateFiles(s.log.Size()); err != nil {
+		return err
+	}
+	s.resetStats()
+	var walkErr error
+	err := s.walkHeaders(0, l.scratch, func(b batchAt) bool {
+		if b.header.BaseOffset != s.nextOffset || !s.canHold(b.header.LastOffset()) {
+			walkErr = fmt.Errorf("segment %d: batch at %d has offset %d, want %d", s.baseOffset, b.position, b.header.BaseOffset, s.nextOffset)
+			return false
+		}
+		walkErr = s.indexBatch(b.header, b.position)
+		s.nextOffset = b.header.NextOffset()
+		return walkErr == nil
+	})
+	if err = errors.Join(err, walkErr); err != nil {
+		return err
+	}
+	return s.becomeInactive()
+}
+
+// recoverFrom verifies segments[first:] batch by batch, truncates at the
+// first failure and deletes every later segment.
+func (l *Log) recoverFrom(first int) error {
+	for i := first; i < len(l.segments); i++ {
+		s := l.segments[i]
+		if i > 0 && s.baseOffset != l.segments[i-1].nextOffset {
+			return l.removeSegments(i)
+		}
+		complete, err := l.recoverSegment(s)
+		if err != nil {
+			return err
+		}
+		if !complete || s.bytes == 0 {
+			return l.removeSegments(i + 1)
+		}
+		if i < len(l.segments)-1 {
+			if err := s.becomeInactive(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recoverSegment verifies every batch of s from the start, rebuilding its
+// indexes and assigning epochs newer than the cache's latest, as Kafka's
+// LogSegment.recover does. It cuts the file after the last good batch and
+// reports whether the whole file was good.
+func (l *Log) recoverSegment(s *segment) (complete bool, err error) {
+	size := s.log.Size()
+	if err := s.truncateFiles(size); err != nil {
+		return false, err
+	}
+	s.resetStats()
+	position, buf := int64(0), l.scratch
+	for position < size {
+		h, grown, err := readVerified(s.log, position, size, buf)
+		buf = grown
+		if errors.Is(err, errCorruptData) {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		if h.BaseOffset != s.nextOffset || !s.canHold(h.LastOffset()) || position+h.TotalBytes() > positionMax {
+			break
+		}
+		if err := s.indexBatch(h, position); err != nil {
+			return false, err
+		}
+		if h.PartitionLeaderEpoch > l.epochs.LatestEpoch() {
+			l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset)
+		}
+		s.nextOffset = h.NextOffset()
+		position += h.TotalBytes()
+	}
+	if position < size {
+		if err := s.log.Truncate(position); err != nil {
+			return false, fmt.Errorf("truncate %s at %d: %w", s.log.Path(), position, err)
+		}
+	}
+	s.bytes = position
+	return position == size, nil
+}

@@ -1,0 +1,105 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ApplyRetention deletes old segments as Kafka's deleteOldSegments does, in
+// three passes: segments older than retention.ms (by their largest
+// timestamp), then the oldest segments while the log exceeds
+// retention.bytes, then segments wholly below the log start offset. Only
+// whole segments go; never the active segment, and never a segment holding
+// an offset at or above highWatermark. The log start offset advances to the
+// first remaining segment. It returns how many segments were deleted.
+func (l *Log) ApplyRetention(nowMs, highWatermark int64) (deleted int, err error) {
+	if l.failed != nil {
+		return 0, l.failed
+	}
+	passes := []func(*segment) bool{
+		l.retentionMsBreached(nowMs),
+		l.retentionBytesBreached(),
+		func(s *segment) bool { return s.nextOffset <= l.logStartOffset },
+	}
+	for _, breached := range passes {
+		n := 0
+		for n < len(l.segments)-1 && l.segments[n].nextOffset <= highWatermark && breached(l.segments[n]) {
+			n++
+		}
+		if err := l.deleteOldest(n); err != nil {
+			return deleted, err
+		}
+		deleted += n
+	}
+	return deleted, nil
+}
+
+func (l *Log) retentionMsBreached(nowMs int64) func(*segment) bool {
+	return func(s *segment) bool {
+		if l.cfg.RetentionMs < 0 {
+			return false
+		}
+		largestMs := s.maxTimestamp
+		if largestMs < 0 {
+			largestMs = s.createdMs // Kafka falls back to the file's mtime
+		}
+		return nowMs-largestMs > l.cfg.RetentionMs
+	}
+}
+
+func (l *Log) retentionBytesBreached() func(*segment) bool {
+	excessBytes := l.SizeBytes() - l.cfg.RetentionBytes
+	return func(s *segment) bool {
+		if l.cfg.RetentionBytes < 0 || excessBytes-s.bytes < 0 {
+			return false
+		}
+		excessBytes -= s.bytes
+		return true
+	}
+}
+
+// deleteOldest deletes the n oldest segments and advances the log start
+// offset past them.
+func (l *Log) deleteOldest(n int) error {
+	if n == 0 {
+		return nil
+	}
+	if n >= len(l.segments) {
+		panic(fmt.Sprintf("log %s: deleting %d of %d segments, the active one included", l.dir, n, len(l.segments)))
+	}
+	var err error
+	for _, s := range l.segments[:n] {
+		err = errors.Join(err, s.remove(l.disk))
+	}
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	l.flush.dirDirty = true
+	if err != nil {
+		return l.fail(err)
+	}
+	l.setLogStartOffset(max(l.logStartOffset, l.segments[0].baseOffset))
+	return nil
+}
+
+// AdvanceStartOffset moves the log start offset up to offset, for
+// DeleteRecords; the segments wholly below it go at the next ApplyRetention.
+// An offset at or below the current start changes nothing.
+func (l *Log) AdvanceStartOffset(offset int64) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if offset > l.LogEndOffset() {
+		return fmt.Errorf("advance log start of %s to %d: beyond the log end offset %d: %w",
+			l.dir, offset, l.LogEndOffset(), ErrOffsetOutOfRange)
+	}
+	if offset > l.logStartOffset {
+		l.setLogStartOffset(offset)
+	}
+	return nil
+}
+
+func (l *Log) setLogStartOffset(offset int64) {
+	l.logStartOffset = offset
+	l.epochs.TruncateFromStart(offset)
+	l.persistEpochs(nil)
+	l.checkInvariants()
+}

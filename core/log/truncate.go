@@ -1,0 +1,102 @@
+package log
+
+import (
+	"fmt"
+)
+
+// TruncateTo removes every batch whose last offset >= offset, for a follower
+// whose log diverged from the leader's. As in Kafka's LogSegment.truncateTo,
+// truncation happens at batch boundaries: a batch holding offset goes whole.
+// Unlike Kafka, which then sets the LEO to offset even when that cut a batch,
+// the LEO becomes the end of the last remaining batch, so that the LEO always
+// equals the last batch's next offset. Later segments are deleted, indexes
+// trimmed, the epoch cache truncated from the end, and the recovery point
+// lowered to the new LEO. An offset at or beyond the LEO changes nothing; one
+// below the first segment truncates fully and starts there.
+func (l *Log) TruncateTo(offset int64) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if offset < 0 {
+		return fmt.Errorf("truncate %s to %d: negative offset", l.dir, offset)
+	}
+	if offset >= l.LogEndOffset() {
+		return nil
+	}
+	if offset < l.segments[0].baseOffset {
+		return l.TruncateFullyAndStartAt(offset, l.segments[0].createdMs)
+	}
+	i := l.segmentFor(offset)
+	if err := l.removeSegments(i + 1); err != nil {
+		return l.fail(err)
+	}
+	s := l.active()
+	at, found, err := s.findBatch(offset, l.scratch)
+	if err != nil {
+		return l.fail(err)
+	}
+	if found {
+		if err := l.truncateSegment(s, at); err != nil {
+			return l.fail(err)
+		}
+	}
+	l.afterTruncation()
+	return nil
+}
+
+// truncateSegment cuts s before the batch at, as Kafka does: indexes first,
+// then the file, then the max timestamp is recomputed from what is left.
+func (l *Log) truncateSegment(s *segment, at batchAt) error {
+	if err := s.index.truncateTo(at.header.BaseOffset); err != nil {
+		return err
+	}
+	if err := s.timeIndex.truncateTo(at.header.BaseOffset); err != nil {
+		return err
+	}
+	if err := s.log.Truncate(at.position); err != nil {
+		return fmt.Errorf("truncate %s at %d: %w", s.log.Path(), at.position, err)
+	}
+	s.bytes, s.nextOffset = at.position, at.header.BaseOffset
+	s.truncated = true
+	s.bytesSinceIndexEntry = 0
+	if s.bytes == 0 {
+		s.resetStats()
+		return nil
+	}
+	return s.recomputeMaxTimestamp(l.scratch)
+}
+
+// afterTruncation settles what depends on the LEO after it moved back.
+func (l *Log) afterTruncation() {
+	leo := l.LogEndOffset()
+	l.recoveryPoint = min(l.recoveryPoint, leo)
+	l.logStartOffset = min(l.logStartOffset, leo)
+	l.flush.truncations++
+	l.epochs.TruncateFromEnd(leo)
+	l.persistEpochs(nil)
+	l.checkInvariants()
+}
+
+// TruncateFullyAndStartAt deletes every segment and starts an empty log at
+// offset, for a follower whose fetch offset fell below the leader's log start
+// offset. The epoch cache is cleared, as Kafka clears it.
+func (l *Log) TruncateFullyAndStartAt(offset int64, nowMs int64) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if offset < 0 {
+		return fmt.Errorf("truncate %s fully at %d: negative offset", l.dir, offset)
+	}
+	if err := l.removeSegments(0); err != nil {
+		return l.fail(err)
+	}
+	if err := l.startAt(offset, nowMs); err != nil {
+		return l.fail(err)
+	}
+	l.logStartOffset, l.recoveryPoint = offset, offset
+	l.flush.truncations++
+	l.epochs.TruncateFromEnd(0)
+	l.persistEpochs(nil)
+	l.checkInvariants()
+	return nil
+}
