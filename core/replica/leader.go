@@ -1,0 +1,220 @@
+package replica
+
+import "fmt"
+
+// leaderState is what only the leader keeps (SPEC.md §4, leader side).
+type leaderState struct {
+	// epochStartOffset is the LEO when this replica became leader of the
+	// current epoch: Kafka's leaderEpochStartOffsetOpt. It is the start
+	// offset of this leader's epoch in the epoch cache, and the floor a
+	// follower's LEO must reach to join the ISR (KAFKA-7128).
+	epochStartOffset int64
+	// followers holds the progress of every other assigned replica, sorted
+	// by replica id.
+	followers []followerProgress
+	// proposal is the in-flight AlterPartition, or nil.
+	proposal *proposal
+}
+
+// FetchRequest is one partition of a Fetch, as a follower sends it and as
+// the leader reads it (KAFKA-NOTES.md, "Replication through fetch").
+type FetchRequest struct {
+	// ReplicaID is the fetching follower's broker id.
+	ReplicaID int32
+	// FetchOffset is the follower's LEO.
+	FetchOffset int64
+	// CurrentLeaderEpoch is the leader epoch the follower knows, or NoEpoch
+	// for request versions without it.
+	CurrentLeaderEpoch int32
+	// LastFetchedEpoch is the epoch of the follower's last batch (Fetch
+	// v12+), or NoEpoch when its log holds none.
+	LastFetchedEpoch int32
+	// LogStartOffset is the follower's log start offset.
+	LogStartOffset int64
+}
+
+// FetchDecision is the leader's answer to one partition of a Fetch. The
+// broker reads records [ReadFromOffset, ReadToOffset) from its log when
+// ShouldRead; a follower hands the decision, as received, to OnFetchResponse.
+type FetchDecision struct {
+	// Error is a Kafka error code; 0 when the fetch is served.
+	Error int16
+	// Diverging is set, with no records, when the follower's log diverges
+	// from the leader's at DivergingEpoch (Fetch v12+ DivergingEpoch).
+	Diverging      bool
+	DivergingEpoch EpochEndOffset
+	// ReadFromOffset and ReadToOffset bound the records to send.
+	ReadFromOffset int64
+	ReadToOffset   int64
+	// HighWatermark, LogStartOffset and LogEndOffset are the leader's. The
+	// wire Fetch response has no LogEndOffset; a wire follower that needs it
+	// (OFFSET_OUT_OF_RANGE) asks ListOffsets for the latest offset, as
+	// Kafka's AbstractFetcherThread.fetchOffsetAndTruncate does.
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// ShouldRead reports whether the broker must read records for this decision.
+func (d FetchDecision) ShouldRead() bool {
+	return d.Error == codeNone && !d.Diverging && d.ReadFromOffset < d.ReadToOffset
+}
+
+// becomeLeader takes leadership of s. In a new leader epoch the epoch start
+// offset is the current LEO and every follower's LEO becomes unknown, so the
+// HW cannot advance until each ISR member has fetched in this epoch and
+// passed the divergence check. (Kafka keeps a re-elected leader's follower
+// LEOs; forgetting them costs one fetch round and makes no exception.)
+func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) {
+	if newEpoch || p.role != RoleLeader {
+		p.leader = leaderState{
+			epochStartOffset: p.log.LogEndOffset(),
+			followers:        newFollowerProgress(s, p.cfg.ReplicaID, nowMs),
+		}
+	} else {
+		p.leader.followers = reconcileFollowers(p.leader.followers, s, p.cfg.ReplicaID, nowMs)
+	}
+	// A pushed state supersedes any in-flight proposal: Kafka's
+	// updateAssignmentAndIsr resets to a CommittedPartitionState.
+	p.leader.proposal = nil
+	p.state = s
+	p.role = RoleLeader
+	p.follower = followerState{}
+	p.assertHighWatermarkWithinLog()
+	p.maybeAdvanceHighWatermark(nowMs)
+	p.failAcksIfUnderMinISR()
+}
+
+// OnFollowerFetch decides the leader's answer to a follower's fetch and, when
+// it is served, records the follower's progress, proposes an ISR expansion if
+// it caught up, and advances the HW (Kafka's Partition.fetchRecords). The
+// checks run in Kafka's order: leader epoch, leadership, replica membership,
+// last fetched epoch (divergence), offset range.
+func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision {
+	if code := p.checkRequestEpoch(req.CurrentLeaderEpoch); code != codeNone {
+		return p.failedFetch(code)
+	}
+	if p.role != RoleLeader {
+		return p.failedFetch(codeNotLeaderOrFollower)
+	}
+	f := p.leader.progress(req.ReplicaID)
+	if f == nil {
+		// Kafka's followerReplicaOrThrow: a replica not (yet) assigned.
+		if req.CurrentLeaderEpoch != NoEpoch {
+			return p.failedFetch(codeUnknownLeaderEpoch)
+		}
+		return p.failedFetch(codeNotLeaderOrFollower)
+	}
+	leo := p.log.LogEndOffset()
+	d := p.checkFetchPosition(req.FetchOffset, req.LastFetchedEpoch, leo)
+	if d.Error != codeNone || d.Diverging {
+		return d
+	}
+	f.onFetch(req.FetchOffset, leo, nowMs)
+	p.maybeProposeExpand(*f)
+	p.maybeAdvanceHighWatermark(nowMs)
+	d.HighWatermark = p.hw
+	return d
+}
+
+// OnConsumerFetch decides the answer to a fetch from a non-replica: only the
+// leader serves it, and only below the HW (SPEC.md §4: consumers never see
+// past HW). A fetch offset between HW and LEO is valid and reads nothing.
+func (p *Partition) OnConsumerFetch(fetchOffset int64, currentLeaderEpoch int32) FetchDecision {
+	if code := p.checkRequestEpoch(currentLeaderEpoch); code != codeNone {
+		return p.failedFetch(code)
+	}
+	if p.role != RoleLeader {
+		return p.failedFetch(codeNotLeaderOrFollower)
+	}
+	d := p.failedFetch(codeNone)
+	if fetchOffset < d.LogStartOffset || fetchOffset > d.LogEndOffset {
+		d.Error = codeOffsetOutOfRange
+		return d
+	}
+	d.ReadFromOffset, d.ReadToOffset = fetchOffset, max(fetchOffset, p.hw)
+	return d
+}
+
+// checkRequestEpoch compares a request's leader epoch with ours, as Kafka's
+// Partition.checkCurrentLeaderEpoch: older → FENCED_LEADER_EPOCH, newer →
+// UNKNOWN_LEADER_EPOCH, absent → accepted.
+func (p *Partition) checkRequestEpoch(requestEpoch int32) int16 {
+	if p.cfg.Bugs.NoFencing || requestEpoch == NoEpoch {
+		return codeNone // planted bug no-fencing skips the comparison
+	}
+	switch {
+	case requestEpoch < p.state.LeaderEpoch:
+		return codeFencedLeaderEpoch
+	case requestEpoch > p.state.LeaderEpoch:
+		return codeUnknownLeaderEpoch
+	}
+	return codeNone
+}
+
+// checkFetchPosition is Kafka's Partition.readRecords without the read: the
+// follower's (LastFetchedEpoch, FetchOffset) must be consistent with the
+// leader's epoch cache, or the answer is DivergingEpoch with the largest
+// epoch <= LastFetchedEpoch that the leader knows and where it ends.
+func (p *Partition) checkFetchPosition(fetchOffset int64, lastFetchedEpoch int32, leo int64) FetchDecision {
+	d := p.failedFetch(codeNone)
+	if lastFetchedEpoch != NoEpoch {
+		epoch, end := p.leaderEndOffsetForEpoch(lastFetchedEpoch)
+		if epoch == NoEpoch || end == NoOffset || fetchOffset < d.LogStartOffset {
+			d.Error = codeOffsetOutOfRange
+			return d
+		}
+		if epoch < lastFetchedEpoch || end < fetchOffset {
+			d.Diverging, d.DivergingEpoch = true, EpochEndOffset{Epoch: epoch, EndOffset: end}
+			return d
+		}
+	}
+	if fetchOffset < d.LogStartOffset || fetchOffset > leo {
+		d.Error = codeOffsetOutOfRange
+		return d
+	}
+	d.ReadFromOffset, d.ReadToOffset = fetchOffset, leo
+	return d
+}
+
+// leaderEndOffsetForEpoch is the leader's epoch-cache lookup. Kafka's
+// makeLeader writes (leader epoch, LEO) into the cache at election so that a
+// follower holding epochs this leader never saw gets a bounded answer
+// (KIP-279). This package does not write the log, so it overlays that entry
+// instead: until the first append in this epoch, the log's cache lacks it.
+func (p *Partition) leaderEndOffsetForEpoch(requested int32) (int32, int64) {
+	current := p.state.LeaderEpoch
+	switch {
+	case requested == NoEpoch || requested > current:
+		return NoEpoch, NoOffset
+	case requested == current:
+		return current, p.log.LogEndOffset()
+	}
+	epoch, end := p.log.EndOffsetForEpoch(requested)
+	if epoch != NoEpoch {
+		return epoch, end
+	}
+	// No cached epoch is larger than requested: the overlay entry is.
+	if latest := p.log.LatestEpoch(); latest != NoEpoch {
+		return latest, p.leader.epochStartOffset
+	}
+	return requested, p.leader.epochStartOffset
+}
+
+// failedFetch is a decision carrying code and the leader's offsets.
+func (p *Partition) failedFetch(code int16) FetchDecision {
+	return FetchDecision{
+		Error:          code,
+		HighWatermark:  p.hw,
+		LogStartOffset: p.log.LogStartOffset(),
+		LogEndOffset:   p.log.LogEndOffset(),
+	}
+}
+
+// assertHighWatermarkWithinLog panics if the HW left the log: the broker
+// must never truncate the log without the replica deciding it.
+func (p *Partition) assertHighWatermarkWithinLog() {
+	if p.hw > p.log.LogEndOffset() {
+		panic(fmt.Sprintf("replica %d: high watermark %d above log end offset %d", p.cfg.ReplicaID, p.hw, p.log.LogEndOffset()))
+	}
+}

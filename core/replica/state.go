@@ -1,0 +1,240 @@
+package replica
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Bugs are the planted replication bugs the simulator must catch
+// (SPEC.md §4, planted bugs). Each switch breaks one rule at the exact
+// point that rule is enforced; all false is the correct protocol.
+type Bugs struct {
+	// HWTruncation: a replica that becomes follower in a new leader epoch
+	// truncates its log to its own high watermark and fetches without a
+	// last fetched epoch, as Kafka did before KIP-101 (state.go, follower.go).
+	HWTruncation bool
+	// EarlyAck: acks=all completes as soon as the leader has appended (acks.go).
+	EarlyAck bool
+	// NoFencing: a leader keeps its role when the controller names another
+	// leader, and fetches carrying another leader epoch are served (state.go,
+	// leader.go).
+	NoFencing bool
+	// ISRMinIgnored: acks=all is admitted, committed and acknowledged while
+	// the ISR is smaller than min.insync.replicas (acks.go, hw.go).
+	ISRMinIgnored bool
+}
+
+// Config is the per-partition configuration. It travels with the partition,
+// never in globals, so simulator seeds can run side by side.
+type Config struct {
+	// ReplicaID is this broker's id (node.id).
+	ReplicaID int32
+	// MinInsyncReplicas is min.insync.replicas (Kafka default 1).
+	MinInsyncReplicas int
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (Kafka default 30000).
+	ReplicaLagTimeMaxMs int64
+	// AckWaitersMax bounds the acks=all produces waiting on this partition
+	// (CLARIFICATIONS.md, "Validation and limits"); beyond it AdmitProduce
+	// rejects new acks=all produces before they are appended.
+	AckWaitersMax int
+	// Bugs are the planted bugs; the zero value is the correct protocol.
+	Bugs Bugs
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.ReplicaID < 0:
+		return fmt.Errorf("replica config: ReplicaID %d is negative", c.ReplicaID)
+	case c.MinInsyncReplicas < 1:
+		return fmt.Errorf("replica config: MinInsyncReplicas %d is below 1", c.MinInsyncReplicas)
+	case c.ReplicaLagTimeMaxMs <= 0:
+		return fmt.Errorf("replica config: ReplicaLagTimeMaxMs %d is not positive", c.ReplicaLagTimeMaxMs)
+	case c.AckWaitersMax < 1:
+		return fmt.Errorf("replica config: AckWaitersMax %d is below 1", c.AckWaitersMax)
+	}
+	return nil
+}
+
+// PartitionState is what the controller pushes for a partition, as KRaft's
+// PartitionRecord / LeaderAndIsr carries it (CLARIFICATIONS.md, "The
+// controller interface").
+type PartitionState struct {
+	// LeaderID is the leader's broker id, or NoLeader.
+	LeaderID int32
+	// LeaderEpoch increases with every leader election.
+	LeaderEpoch int32
+	// PartitionEpoch increases with every change to this state.
+	PartitionEpoch int32
+	// Replicas is the assignment (AR), preferred leader first.
+	Replicas []int32
+	// ISR is the committed in-sync replica set.
+	ISR []int32
+	// ELR is the eligible leader replica set (KIP-966); disjoint from ISR.
+	ELR []int32
+	// LastKnownELR is KIP-966's last known ELR; only controllers read it.
+	LastKnownELR []int32
+}
+
+// clone returns a deep copy, so that no caller slice is retained.
+func (s PartitionState) clone() PartitionState {
+	s.Replicas = slices.Clone(s.Replicas)
+	s.ISR = sortedCopy(s.ISR)
+	s.ELR = sortedCopy(s.ELR)
+	s.LastKnownELR = sortedCopy(s.LastKnownELR)
+	return s
+}
+
+// validate rejects states no controller may send; self must be a replica.
+func (s PartitionState) validate(self int32) error {
+	if s.LeaderEpoch < 0 || s.PartitionEpoch < 0 {
+		return fmt.Errorf("partition state: negative epoch (leader epoch %d, partition epoch %d)", s.LeaderEpoch, s.PartitionEpoch)
+	}
+	if len(s.Replicas) == 0 {
+		return fmt.Errorf("partition state: Replicas is empty")
+	}
+	sets := []struct {
+		name string
+		ids  []int32
+	}{{"Replicas", s.Replicas}, {"ISR", s.ISR}, {"ELR", s.ELR}}
+	for _, set := range sets {
+		if id, dup := firstDuplicate(set.ids); dup {
+			return fmt.Errorf("partition state: %s %v repeats replica %d", set.name, set.ids, id)
+		}
+		if id, out := firstNotIn(set.ids, s.Replicas); out {
+			return fmt.Errorf("partition state: %s %v holds %d, which is not in Replicas %v", set.name, set.ids, id, s.Replicas)
+		}
+	}
+	if id, both := firstNotIn(s.ELR, withoutIDs(s.ELR, s.ISR)); both {
+		return fmt.Errorf("partition state: replica %d is in both ISR %v and ELR %v", id, s.ISR, s.ELR)
+	}
+	if s.LeaderID != NoLeader && !containsID(s.ISR, s.LeaderID) {
+		return fmt.Errorf("partition state: leader %d is not in ISR %v", s.LeaderID, s.ISR)
+	}
+	if !containsID(s.Replicas, self) {
+		return fmt.Errorf("partition state: this replica %d is not in Replicas %v; the broker must stop hosting the partition", self, s.Replicas)
+	}
+	return nil
+}
+
+// Role is what this replica currently is for the partition.
+type Role uint8
+
+const (
+	// RoleNone: no partition state applied yet.
+	RoleNone Role = iota
+	// RoleLeader: this replica leads the current leader epoch.
+	RoleLeader
+	// RoleFollower: another replica leads, or there is no leader.
+	RoleFollower
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
+// Transition tells the broker what ApplyState changed and what it must do.
+type Transition struct {
+	// Role is the role after the state was applied.
+	Role Role
+	// NewLeaderEpoch is true when the leader epoch changed (or this was the
+	// first state): a follower restarts its fetcher.
+	NewLeaderEpoch bool
+	// TruncateToOffset, unless NoOffset, is an offset the broker must
+	// truncate the log to before anything else. Only the hw-truncation
+	// planted bug sets it: the correct protocol never truncates on a state
+	// change, only on a DivergingEpoch answer (KIP-101).
+	TruncateToOffset int64
+}
+
+// Partition is the replication state machine of one partition on one broker.
+// It is driven by one event loop (core/env's contract) and is not safe for
+// concurrent use.
+type Partition struct {
+	cfg   Config
+	log   Log
+	state PartitionState
+	role  Role
+	// hw is the high watermark: on the leader, the offset below which every
+	// record is committed; on a follower, the leader's HW as last learned,
+	// capped at the local LEO.
+	hw       int64
+	leader   leaderState
+	follower followerState
+	acks     ackTracker
+	// nextProposalID numbers AlterPartition proposals across leaderships,
+	// so an answer to an old proposal can never match a new one.
+	nextProposalID uint64
+}
+
+// New returns the partition's state machine before any controller state.
+// highWatermarkCheckpoint is the HW last checkpointed on this broker; it is
+// clamped into [LogStartOffset, LogEndOffset] because recovery may have
+// dropped unflushed records below it.
+func New(cfg Config, log Log, highWatermarkCheckpoint int64) (*Partition, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		return nil, fmt.Errorf("replica: log is nil")
+	}
+	hw := min(max(highWatermarkCheckpoint, log.LogStartOffset()), log.LogEndOffset())
+	return &Partition{cfg: cfg, log: log, hw: hw, state: PartitionState{LeaderID: NoLeader, LeaderEpoch: NoEpoch, PartitionEpoch: -1}}, nil
+}
+
+// Role returns this replica's current role.
+func (p *Partition) Role() Role { return p.role }
+
+// State returns a copy of the partition state as this replica knows it,
+// including ISR changes committed through AlterPartition responses.
+func (p *Partition) State() PartitionState { return p.state.clone() }
+
+// LeaderEpoch is the current leader epoch; the leader stamps it into every
+// batch it appends (PartitionLeaderEpoch).
+func (p *Partition) LeaderEpoch() int32 { return p.state.LeaderEpoch }
+
+// HighWatermark is the offset below which records are committed and visible
+// to consumers (SPEC.md §4).
+func (p *Partition) HighWatermark() int64 { return p.hw }
+
+// ApplyState applies a partition state pushed by the controller (SPEC.md §4,
+// controller interface). A state older than the one applied (lower partition
+// epoch or lower leader epoch) is rejected with an error and changes nothing;
+// an equal partition epoch is accepted, because an AlterPartition response
+// may have taken this replica to that epoch first (as Kafka's makeLeader
+// allows).
+func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error) {
+	if err := s.validate(p.cfg.ReplicaID); err != nil {
+		return Transition{}, err
+	}
+	if s.PartitionEpoch < p.state.PartitionEpoch || s.LeaderEpoch < p.state.LeaderEpoch {
+		return Transition{}, fmt.Errorf("stale partition state: leader epoch %d, partition epoch %d; have leader epoch %d, partition epoch %d",
+			s.LeaderEpoch, s.PartitionEpoch, p.state.LeaderEpoch, p.state.PartitionEpoch)
+	}
+	newEpoch := p.role == RoleNone || s.LeaderEpoch > p.state.LeaderEpoch
+	if p.cfg.Bugs.NoFencing && p.role == RoleLeader && s.LeaderID != p.cfg.ReplicaID {
+		// Planted bug no-fencing: the deposed leader ignores its demotion.
+		return Transition{Role: RoleLeader, TruncateToOffset: NoOffset}, nil
+	}
+	if s.LeaderID == p.cfg.ReplicaID {
+		p.becomeLeader(s.clone(), newEpoch, nowMs)
+		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: NoOffset}, nil
+	}
+	return p.becomeFollower(s.clone(), newEpoch), nil
+}
+
+// effectiveMinISR is min.insync.replicas capped at the replication factor,
+// as Kafka's Partition.effectiveMinIsr.
+func (p *Partition) effectiveMinISR() int {
+	return min(p.cfg.MinInsyncReplicas, len(p.state.Replicas))
+}
+
+// underMinISR reports whether the committed ISR is below min.insync.replicas.
+func (p *Partition) underMinISR() bool {
+	return len(p.state.ISR) < p.effectiveMinISR()
+}
