@@ -1,0 +1,44 @@
+// Package simnet is the simulator's network: an env.Network for every
+// simulated node, and connections for simulated clients, all driven by the
+// scheduler in virtual time and all subject to seeded faults.
+//
+// # What crosses the network
+//
+// Every request and response is encoded by core/wire into a frame, exactly as
+// realnet writes it to a socket, and decoded by core/wire on the other side
+// (CLARIFICATIONS.md, "Environment interfaces"). Each frame has its own
+// buffer, which is never reused, because decoded []byte fields alias it.
+//
+// # The connection model: TCP, not datagrams
+//
+// A connection delivers its frames in order, each direction FIFO, and never
+// duplicates or silently reorders them. What TCP does instead, simnet does:
+//   - delay: each frame takes a drawn latency, but never overtakes the frame
+//     before it on its connection;
+//   - break: a connection can be reset (a fault, or an end crashing). Frames
+//     in flight are lost and each surviving end is told after a short delay:
+//     a node through Handler.HandleClosed, a sender through its callbacks;
+//   - close: either end may close. Frames it already sent still arrive, then
+//     the other end is told (FIN). A request the client sent before closing
+//     can thus reach the broker after the client retried it on a new
+//     connection: that is how reordering and duplication appear on TCP, and
+//     why simnet models them across connections, not within one;
+//   - partitions: a frame due on a blocked link waits and is retransmitted
+//     until the link heals or the connection times out and breaks. Rarely
+//     the connection instead becomes a black hole: it and every later frame
+//     in that direction vanish silently, and only the sender's own timeout
+//     can tell (a half-open connection).
+//
+// Responses on a connection leave in request order: the Network holds back a
+// reply until every earlier request on its connection is answered or skipped.
+//
+// # Processes
+//
+// Each host is a sched.Node. Frames are delivered as node events, so a
+// paused host receives nothing until it resumes, and a crashed host's
+// connections break. Callbacks run on the host's event loop, never
+// concurrently with anything else.
+//
+// This package must not start goroutines, touch real sockets or time, or
+// iterate a map where the order could reach the schedule.
+package simnet

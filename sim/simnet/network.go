@@ -1,0 +1,211 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"strand/core/env"
+	"strand/sim/sched"
+)
+
+// Errors a sender's callback receives when its request gets no response.
+var (
+	// ErrConnBroken: the connection was reset (a network fault, or the other
+	// end crashed) before the response arrived.
+	ErrConnBroken = errors.New("connection broken")
+	// ErrConnClosed: the connection was closed, by this end or the other,
+	// before the response arrived.
+	ErrConnClosed = errors.New("connection closed")
+	// ErrUnknownNode: the destination node does not exist.
+	ErrUnknownNode = errors.New("unknown node")
+)
+
+// HostID names a host (a node or a client) on the network, for faults. Hosts
+// are numbered in the order they were added.
+type HostID int32
+
+// queuedFramesMax bounds the frames in flight in one direction of one
+// connection. The core bounds in-flight requests per connection far below
+// it; reaching it means a runaway sender.
+const queuedFramesMax = 1 << 16
+
+// Stats count what the network did, for the run's report and for tests.
+type Stats struct {
+	// FramesSent counts frames handed to the network, FramesDelivered those
+	// that reached the other end.
+	FramesSent, FramesDelivered uint64
+	// Breaks counts connections reset by faults or crashes.
+	Breaks uint64
+	// Blackholes counts connection directions that went silent.
+	Blackholes uint64
+	// Retransmits counts deliveries postponed by a partition.
+	Retransmits uint64
+	// MalformedFrames counts frames core/wire could not decode. Every frame
+	// simnet carries was encoded by core/wire, so any count here is a codec
+	// bug; the harness treats it as a violation.
+	MalformedFrames uint64
+}
+
+// Network connects the simulated hosts. It owns the link state that faults
+// change and the "net" PRNG stream every latency and fault is drawn from.
+type Network struct {
+	s      *sched.Scheduler
+	r      *rand.Rand
+	faults Faults
+
+	hosts []*Host
+	// nodes finds a node's host by node.id; it is only looked up.
+	nodes map[env.NodeID]*Host
+	// links holds the state of each ordered pair of hosts, at
+	// from*len(hosts)+to.
+	links []link
+
+	connIDLast uint64
+	// conns holds every connection not yet fully closed, in the order they
+	// were opened, so that Heal and crashes visit them deterministically.
+	conns []*conn
+
+	chaos *chaos
+	stats Stats
+}
+
+// link is the state of the path from one host to another.
+type link struct {
+	blocked     bool
+	clogUntilNs int64
+	clogDelayNs int64
+}
+
+// New returns an empty network whose faults are f, drawing from r (the
+// "net" stream).
+func New(s *sched.Scheduler, r *rand.Rand, f Faults) *Network {
+	f.check()
+	return &Network{s: s, r: r, faults: f, nodes: make(map[env.NodeID]*Host)}
+}
+
+// Stats returns what the network has done so far.
+func (n *Network) Stats() Stats { return n.stats }
+
+// Faults returns the settings the network runs with.
+func (n *Network) Faults() Faults { return n.faults }
+
+// Host is one endpoint of the network: a node, which accepts connections,
+// or a client, which only opens them.
+type Host struct {
+	net  *Network
+	id   HostID
+	proc *sched.Node
+	// clientID is what the host writes in request headers.
+	clientID string
+	// handler receives the inbound requests of a node; nil for a client
+	// and for a node between a crash and its restart.
+	handler env.Handler
+	isNode  bool
+	nodeID  env.NodeID
+	// inbound finds an accepted connection by id, for Reply; only looked up.
+	inbound map[env.ConnID]*conn
+	// peers holds a node's outbound connection to each peer; only looked
+	// up.
+	peers map[env.NodeID]*conn
+}
+
+// ID returns the host's number, which fault calls take.
+func (h *Host) ID() HostID { return h.id }
+
+func (n *Network) addHost(proc *sched.Node, clientID string) *Host {
+	h := &Host{
+		net:      n,
+		id:       HostID(len(n.hosts)),
+		proc:     proc,
+		clientID: clientID,
+		inbound:  make(map[env.ConnID]*conn),
+		peers:    make(map[env.NodeID]*conn),
+	}
+	old := len(n.hosts)
+	n.hosts = append(n.hosts, h)
+	grown := make([]link, len(n.hosts)*len(n.hosts))
+	for from := 0; from < old; from++ {
+		copy(grown[from*len(n.hosts):from*len(n.hosts)+old], n.links[from*old:(from+1)*old])
+	}
+	n.links = grown
+	proc.OnCrash(func() { n.hostCrashed(h) })
+	return h
+}
+
+func (n *Network) link(from, to HostID) *link {
+	return &n.links[int(from)*len(n.hosts)+int(to)]
+}
+
+// latencyNs draws how long a frame sent now from one host to another takes.
+func (n *Network) latencyNs(from, to HostID) int64 {
+	f := &n.faults
+	delayNs := f.LatencyNsMin
+	if f.LatencyJitterNs > 0 {
+		delayNs += n.r.Int64N(f.LatencyJitterNs + 1)
+	}
+	if f.TailNsMax > 0 && sched.Chance(n.r, f.TailPerMille) {
+		delayNs += n.r.Int64N(f.TailNsMax + 1)
+	}
+	if l := n.link(from, to); l.clogUntilNs > n.s.NowNs() {
+		delayNs += l.clogDelayNs
+	}
+	return delayNs
+}
+
+// notifyDelayNs draws how long an end takes to learn of a broken connection.
+func (n *Network) notifyDelayNs() int64 {
+	if n.faults.NotifyNsMax == 0 {
+		return 0
+	}
+	return n.r.Int64N(n.faults.NotifyNsMax + 1)
+}
+
+// hostCrashed breaks every connection of a crashed host. The host learns
+// nothing (it is dead); the other ends are told after a delay.
+func (n *Network) hostCrashed(h *Host) {
+	h.handler = nil
+	for _, c := range n.connsOf(h) {
+		c.breakConn("crash")
+	}
+	clear(h.inbound)
+	clear(h.peers)
+}
+
+// connsOf returns h's open connections in the order they were opened.
+func (n *Network) connsOf(h *Host) []*conn {
+	var out []*conn
+	for _, c := range n.conns {
+		if c.client == h || c.server == h {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// forget removes a connection that both ends are done with.
+func (n *Network) forget(c *conn) {
+	for i, other := range n.conns {
+		if other == c {
+			n.conns = append(n.conns[:i], n.conns[i+1:]...)
+			return
+		}
+	}
+	panic(fmt.Sprintf("simnet: forgetting connection %d, which is not open", c.id))
+}
+
+// dial opens a connection from client to server.
+func (n *Network) dial(client, server *Host) *conn {
+	if !server.isNode {
+		panic(fmt.Sprintf("simnet: dialing host %d, which is a client", server.id))
+	}
+	n.connIDLast++
+	c := newConn(n, env.ConnID(n.connIDLast), client, server)
+	n.conns = append(n.conns, c)
+	n.s.Trace(sched.Record{Kind: "net.dial", Node: server.proc.TraceID(), A: int64(c.id), B: int64(client.proc.TraceID())})
+	if !server.proc.Up() {
+		// Connection refused: the client learns at once-ish.
+		c.breakConn("refused")
+	}
+	return c
+}

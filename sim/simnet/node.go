@@ -1,0 +1,86 @@
+package simnet
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/wire"
+	"strand/sim/sched"
+)
+
+// NodeNet is one node's env.Network. It outlives the node's incarnations:
+// after a restart, the harness gives it the new core with SetHandler.
+type NodeNet struct {
+	host *Host
+}
+
+var _ env.Network = (*NodeNet)(nil)
+
+// AddNode attaches node id, running as proc, to the network. Requests reach
+// it once SetHandler has given it a handler.
+func (n *Network) AddNode(id env.NodeID, proc *sched.Node) *NodeNet {
+	if _, dup := n.nodes[id]; dup {
+		panic(fmt.Sprintf("simnet: node %d added twice", id))
+	}
+	h := n.addHost(proc, fmt.Sprintf("strand-node-%d", id))
+	h.isNode = true
+	h.nodeID = id
+	n.nodes[id] = h
+	return &NodeNet{host: h}
+}
+
+// SetHandler gives the node's current incarnation its handler. A node must
+// have one whenever it is up.
+func (nn *NodeNet) SetHandler(h env.Handler) { nn.host.handler = h }
+
+// Host returns the node's host, for faults.
+func (nn *NodeNet) Host() HostID { return nn.host.id }
+
+// Reply answers (conn, correlationID); the response waits until every
+// earlier request on conn is answered. Replying on a closed connection does
+// nothing.
+func (nn *NodeNet) Reply(conn env.ConnID, correlationID int32, resp kmsg.Response) {
+	c := nn.host.inbound[conn]
+	if c == nil {
+		return
+	}
+	c.reply(correlationID, wire.AppendResponse(nil, correlationID, resp))
+}
+
+// Skip marks (conn, correlationID) answered without a response (a Produce
+// with acks=0).
+func (nn *NodeNet) Skip(conn env.ConnID, correlationID int32) {
+	c := nn.host.inbound[conn]
+	if c == nil {
+		return
+	}
+	c.reply(correlationID, nil)
+}
+
+// Close closes an inbound connection from the node's side.
+func (nn *NodeNet) Close(conn env.ConnID) {
+	if c := nn.host.inbound[conn]; c != nil {
+		c.serverClose()
+	}
+}
+
+// Send sends req to peer over this node's connection to it, opening one if
+// there is none (first use, or the last one ended).
+func (nn *NodeNet) Send(peer env.NodeID, req kmsg.Request, done func(kmsg.Response, error)) {
+	h := nn.host
+	target := h.net.nodes[peer]
+	if target == nil {
+		h.proc.Post(func() { done(nil, fmt.Errorf("send %s to node %d: %w", kmsg.NameForKey(req.Key()), peer, ErrUnknownNode)) })
+		return
+	}
+	c := h.peers[peer]
+	if c == nil {
+		c = h.net.dial(h, target)
+		if !c.clientDone {
+			h.peers[peer] = c
+		}
+	}
+	c.clientSend(req, done)
+}
