@@ -72,7 +72,9 @@ func (nn *NodeNet) Send(peer env.NodeID, req kmsg.Request, done func(kmsg.Respon
 	h := nn.host
 	target := h.net.nodes[peer]
 	if target == nil {
-		h.proc.Post(func() { done(nil, fmt.Errorf("send %s to node %d: %w", kmsg.NameForKey(req.Key()), peer, ErrUnknownNode)) })
+		h.proc.Post(func() {
+			done(nil, fmt.Errorf("send %s to node %d: %w", kmsg.NameForKey(req.Key()), peer, ErrUnknownNode))
+		})
 		return
 	}
 	c := h.peers[peer]
