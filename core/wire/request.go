@@ -55,8 +55,8 @@ func (k RequestErrorKind) String() string {
 // RequestError rejects a request whose header parsed far enough to name the
 // api key, version and correlation id, so the caller can answer or log it.
 type RequestError struct {
-	// Header is the request header as parsed; ClientID is "" when the
-	// rejection came before it (never, today) or it was null.
+	// Header is the request header as parsed; a null client_id reads
+	// as "".
 	Header env.RequestHeader
 	// Kind says why, and so whether the caller answers or closes.
 	Kind RequestErrorKind
@@ -112,7 +112,8 @@ func AppendRequest(dst []byte, hdr env.RequestHeader, req kmsg.Request) []byte {
 // accepts every version kmsg can decode. A rejected request whose header
 // parsed returns a *RequestError carrying that header; a header too short to
 // hold a correlation id or a valid client_id returns an error wrapping
-// ErrMalformedHeader.
+// ErrMalformedHeader, with whatever header fields were read before the fault
+// (for logs only: there is nothing to answer).
 //
 // The request's []byte fields alias frame: frame must not be reused while
 // the request is referenced (see the package comment). Bytes after the body
