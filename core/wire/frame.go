@@ -17,7 +17,7 @@ const sizePrefixBytes = 4
 // FrameLength decodes a frame's size prefix and checks it against
 // frameBytesMax (socket.request.max.bytes) before the caller allocates a
 // buffer for the frame: a hostile or corrupt prefix must cost nothing.
-func FrameLength(prefix [sizePrefixBytes]byte, frameBytesMax int32) (int32, error) {
+func FrameLength(prefix [4]byte, frameBytesMax int32) (int32, error) {
 	if frameBytesMax < 0 {
 		panic(fmt.Sprintf("wire: frameBytesMax %d is negative", frameBytesMax))
 	}
