@@ -1,5 +1,7 @@
 package log
 
+import "path"
+
 // flushState is the log's side of Kafka's flush policy.
 type flushState struct {
 	// unflushedMessages counts records appended since the last flush was
@@ -11,6 +13,10 @@ type flushState struct {
 	// dirDirty is set when a segment file was created or removed since the
 	// last flush issued a SyncDir.
 	dirDirty bool
+	// parentDirty is set until a flush has synced the parent directory once,
+	// which makes the log directory's own entry durable (Open may have just
+	// created it).
+	parentDirty bool
 	// truncations counts truncations: a flush issued before one must not
 	// move the recovery point, because bytes below its target were
 	// rewritten after its Syncs were issued.
@@ -68,6 +74,11 @@ func (l *Log) Flush(upToOffset int64, done func(error)) {
 		l.flush.dirDirty = false
 		pending++
 		l.disk.SyncDir(l.dir, complete)
+	}
+	if l.flush.parentDirty {
+		l.flush.parentDirty = false
+		pending++
+		l.disk.SyncDir(path.Dir(l.dir), complete)
 	}
 	pending++
 	l.persistEpochs(complete)

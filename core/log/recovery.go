@@ -56,6 +56,7 @@ func Open(disk env.Disk, dir string, cfg Config, opts OpenOptions) (*Log, error)
 		return nil, errors.Join(fmt.Errorf("open log %s: %w", dir, err), l.Close())
 	}
 	l.flush.lastFlushMs = opts.NowMs
+	l.flush.parentDirty = true
 	l.checkInvariants()
 	l.persistEpochs(nil)
 	return l, nil
@@ -79,11 +80,11 @@ func loadEpochCache(disk env.Disk, dir string) (*EpochCache, error) {
 // loadSegments opens, checks and recovers every segment, then settles the
 // log start offset, recovery point and epoch cache.
 func (l *Log) loadSegments(opts OpenOptions) error {
-	bases, err := l.listSegments()
+	bases, present, err := l.listSegments()
 	if err != nil {
 		return err
 	}
-	if err := l.openAll(bases, opts.NowMs); err != nil {
+	if err := l.openAll(bases, present, opts.NowMs); err != nil {
 		return err
 	}
 	if err := l.dropBelowStart(opts.LogStartOffset); err != nil {
@@ -137,16 +138,18 @@ func (l *Log) dropBelowStart(logStartOffset int64) error {
 }
 
 // listSegments returns the base offsets of the .log files in dir, sorted,
-// and removes index files that have no .log.
-func (l *Log) listSegments() ([]int64, error) {
+// and the names present; it removes index files that have no .log.
+func (l *Log) listSegments() ([]int64, map[string]bool, error) {
 	names, err := l.disk.List(l.dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	present := map[string]bool{}
 	logs := map[int64]bool{}
 	var bases []int64
 	var orphans []string
 	for _, name := range names {
+		present[name] = true
 		base, suffix, ok := parseSegmentFileName(name)
 		if ok && suffix == logSuffix {
 			logs[base] = true
@@ -161,11 +164,11 @@ func (l *Log) listSegments() ([]int64, error) {
 	}
 	for _, name := range orphans {
 		if err := l.disk.Remove(joinPath(l.dir, name)); err != nil {
-			return nil, fmt.Errorf("remove orphan index %s: %w", name, err)
+			return nil, nil, fmt.Errorf("remove orphan index %s: %w", name, err)
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	return bases, nil
+	return bases, present, nil
 }
 
 // parseSegmentFileName splits "<20 digits><suffix>" for the three suffixes.
@@ -184,13 +187,16 @@ func parseSegmentFileName(name string) (baseOffset int64, suffix string, ok bool
 	return 0, "", false
 }
 
-func (l *Log) openAll(bases []int64, nowMs int64) error {
+// openAll opens the segments' files, noting those whose index files were
+// missing (and are created empty): they are rebuilt.
+func (l *Log) openAll(bases []int64, present map[string]bool, nowMs int64) error {
 	for _, base := range bases {
 		s, err := openSegmentFiles(l.disk, l.dir, base, l.cfg, false)
 		if err != nil {
 			return fmt.Errorf("open segment %d: %w", base, err)
 		}
 		s.createdMs = nowMs
+		s.indexesMissing = !present[segmentFileName(base, indexSuffix)] || !present[segmentFileName(base, timeIndexSuffix)]
 		l.segments = append(l.segments, s)
 	}
 	return nil

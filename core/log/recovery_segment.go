@@ -40,6 +40,9 @@ func (l *Log) loadTrustedSegment(s *segment) error {
 		return fmt.Errorf("segment %d starts with offset %d", s.baseOffset, first.BaseOffset)
 	}
 	s.firstBatchTimestamp = first.MaxTimestamp
+	if s.indexesMissing {
+		return l.rebuildIndexes(s)
+	}
 	if err := s.index.load(math.MaxInt64, s.bytes); err != nil {
 		return l.rebuildIndexes(s)
 	}

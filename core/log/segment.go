@@ -50,6 +50,8 @@ type segment struct {
 	// truncated is set when the files were cut since the last flush, so
 	// that the next flush syncs the cut even if no data follows it.
 	truncated bool
+	// indexesMissing is set at load when an index file did not exist.
+	indexesMissing bool
 }
 
 // openSegmentFiles opens (creating if asked) the three files of a segment.
