@@ -23,6 +23,12 @@
 //     page cache can no longer be trusted (CLARIFICATIONS.md, "Disk faults").
 //   - Small random-access files (indexes) are read through a read-only
 //     memory map (env.OpenOptions.MappedBytesMax).
+//   - Disk.OpenFile returns the concrete *File, whose Fd serves sendfile.
+//
+// Writes (Append, WriteAt, Truncate) are plain system calls on the caller's
+// goroutine, into the page cache: when one returns, its bytes are in the file,
+// so a file region the core hands to sendfile is always there to send. The
+// price is that a pwrite throttled by dirty-page writeback stalls the caller.
 //
 // What diskio must not do: fsync a directory behind the core's back (Open
 // with Create, Rename and Remove leave that to SyncDir, as env.Disk says;
@@ -30,5 +36,7 @@
 // back into the core from any goroutine other than through Options.Post.
 //
 // The sub-package faulty wraps any env.Disk and injects disk faults by a
-// deterministic plan, for tests of the real build.
+// deterministic plan, for tests of the real build. RawSequentialWrite and
+// RawSequentialRead (bench_raw.go) measure the raw filesystem figures the log
+// benchmark compares itself against.
 package diskio

@@ -17,8 +17,9 @@ type syncJob struct {
 	dir   string
 	dones []func(error)
 	// failWith, when set, is reported without any fsync (a Sync on a closed
-	// File, a SyncDir with a bad path); file and dir are then unset. It travels through the queue so that it reaches the event
-	// loop in order, through post.
+	// File, a SyncDir with a bad path); file and dir are then unset. It
+	// travels through the queue so that it reaches the event loop in order,
+	// through post.
 	failWith error
 }
 
@@ -27,8 +28,9 @@ type syncJob struct {
 //
 // The queue is bounded by construction, not by a count that makes callers
 // wait: it holds at most one job per open File and one per directory, because
-// a Sync of something already queued joins its job. Enqueueing therefore never
-// blocks. A count limit would have to block the event loop when reached, and
+// a Sync of something already queued joins its job (plus one job per misused
+// call, a Sync after Close or a SyncDir of a bad path, which report an error).
+// Enqueueing therefore never blocks. A count limit would have to block the event loop when reached, and
 // the event loop blocked in Sync while the worker blocks posting to that same
 // full loop is a deadlock.
 //
