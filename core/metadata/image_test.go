@@ -1,0 +1,147 @@
+package metadata
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// allFields lets go-cmp look inside the Image's unexported fields.
+var allFields = cmp.Exporter(func(reflect.Type) bool { return true })
+
+// applier applies records at consecutive offsets and fails the test on error.
+type applier struct {
+	t  *testing.T
+	im *Image
+}
+
+func (a applier) ok(records ...Record) {
+	a.t.Helper()
+	for _, r := range records {
+		if err := a.im.Apply(a.im.Offset()+1, r); err != nil {
+			a.t.Fatalf("apply %T: %v", r, err)
+		}
+	}
+}
+
+// rejected checks that rec is refused with an error mentioning want and
+// leaves the image exactly as it was.
+func (a applier) rejected(rec Record, want string) {
+	a.t.Helper()
+	before := a.im.Clone()
+	err := a.im.Apply(a.im.Offset()+1, rec)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		a.t.Fatalf("apply %T: error %v, want one mentioning %q", rec, err, want)
+	}
+	if diff := cmp.Diff(before, a.im, allFields); diff != "" {
+		a.t.Fatalf("rejected %T changed the image:\n%s", rec, diff)
+	}
+}
+
+var topicA = TopicID{0xa}
+
+func threeBrokersOneTopic(t *testing.T) applier {
+	a := applier{t: t, im: NewImage()}
+	for id := int32(0); id < 3; id++ {
+		a.ok(&RegisterBrokerRecord{BrokerID: id, BrokerEpoch: a.im.Offset() + 1,
+			Endpoints: []Endpoint{{Listener: "BROKER", Host: "h", Port: uint16(9092 + id)}}})
+	}
+	a.ok(&TopicRecord{Name: "a", ID: topicA},
+		&PartitionRecord{TopicID: topicA, PartitionID: 0, Replicas: []int32{0, 1, 2}, ISR: []int32{0, 1, 2}, Leader: 0},
+		&PartitionRecord{TopicID: topicA, PartitionID: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1})
+	return a
+}
+
+func TestApplyBuildsTheImage(t *testing.T) {
+	a := threeBrokersOneTopic(t)
+	im := a.im
+	if got := im.BrokerIDs(); !cmp.Equal(got, []int32{0, 1, 2}) {
+		t.Fatalf("BrokerIDs %v", got)
+	}
+	if e, ok := im.BrokerEndpoint(2, "BROKER"); !ok || e.Port != 9094 {
+		t.Fatalf("BrokerEndpoint(2) = %v, %v", e, ok)
+	}
+	if _, ok := im.BrokerEndpoint(2, "CONTROLLER"); ok {
+		t.Fatal("found an endpoint for a listener never registered")
+	}
+	if tp, ok := im.TopicByName("a"); !ok || tp.ID != topicA || tp.Partitions != 2 {
+		t.Fatalf("TopicByName(a) = %+v, %v", tp, ok)
+	}
+	if got := im.PartitionsOf(0); len(got) != 1 || got[0].Partition != 0 {
+		t.Fatalf("PartitionsOf(0) = %v", got)
+	}
+	if got := im.PartitionsOf(2); len(got) != 2 || got[0].Partition != 0 || got[1].Partition != 1 {
+		t.Fatalf("PartitionsOf(2) = %v", got)
+	}
+	a.ok(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: 1, ISR: Change([]int32{2, 1})})
+	s, _ := im.Partition(topicA, 0)
+	want := PartitionState{Replicas: []int32{0, 1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Fatalf("after a leader change (-want +got):\n%s", diff)
+	}
+	// An ISR-only change bumps the partition epoch, not the leader epoch.
+	a.ok(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: NoLeaderChange, ISR: Change([]int32{0, 1, 2})})
+	if leader, epoch, _ := im.Leader("a", 0); leader != 1 || epoch != 1 {
+		t.Fatalf("Leader = %d epoch %d, want 1 epoch 1", leader, epoch)
+	}
+	if s, _ := im.Partition(topicA, 0); s.PartitionEpoch != 2 {
+		t.Fatalf("partition epoch %d, want 2", s.PartitionEpoch)
+	}
+	v := "2"
+	a.ok(&ConfigRecord{ResourceType: ConfigResourceTopic, ResourceName: "a", Name: "min.insync.replicas", Value: &v})
+	if got, _ := im.Config(ConfigResource{ConfigResourceTopic, "a"}, "min.insync.replicas"); got != "2" {
+		t.Fatalf("config %q", got)
+	}
+	a.ok(&RemoveTopicRecord{TopicID: topicA})
+	if _, ok := im.TopicByName("a"); ok {
+		t.Fatal("topic survived RemoveTopicRecord")
+	}
+	if len(im.ConfigResources()) != 0 {
+		t.Fatal("topic configs survived RemoveTopicRecord")
+	}
+}
+
+func TestApplyRejectsRecordsThatDoNotFit(t *testing.T) {
+	a := threeBrokersOneTopic(t)
+	a.rejected(&TopicRecord{Name: "a", ID: TopicID{0xb}}, "topic exists")
+	a.rejected(&TopicRecord{Name: "b", ID: topicA}, "topic id in use")
+	a.rejected(&TopicRecord{Name: "b/c", ID: TopicID{0xb}}, "only ASCII")
+	a.rejected(&PartitionRecord{TopicID: TopicID{0xb}, Replicas: []int32{0}}, "no such topic")
+	a.rejected(&PartitionRecord{TopicID: topicA, PartitionID: 5, Replicas: []int32{0}}, "the next partition is 2")
+	a.rejected(&PartitionRecord{TopicID: topicA, PartitionID: 2, Replicas: []int32{0, 0}}, "repeats")
+	a.rejected(&PartitionRecord{TopicID: topicA, PartitionID: 2, Replicas: []int32{0, 1}, ISR: []int32{1}, Leader: 0}, "not in ISR")
+	a.rejected(&PartitionRecord{TopicID: topicA, PartitionID: 2, Replicas: []int32{0, 1}, ISR: []int32{1, 2}, Leader: 1}, "not in Replicas")
+	a.rejected(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: NoLeaderChange, ISR: Change([]int32{1, 2})}, "Leader 0 is not in ISR")
+	a.rejected(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: NoLeaderChange, ELR: Change([]int32{1})}, "both ISR")
+	a.rejected(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: -3}, "must be a broker id")
+	a.rejected(&PartitionChangeRecord{TopicID: topicA, PartitionID: 2, Leader: NoLeaderChange}, "has 2 partitions")
+	a.rejected(&RegisterBrokerRecord{BrokerID: 1, BrokerEpoch: 0}, "not above its current epoch")
+	a.rejected(&BrokerRegistrationChangeRecord{BrokerID: 1, BrokerEpoch: 7, Fenced: FenceFence}, "registered with epoch 1")
+	a.rejected(&BrokerRegistrationChangeRecord{BrokerID: 9, Fenced: FenceFence}, "not registered")
+	a.rejected(&ConfigRecord{ResourceType: ConfigResourceTopic, ResourceName: "zz", Name: "k"}, "no such topic")
+	a.rejected(&ProducerIdsRecord{BrokerID: 0, BrokerEpoch: 0, NextProducerID: 0}, "not above")
+	before := a.im.Clone()
+	if err := a.im.Apply(a.im.Offset(), &NoOpRecord{}); err == nil {
+		t.Fatal("applying at an offset already applied succeeded")
+	}
+	if diff := cmp.Diff(before, a.im, allFields); diff != "" {
+		t.Fatalf("rejected offset changed the image:\n%s", diff)
+	}
+}
+
+func TestAccessorsReturnSnapshots(t *testing.T) {
+	a := threeBrokersOneTopic(t)
+	before, _ := a.im.Partition(topicA, 0)
+	isr := before.ISR
+	a.ok(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: NoLeaderChange, ISR: Change([]int32{0})})
+	if !cmp.Equal(isr, []int32{0, 1, 2}) {
+		t.Fatalf("Apply modified a slice handed out earlier: %v", isr)
+	}
+	clone := a.im.Clone()
+	a.ok(&PartitionChangeRecord{TopicID: topicA, PartitionID: 0, Leader: 0})
+	if s, _ := clone.Partition(topicA, 0); s.LeaderEpoch != 0 {
+		t.Fatalf("applying to the image changed its clone: leader epoch %d", s.LeaderEpoch)
+	}
+}
