@@ -202,7 +202,7 @@ func TestFollowerHighWatermark(t *testing.T) {
 
 func TestDivergenceTruncationOffset(t *testing.T) {
 	log := &fakeLog{}
-	log.append(1, "a", "b")     // epoch 1 at 0..1
+	log.append(1, "a", "b")      // epoch 1 at 0..1
 	log.append(3, "c", "d", "e") // epoch 3 at 2..4
 	cases := []struct {
 		d    EpochEndOffset

@@ -1,0 +1,101 @@
+package replica
+
+import "testing"
+
+// leaderAtEpoch5 leads epoch 5 over replicas 1, 2, 3 with a log holding
+// epoch 3 at offsets 1..2 and epoch 5 at 3..4 (log start 1, LEO 5).
+func leaderAtEpoch5(cfg Config) *node {
+	l := newNode(1, &fakeLog{start: 1}, 0, cfg)
+	l.log.append(3, "a", "b")
+	l.apply(state(1, 5, 5, []int32{1, 2, 3}, []int32{1, 2, 3}), 0)
+	l.log.append(5, "c", "d")
+	return l
+}
+
+func TestFollowerFetchDecisions(t *testing.T) {
+	cases := []struct {
+		name string
+		req  FetchRequest
+		want FetchDecision // only Error, Diverging, DivergingEpoch, Read* compared
+	}{
+		{"older epoch", FetchRequest{ReplicaID: 2, FetchOffset: 3, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3}, FetchDecision{Error: codeFencedLeaderEpoch}},
+		{"newer epoch", FetchRequest{ReplicaID: 2, FetchOffset: 3, CurrentLeaderEpoch: 6, LastFetchedEpoch: 3}, FetchDecision{Error: codeUnknownLeaderEpoch}},
+		{"unassigned replica", FetchRequest{ReplicaID: 9, FetchOffset: 3, CurrentLeaderEpoch: 5, LastFetchedEpoch: 3}, FetchDecision{Error: codeUnknownLeaderEpoch}},
+		{"unassigned replica, no epoch", FetchRequest{ReplicaID: 9, FetchOffset: 3, CurrentLeaderEpoch: NoEpoch, LastFetchedEpoch: NoEpoch}, FetchDecision{Error: codeNotLeaderOrFollower}},
+		{"below log start", FetchRequest{ReplicaID: 2, FetchOffset: 0, CurrentLeaderEpoch: 5, LastFetchedEpoch: NoEpoch}, FetchDecision{Error: codeOffsetOutOfRange}},
+		{"below log start, diverging too", FetchRequest{ReplicaID: 2, FetchOffset: 0, CurrentLeaderEpoch: 5, LastFetchedEpoch: 4}, FetchDecision{Error: codeOffsetOutOfRange}},
+		{"above LEO without epoch", FetchRequest{ReplicaID: 2, FetchOffset: 6, CurrentLeaderEpoch: 5, LastFetchedEpoch: NoEpoch}, FetchDecision{Error: codeOffsetOutOfRange}},
+		{"epoch unknown to leader", FetchRequest{ReplicaID: 2, FetchOffset: 3, CurrentLeaderEpoch: 5, LastFetchedEpoch: 4}, FetchDecision{Diverging: true, DivergingEpoch: EpochEndOffset{Epoch: 3, EndOffset: 3}}},
+		{"past the epoch's end", FetchRequest{ReplicaID: 2, FetchOffset: 4, CurrentLeaderEpoch: 5, LastFetchedEpoch: 3}, FetchDecision{Diverging: true, DivergingEpoch: EpochEndOffset{Epoch: 3, EndOffset: 3}}},
+		{"last fetched epoch after ours", FetchRequest{ReplicaID: 2, FetchOffset: 5, CurrentLeaderEpoch: 5, LastFetchedEpoch: 6}, FetchDecision{Error: codeOffsetOutOfRange}},
+		{"consistent", FetchRequest{ReplicaID: 2, FetchOffset: 3, CurrentLeaderEpoch: 5, LastFetchedEpoch: 3}, FetchDecision{ReadFromOffset: 3, ReadToOffset: 5}},
+		{"at LEO", FetchRequest{ReplicaID: 3, FetchOffset: 5, CurrentLeaderEpoch: 5, LastFetchedEpoch: 5}, FetchDecision{ReadFromOffset: 5, ReadToOffset: 5}},
+	}
+	for _, c := range cases {
+		l := leaderAtEpoch5(testConfig(1))
+		got := l.p.OnFollowerFetch(c.req, 1)
+		if got.Error != c.want.Error || got.Diverging != c.want.Diverging || got.DivergingEpoch != c.want.DivergingEpoch ||
+			got.ReadFromOffset != c.want.ReadFromOffset || got.ReadToOffset != c.want.ReadToOffset {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+		if got.LogStartOffset != 1 || got.LogEndOffset != 5 {
+			t.Errorf("%s: leader offsets %d..%d, want 1..5", c.name, got.LogStartOffset, got.LogEndOffset)
+		}
+		if f := l.p.leader.progress(c.req.ReplicaID); f != nil && (got.Error != codeNone || got.Diverging) && f.logEndOffset != NoOffset {
+			t.Errorf("%s: a refused fetch recorded follower LEO %d", c.name, f.logEndOffset)
+		}
+	}
+}
+
+func TestNoFencingBugServesStaleEpochs(t *testing.T) {
+	cfg := testConfig(1)
+	cfg.Bugs.NoFencing = true
+	l := leaderAtEpoch5(cfg)
+	got := l.p.OnFollowerFetch(FetchRequest{ReplicaID: 2, FetchOffset: 3, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3}, 1)
+	if got.Error != codeNone || !got.ShouldRead() {
+		t.Errorf("no-fencing: stale-epoch fetch answered %+v, want it served", got)
+	}
+}
+
+func TestFollowerReplicaRefusesFetches(t *testing.T) {
+	f := newNode(2, nil, 0, testConfig(2))
+	f.apply(state(1, 5, 5, []int32{1, 2, 3}, []int32{1, 2, 3}), 0)
+	if got := f.p.OnFollowerFetch(FetchRequest{ReplicaID: 3, CurrentLeaderEpoch: 5, LastFetchedEpoch: NoEpoch}, 1); got.Error != codeNotLeaderOrFollower {
+		t.Errorf("follower answered a fetch with %+v, want NOT_LEADER_OR_FOLLOWER", got)
+	}
+	if got := f.p.OnConsumerFetch(0, NoEpoch); got.Error != codeNotLeaderOrFollower {
+		t.Errorf("follower answered a consumer with %+v, want NOT_LEADER_OR_FOLLOWER", got)
+	}
+}
+
+// TestConsumersNeverSeePastHighWatermark: SPEC.md §4, LEO is for replicas.
+func TestConsumersNeverSeePastHighWatermark(t *testing.T) {
+	l := newNode(1, nil, 0, testConfig(1))
+	f := newNode(2, nil, 0, testConfig(2))
+	s := state(1, 0, 0, []int32{1, 2}, []int32{1, 2})
+	l.apply(s, 0)
+	f.apply(s, 0)
+	must(t, l.produce(AcksAll, 1, 0, 100, "a", "b"))
+	fetchOnce(f, l, 1)
+	fetchOnce(f, l, 2) // HW 2
+	must(t, l.produce(AcksAll, 2, 3, 100, "c"))
+	cases := []struct {
+		offset   int64
+		code     int16
+		from, to int64
+	}{
+		{0, codeNone, 0, 2},
+		{2, codeNone, 2, 2}, // at HW, below LEO: valid, nothing to read
+		{3, codeNone, 3, 3}, // at LEO
+		{4, codeOffsetOutOfRange, 0, 0},
+	}
+	for _, c := range cases {
+		d := l.p.OnConsumerFetch(c.offset, 0)
+		if d.Error != c.code || (c.code == codeNone && (d.ReadFromOffset != c.from || d.ReadToOffset != c.to)) {
+			t.Errorf("consumer fetch at %d: %+v, want code %d reading [%d, %d)", c.offset, d, c.code, c.from, c.to)
+		}
+		if d.ReadToOffset > l.p.HighWatermark() && d.ShouldRead() {
+			t.Errorf("consumer fetch at %d reads to %d, past HW %d", c.offset, d.ReadToOffset, l.p.HighWatermark())
+		}
+	}
+}
