@@ -1,0 +1,296 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"strand/core/env"
+)
+
+// Broker is a node's static configuration, read from server.properties keys.
+// Field comments name the Kafka key; derived fields (LogRetentionMs,
+// LogRollMs, LogDirs, InterBrokerListenerName, AdvertisedListeners) hold the
+// effective value after Kafka's precedence rules.
+type Broker struct {
+	// NodeID is node.id. Required: Strand runs in KRaft mode only.
+	NodeID env.NodeID
+	// Roles is process.roles. Required, at least one role.
+	Roles Roles
+
+	// Listeners is listeners, each with its security protocol resolved.
+	Listeners []Listener
+	// AdvertisedListeners are the broker listeners given to clients in
+	// Metadata: advertised.listeners if set, else listeners, without the
+	// controller listeners (as Kafka's effectiveAdvertisedBrokerListeners).
+	AdvertisedListeners []Listener
+	// ListenerSecurityProtocols is the effective
+	// listener.security.protocol.map, keyed by upper-case listener name.
+	ListenerSecurityProtocols map[string]string
+	// ControllerListenerNames is controller.listener.names, upper-cased.
+	ControllerListenerNames []string
+	// InterBrokerListenerName is inter.broker.listener.name; by default the
+	// first listener that is not a controller listener (CLARIFICATIONS.md,
+	// "Listeners"). Empty on a controller-only node.
+	InterBrokerListenerName string
+	// QuorumVoters is controller.quorum.voters.
+	QuorumVoters []Voter
+
+	// LogDirs is log.dirs, or log.dir when log.dirs is unset.
+	LogDirs []string
+	// NumPartitions is num.partitions, for auto-created topics and
+	// CreateTopics with NumPartitions -1.
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor.
+	DefaultReplicationFactor int16
+	// MinInsyncReplicas is min.insync.replicas. Kafka does not require it to
+	// be at most DefaultReplicationFactor; acks=all produce then fails with
+	// NOT_ENOUGH_REPLICAS, and so does Strand.
+	MinInsyncReplicas int32
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms.
+	ReplicaLagTimeMaxMs int64
+	// UncleanLeaderElectionEnable is unclean.leader.election.enable.
+	UncleanLeaderElectionEnable bool
+
+	// LogRetentionMs is the effective log.retention.ms (else .minutes, else
+	// .hours); -1 keeps data forever.
+	LogRetentionMs int64
+	// LogRetentionBytes is log.retention.bytes; -1 means no size limit.
+	LogRetentionBytes int64
+	// LogSegmentBytes is log.segment.bytes.
+	LogSegmentBytes int32
+	// LogRollMs is the effective log.roll.ms (else log.roll.hours).
+	LogRollMs int64
+	// LogIndexIntervalBytes is log.index.interval.bytes.
+	LogIndexIntervalBytes int32
+	// LogIndexSizeMaxBytes is log.index.size.max.bytes (the topic key is
+	// segment.index.bytes).
+	LogIndexSizeMaxBytes int32
+	// LogFlushIntervalMessages is log.flush.interval.messages.
+	LogFlushIntervalMessages int64
+	// LogFlushIntervalMs is log.flush.interval.ms; unset, it is Kafka's
+	// log.flush.scheduler.interval.ms default, which never flushes.
+	LogFlushIntervalMs int64
+	// LogRetentionCheckIntervalMs is log.retention.check.interval.ms.
+	LogRetentionCheckIntervalMs int64
+	// LogCleanupPolicy is log.cleanup.policy.
+	LogCleanupPolicy CleanupPolicy
+	// LogMessageTimestampType is log.message.timestamp.type.
+	LogMessageTimestampType TimestampType
+	// LogMessageTimestampBeforeMaxMs is log.message.timestamp.before.max.ms.
+	LogMessageTimestampBeforeMaxMs int64
+	// LogMessageTimestampAfterMaxMs is log.message.timestamp.after.max.ms.
+	LogMessageTimestampAfterMaxMs int64
+	// CompressionType is compression.type.
+	CompressionType string
+
+	// AutoCreateTopicsEnable is auto.create.topics.enable.
+	AutoCreateTopicsEnable bool
+	// MessageMaxBytes is message.max.bytes: the largest record batch.
+	MessageMaxBytes int32
+	// SocketRequestMaxBytes is socket.request.max.bytes: a larger frame is
+	// rejected before anything is allocated for it.
+	SocketRequestMaxBytes int32
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor.
+	OffsetsTopicReplicationFactor int16
+	// OffsetsTopicNumPartitions is offsets.topic.num.partitions.
+	OffsetsTopicNumPartitions int32
+	// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
+	GroupInitialRebalanceDelayMs int32
+
+	// BrokerSessionTimeoutMs is broker.session.timeout.ms.
+	BrokerSessionTimeoutMs int32
+	// BrokerHeartbeatIntervalMs is broker.heartbeat.interval.ms.
+	BrokerHeartbeatIntervalMs int32
+	// ControllerQuorumElectionTimeoutMs is
+	// controller.quorum.election.timeout.ms.
+	ControllerQuorumElectionTimeoutMs int32
+	// ControllerQuorumFetchTimeoutMs is controller.quorum.fetch.timeout.ms.
+	ControllerQuorumFetchTimeoutMs int32
+
+	// Limits bound the broker's memory (CLARIFICATIONS.md, "Validation and
+	// limits").
+	Limits Limits
+
+	// Static holds the known keys the file or the overrides set, with their
+	// trimmed values: DescribeConfigs reports them as STATIC_BROKER_CONFIG.
+	Static map[string]string
+}
+
+// Limits are the named, configured and checked limits of CLARIFICATIONS.md.
+// Kafka keys are used where Kafka has the limit; strand.* keys where it does
+// not. Where Kafka's default is unbounded, Strand's is finite, because these
+// limits exist to bound memory.
+type Limits struct {
+	// ConnectionsMax is max.connections. Kafka's default is 2147483647;
+	// Strand's is 1000.
+	ConnectionsMax int32
+	// RequestsQueuedMax is queued.max.requests: decoded requests waiting for
+	// the core, over all connections.
+	RequestsQueuedMax int32
+	// RequestBytesQueuedMax is queued.max.request.bytes: bytes of requests
+	// read but not yet answered, over all connections. Kafka's default is -1
+	// (unbounded); Strand's is 128 MiB. It must be at least
+	// socket.request.max.bytes, as in Kafka.
+	RequestBytesQueuedMax int64
+	// ConnectionRequestsInFlightMax is strand.connection.requests.in.flight.max:
+	// requests read from one connection and not yet answered. At the limit
+	// the broker stops reading that connection (backpressure, not an error).
+	ConnectionRequestsInFlightMax int32
+	// ConnectionBufferedBytesMax is strand.connection.buffered.bytes.max:
+	// bytes held for one connection (requests read, responses unsent). Must
+	// be at least socket.request.max.bytes, so that one largest request fits.
+	ConnectionBufferedBytesMax int64
+	// PurgatoryRequestsPerPartitionMax is
+	// strand.purgatory.requests.per.partition.max: produce (acks=all) and
+	// fetch requests waiting on one partition.
+	PurgatoryRequestsPerPartitionMax int32
+	// PurgatoryRequestsMax is strand.purgatory.requests.max: waiting requests
+	// over all partitions.
+	PurgatoryRequestsMax int32
+}
+
+// Roles is process.roles.
+type Roles struct {
+	// Broker: the node serves clients and hosts partitions.
+	Broker bool
+	// Controller: the node is a KRaft controller (a voter).
+	Controller bool
+}
+
+// String returns the roles as process.roles lists them.
+func (r Roles) String() string {
+	var roles []string
+	if r.Broker {
+		roles = append(roles, "broker")
+	}
+	if r.Controller {
+		roles = append(roles, "controller")
+	}
+	return strings.Join(roles, ",")
+}
+
+// CleanupPolicy is cleanup.policy / log.cleanup.policy.
+type CleanupPolicy struct {
+	// Delete removes whole segments past retention.
+	Delete bool
+	// Compact keeps the latest record per key.
+	Compact bool
+}
+
+// String returns the policy as Kafka lists it.
+func (p CleanupPolicy) String() string {
+	var policies []string
+	if p.Compact {
+		policies = append(policies, "compact")
+	}
+	if p.Delete {
+		policies = append(policies, "delete")
+	}
+	return strings.Join(policies, ",")
+}
+
+// TimestampType is message.timestamp.type.
+type TimestampType string
+
+// The two timestamp types.
+const (
+	TimestampCreateTime    TimestampType = "CreateTime"
+	TimestampLogAppendTime TimestampType = "LogAppendTime"
+)
+
+// DefaultProperties is the configuration `make run` and a bare `strand serve`
+// use: one node that is both broker and controller, on localhost.
+const DefaultProperties = `# Strand's embedded defaults: a single node on localhost.
+process.roles=broker,controller
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:9093
+log.dirs=./data
+`
+
+// Parse reads server.properties text, applies overrides on top (as
+// `--override key=value` does), fills in Kafka's defaults and validates the
+// result. Type and range errors, and invalid combinations, are *Error values
+// naming the key. Keys Strand does not know come back as Warnings, sorted.
+func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
+	props, err := ParseProperties(text)
+	if err != nil {
+		return Broker{}, nil, err
+	}
+	// order-independent: a plain copy into a map.
+	for k, v := range overrides {
+		props[k] = v
+	}
+	return FromProperties(props)
+}
+
+// FromProperties is Parse on already-split key/value pairs.
+func FromProperties(props map[string]string) (Broker, Warnings, error) {
+	b := builder{explicit: map[string]string{}}
+	var warnings Warnings
+	for _, key := range slices.Sorted(maps.Keys(props)) {
+		if _, known := brokerKeys[key]; known {
+			b.explicit[key] = strings.TrimSpace(props[key])
+			continue
+		}
+		warnings = append(warnings, Warning{Key: key, Message: "not implemented by Strand (or not a Kafka key); ignored"})
+	}
+	for _, key := range brokerKeyNames {
+		def := brokerKeys[key]
+		value, explicit := props[key]
+		if !explicit {
+			if !def.hasDefault {
+				continue
+			}
+			value = def.defaultValue
+		}
+		if err := def.apply(&b, key, value); err != nil {
+			if !explicit {
+				panic("config: Kafka default of " + key + " does not parse: " + err.Error())
+			}
+			return Broker{}, nil, err
+		}
+	}
+	if err := b.resolve(); err != nil {
+		return Broker{}, nil, err
+	}
+	warnings = append(warnings, b.warnings...)
+	slices.SortFunc(warnings, func(x, y Warning) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Message, y.Message)
+	})
+	b.Broker.Static = b.explicit
+	return b.Broker, warnings, nil
+}
+
+// IsController reports whether this node is a voter of the controller quorum.
+func (b Broker) IsController() bool { return b.Roles.Controller }
+
+// ControllerListener returns the listener controllers talk on: the first of
+// controller.listener.names that this node listens on. ok is false on a
+// broker-only node, which does not listen for controller traffic.
+func (b Broker) ControllerListener() (l Listener, ok bool) {
+	for _, name := range b.ControllerListenerNames {
+		for _, l := range b.Listeners {
+			if l.Name == name {
+				return l, true
+			}
+		}
+	}
+	return Listener{}, false
+}
+
+// InterBrokerListener returns the listener named by inter.broker.listener.name,
+// which replication fetches use. ok is false on a controller-only node.
+func (b Broker) InterBrokerListener() (l Listener, ok bool) {
+	for _, l := range b.Listeners {
+		if l.Name == b.InterBrokerListenerName {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
