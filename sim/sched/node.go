@@ -18,6 +18,9 @@ type Node struct {
 	incarnation uint64
 	up          bool
 	paused      bool
+	// pauses counts Pause calls, so that a PauseFor's resume cannot end a
+	// later pause.
+	pauses uint64
 	// deferred holds, oldest first, the slots of events that fell due while
 	// the node was paused.
 	deferred []int32
@@ -75,17 +78,18 @@ func (n *Node) Pause() {
 		panic(fmt.Sprintf("sched: pausing node %d, which is down", n.traceID))
 	}
 	n.paused = true
+	n.pauses++
 	n.s.Trace(Record{Kind: "node.pause", Node: n.traceID})
 }
 
 // PauseFor pauses the node and schedules its Resume durationNs later. The
 // resume is a global event, so it runs even though the node is paused; if
-// the node crashes first, the resume does nothing.
+// the node crashes, or is resumed and paused again, first, it does nothing.
 func (n *Node) PauseFor(durationNs int64) {
 	n.Pause()
-	incarnation := n.incarnation
+	incarnation, pauses := n.incarnation, n.pauses
 	n.s.After(durationNs, func() {
-		if n.incarnation == incarnation && n.paused {
+		if n.incarnation == incarnation && n.pauses == pauses && n.paused {
 			n.Resume()
 		}
 	})

@@ -353,3 +353,70 @@ func BenchmarkNodeTimers(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestPauseForDoesNotEndALaterPause: a PauseFor whose node was resumed early
+// and paused again must not resume the second pause.
+func TestPauseForDoesNotEndALaterPause(t *testing.T) {
+	s := New(Options{})
+	n := s.NewNode(1)
+	n.PauseFor(100)
+	s.RunFor(10)
+	n.Resume()
+	n.Pause()
+	s.RunFor(200)
+	if !n.Paused() {
+		t.Fatal("the first PauseFor's timer ended the second pause")
+	}
+}
+
+// TestProcessChaos runs crash and pause faults over three nodes: crashes
+// respect MayCrash, every crashed node is restarted by the hook, and Heal
+// leaves every node up and running with no fault pending.
+func TestProcessChaos(t *testing.T) {
+	s := New(Options{})
+	nodes := []*Node{s.NewNode(0), s.NewNode(1), s.NewNode(2)}
+	crashes, pauses := 0, 0
+	for _, n := range nodes {
+		n.OnCrash(func() { crashes++ })
+	}
+	restarts := 0
+	f := ProcessFaults{TickNs: 1e6, PausePerMille: 200, PauseNsMax: 50e6, CrashPerMille: 200, DownNsMin: 1e6, DownNsMax: 100e6}
+	pc := StartProcessChaos(s, rand.New(rand.NewPCG(3, 3)), nodes, f, ProcessHooks{
+		MayCrash: func(i int) bool { return i != 2 },
+		Restart: func(i int) {
+			restarts++
+			nodes[i].Restart()
+		},
+	})
+	for s.NowNs() < 1e9 {
+		s.RunFor(1e6)
+		for _, n := range nodes {
+			if n.Paused() {
+				pauses++
+			}
+		}
+	}
+	if crashes == 0 || pauses == 0 {
+		t.Fatalf("1000 ticks at 200‰ gave %d crashes, %d paused samples", crashes, pauses)
+	}
+	if nodes[2].Incarnation() != 0 {
+		t.Fatal("node 2 crashed although MayCrash forbade it")
+	}
+	pc.Heal()
+	for i, n := range nodes {
+		if !n.Up() || n.Paused() {
+			t.Fatalf("after Heal node %d up=%v paused=%v", i, n.Up(), n.Paused())
+		}
+	}
+	if restarts != crashes {
+		t.Fatalf("%d crashes but %d restarts", crashes, restarts)
+	}
+	before := crashes
+	s.RunFor(1e9)
+	if crashes != before {
+		t.Fatal("crashes after Heal")
+	}
+	if s.Pending() != 0 {
+		t.Fatalf("%d events pending after Heal", s.Pending())
+	}
+}

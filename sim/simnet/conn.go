@@ -222,7 +222,8 @@ func (c *conn) clientSend(req kmsg.Request, done func(kmsg.Response, error)) {
 		CorrelationID: correlationID,
 		ClientID:      c.client.clientID,
 	}
-	bytes := wire.AppendRequest(nil, header, req)
+	c.net.scratch = wire.AppendRequest(c.net.scratch[:0], header, req)
+	bytes := c.net.ownFrame()
 	c.trace("net.send", c.client, int64(correlationID), int64(req.Key()))
 	if produce, ok := req.(*kmsg.ProduceRequest); ok && produce.Acks == 0 {
 		c.client.proc.Post(func() { done(nil, nil) })

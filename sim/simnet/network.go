@@ -68,6 +68,16 @@ type Network struct {
 
 	chaos *chaos
 	stats Stats
+	// scratch is where frames are encoded before ownFrame copies them out.
+	scratch []byte
+}
+
+// ownFrame copies the frame just encoded in scratch into a buffer of its
+// own. Decoded messages alias their frame, so a frame's buffer is never
+// reused; encoding into the reused scratch first costs one exact-size
+// allocation per frame instead of a chain of growing ones.
+func (n *Network) ownFrame() []byte {
+	return append(make([]byte, 0, len(n.scratch)), n.scratch...)
 }
 
 // link is the state of the path from one host to another.

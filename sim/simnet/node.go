@@ -46,7 +46,9 @@ func (nn *NodeNet) Reply(conn env.ConnID, correlationID int32, resp kmsg.Respons
 	if c == nil {
 		return
 	}
-	c.reply(correlationID, wire.AppendResponse(nil, correlationID, resp))
+	n := nn.host.net
+	n.scratch = wire.AppendResponse(n.scratch[:0], correlationID, resp)
+	c.reply(correlationID, n.ownFrame())
 }
 
 // Skip marks (conn, correlationID) answered without a response (a Produce

@@ -92,34 +92,6 @@ func (lc *loadClient) send(tc *trackedConn) {
 	})
 }
 
-// processChaos pauses and crashes the toy nodes at random until stopped.
-type processChaos struct {
-	c       *cluster
-	r       *rand.Rand
-	stopped bool
-}
-
-func (pc *processChaos) tick() {
-	if pc.stopped {
-		return
-	}
-	i := pc.r.IntN(len(pc.c.procs))
-	proc := pc.c.procs[i]
-	switch {
-	case !proc.Up() || proc.Paused():
-	case sched.Chance(pc.r, 100):
-		proc.PauseFor(sched.Int64Between(pc.r, 1e6, 500e6))
-	case sched.Chance(pc.r, 50):
-		pc.c.crash(i)
-		pc.c.s.After(sched.Int64Between(pc.r, 10e6, 1e9), func() {
-			if !proc.Up() {
-				pc.c.restart(i)
-			}
-		})
-	}
-	pc.c.s.After(50e6, pc.tick)
-}
-
 // startPeerTraffic has node i's current incarnation send Metadata to a
 // random peer every 10 ms, as replication will. The chain of timers dies
 // with the incarnation.
@@ -173,20 +145,16 @@ func runWorkload(t testing.TB, seed uint64, trace io.Writer) workloadResult {
 		clients = append(clients, lc)
 		proc.After(1e6, lc.tick)
 	}
-	pc := &processChaos{c: c, r: streams.Get("process")}
-	c.s.After(50e6, pc.tick)
+	processFaults := sched.DrawProcessFaults(streams.Get("process-faults"))
+	processFaults.TickNs = 20e6 // 3 s is short: consider faults five times as often
+	c.s.Trace(sched.Record{Kind: "run.faults", Node: -1, Text: processFaults.String()})
+	pc := sched.StartProcessChaos(c.s, streams.Get("process"), c.procs, processFaults, sched.ProcessHooks{
+		Restart: func(i int) { c.restart(i) },
+	})
 
 	c.s.Run(3e9)
-	pc.stopped = true
+	pc.Heal()
 	c.net.Heal()
-	for i, proc := range c.procs {
-		switch {
-		case !proc.Up():
-			c.restart(i)
-		case proc.Paused():
-			proc.Resume()
-		}
-	}
 	c.s.Run(3.5e9)
 	for _, lc := range clients {
 		lc.sending = false
