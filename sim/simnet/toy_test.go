@@ -31,6 +31,9 @@ type echoNode struct {
 
 	requests []seenRequest
 	closed   []env.ConnID
+	// lastCorrelation holds each connection's latest correlation id, to
+	// check that requests arrive in the order they were sent.
+	lastCorrelation map[env.ConnID]int32
 }
 
 type seenRequest struct {
@@ -45,6 +48,10 @@ func (e *echoNode) HandleRequest(conn env.ConnID, header env.RequestHeader, req 
 		e.t.Errorf("node %d: request after its incarnation crashed", e.id)
 	}
 	e.requests = append(e.requests, seenRequest{conn, header.CorrelationID, header.APIKey, header.ClientID})
+	if last, ok := e.lastCorrelation[conn]; ok && header.CorrelationID <= last {
+		e.t.Errorf("node %d conn %d: correlation id %d arrived after %d", e.id, conn, header.CorrelationID, last)
+	}
+	e.lastCorrelation[conn] = header.CorrelationID
 	var resp kmsg.Response
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
@@ -144,6 +151,7 @@ func (c *cluster) startNode(i int) *echoNode {
 	e := &echoNode{
 		t: c.t, id: env.NodeID(i), net: c.nets[i], clock: c.clocks[i],
 		r: c.streams.Getf("node/%d/%d", i, c.procs[i].Incarnation()), replyDelayNsMax: 2_000_000,
+		lastCorrelation: make(map[env.ConnID]int32),
 	}
 	c.nodes[i] = e
 	c.nets[i].SetHandler(e)

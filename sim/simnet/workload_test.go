@@ -124,9 +124,20 @@ type workloadResult struct {
 // swarm faults for 3 s, heals everything, lets the clients run 0.5 s more,
 // then waits for every request to settle.
 func runWorkload(t testing.TB, seed uint64, trace io.Writer) workloadResult {
+	return runWorkloadWith(t, seed, trace, nil)
+}
+
+// runWorkloadWith is runWorkload with the drawn faults passed through
+// harsher, when not nil, before the run starts.
+func runWorkloadWith(t testing.TB, seed uint64, trace io.Writer, harsher func(*Faults, *sched.ProcessFaults)) workloadResult {
 	const nodeCount, clientCount = 3, 3
 	streams := sched.NewStreams(seed)
 	faults := DrawFaults(streams.Get("net-faults"))
+	processFaults := sched.DrawProcessFaults(streams.Get("process-faults"))
+	processFaults.TickNs = 20e6 // 3 s is short: consider faults five times as often
+	if harsher != nil {
+		harsher(&faults, &processFaults)
+	}
 	c := newCluster(t, seed, nodeCount, faults, trace)
 	c.s.Trace(sched.Record{Kind: "run.faults", Node: -1, Text: faults.String()})
 	c.net.StartChaos()
@@ -145,8 +156,6 @@ func runWorkload(t testing.TB, seed uint64, trace io.Writer) workloadResult {
 		clients = append(clients, lc)
 		proc.After(1e6, lc.tick)
 	}
-	processFaults := sched.DrawProcessFaults(streams.Get("process-faults"))
-	processFaults.TickNs = 20e6 // 3 s is short: consider faults five times as often
 	c.s.Trace(sched.Record{Kind: "run.faults", Node: -1, Text: processFaults.String()})
 	pc := sched.StartProcessChaos(c.s, streams.Get("process"), c.procs, processFaults, sched.ProcessHooks{
 		Restart: func(i int) { c.restart(i) },
@@ -208,6 +217,42 @@ func TestWorkloadDeterministic(t *testing.T) {
 	if total.Breaks == 0 || total.Blackholes == 0 || total.Retransmits == 0 {
 		t.Fatalf("12 seeds exercised too few faults: %+v", total)
 	}
+}
+
+// TestWorkloadUnderHarshFaults turns every fault up far beyond what the
+// swarm draws, and checks the same properties: callbacks in send order and
+// exactly once, requests reach nodes in send order (echoNode checks),
+// every response echoes its request, and everything settles after Heal.
+func TestWorkloadUnderHarshFaults(t *testing.T) {
+	harsher := func(f *Faults, p *sched.ProcessFaults) {
+		f.BreakOneIn = 50
+		f.TailPerMille, f.TailNsMax = 200, 300e6
+		f.BlackholePerMille = 300
+		f.PartitionPerMille, f.PartitionNsMax = 300, f.PartitionNsMin+2e9
+		f.ClogPerMille = 300
+		f.NotifyNsMax = 200e6
+		p.PausePerMille, p.CrashPerMille = 100, 50
+	}
+	var total Stats
+	for seed := uint64(100); seed < 110; seed++ {
+		result := runWorkloadWith(t, seed, nil, harsher)
+		if result.unsettled != 0 {
+			t.Errorf("seed %d: %d requests never settled after the heal", seed, result.unsettled)
+		}
+		if result.stats.MalformedFrames != 0 {
+			t.Errorf("seed %d: %d malformed frames", seed, result.stats.MalformedFrames)
+		}
+		if result.answers == 0 {
+			t.Errorf("seed %d: nothing answered", seed)
+		}
+		total.Breaks += result.stats.Breaks
+		total.Blackholes += result.stats.Blackholes
+		total.Retransmits += result.stats.Retransmits
+	}
+	if total.Breaks == 0 || total.Blackholes == 0 || total.Retransmits == 0 {
+		t.Fatalf("harsh faults were not exercised: %+v", total)
+	}
+	t.Logf("10 harsh seeds: %+v", total)
 }
 
 // BenchmarkWorkload measures the toy workload: simulated seconds per wall
