@@ -79,6 +79,8 @@ type Scheduler struct {
 
 	eventsRun     uint64
 	eventsDropped uint64
+	// haltReason is set by Halt; Run and Step do nothing once it is.
+	haltReason string
 
 	trace tracer
 }
@@ -164,7 +166,7 @@ func (s *Scheduler) freeSlot(index int32) {
 // crashed incarnations are discarded and events of paused nodes deferred on
 // the way, without counting as the step. It reports whether an event ran.
 func (s *Scheduler) Step() bool {
-	for len(s.heap) > 0 {
+	for len(s.heap) > 0 && s.haltReason == "" {
 		entry := s.pop()
 		if entry.atNs < s.nowNs {
 			panic(fmt.Sprintf("sched: event at %dns popped after time reached %dns", entry.atNs, s.nowNs))
@@ -207,11 +209,31 @@ func (s *Scheduler) Run(untilNs int64) {
 	if untilNs < s.nowNs {
 		panic(fmt.Sprintf("sched: Run until %dns, but time is already %dns", untilNs, s.nowNs))
 	}
-	for len(s.heap) > 0 && s.heap[0].atNs <= untilNs {
+	for len(s.heap) > 0 && s.heap[0].atNs <= untilNs && s.haltReason == "" {
 		s.Step()
 	}
-	s.nowNs = untilNs
+	if s.haltReason == "" {
+		s.nowNs = untilNs
+	}
 }
+
+// Halt stops the run: the current event finishes, then Run and Step return
+// at once and run nothing more, leaving time where the halt happened. A
+// checker that finds a violation mid-event calls it, so that the trace ends
+// at the violation. The reason is traced; only the first Halt counts.
+func (s *Scheduler) Halt(reason string) {
+	if reason == "" {
+		panic("sched: Halt needs a reason")
+	}
+	if s.haltReason != "" {
+		return
+	}
+	s.haltReason = reason
+	s.Trace(Record{Kind: "run.halt", Node: -1, Text: reason})
+}
+
+// Halted returns the reason the run was halted, or "".
+func (s *Scheduler) Halted() string { return s.haltReason }
 
 // RunFor runs for durationNs of virtual time from now.
 func (s *Scheduler) RunFor(durationNs int64) { s.Run(s.nowNs + durationNs) }

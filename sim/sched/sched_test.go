@@ -420,3 +420,24 @@ func TestProcessChaos(t *testing.T) {
 		t.Fatalf("%d events pending after Heal", s.Pending())
 	}
 }
+
+// TestHalt stops a run from inside an event: nothing after it runs, time
+// stays at the halt, and later Run calls do nothing.
+func TestHalt(t *testing.T) {
+	s := New(Options{})
+	var ran []int64
+	for _, at := range []int64{10, 20, 30} {
+		s.Schedule(at, func() {
+			ran = append(ran, s.NowNs())
+			if s.NowNs() == 20 {
+				s.Halt("violation at 20")
+				s.Halt("second reason")
+			}
+		})
+	}
+	s.Run(100)
+	s.Run(200)
+	if !slices.Equal(ran, []int64{10, 20}) || s.NowNs() != 20 || s.Halted() != "violation at 20" || s.Step() {
+		t.Fatalf("ran %v, now %d, halted %q", ran, s.NowNs(), s.Halted())
+	}
+}
