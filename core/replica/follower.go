@@ -67,6 +67,7 @@ func (p *Partition) NextFetch() (leaderID int32, req FetchRequest, ok bool) {
 	}
 	req = FetchRequest{
 		ReplicaID:          p.cfg.ReplicaID,
+		ReplicaEpoch:       p.cfg.BrokerEpoch,
 		FetchOffset:        p.log.LogEndOffset(),
 		CurrentLeaderEpoch: p.state.LeaderEpoch,
 		LastFetchedEpoch:   p.log.LatestEpoch(),

@@ -125,11 +125,13 @@ func TestKIP279FollowerUsesOwnEpochEnd(t *testing.T) {
 }
 
 func TestNextFetchCarriesLEOAndEpochs(t *testing.T) {
-	f := newNode(2, &fakeLog{start: 5}, 0, testConfig(0))
+	cfg := testConfig(0)
+	cfg.BrokerEpoch = 42
+	f := newNode(2, &fakeLog{start: 5}, 0, cfg)
 	f.log.append(3, "a", "b")
 	f.apply(state(1, 4, 7, []int32{1, 2}, []int32{1, 2}), 0)
 	leader, req, ok := f.p.NextFetch()
-	want := FetchRequest{ReplicaID: 2, FetchOffset: 7, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3, LogStartOffset: 5}
+	want := FetchRequest{ReplicaID: 2, ReplicaEpoch: 42, FetchOffset: 7, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3, LogStartOffset: 5}
 	if !ok || leader != 1 || req != want {
 		t.Fatalf("NextFetch = %d, %+v, %v; want 1, %+v, true", leader, req, ok, want)
 	}

@@ -25,6 +25,8 @@ type followerProgress struct {
 	// lastCaughtUpTimeMs is the latest time t at which the follower's fetch
 	// offset was >= the leader's LEO at t, or neverCaughtUpMs.
 	lastCaughtUpTimeMs int64
+	// brokerEpoch is the broker epoch of its last fetch, or -1.
+	brokerEpoch int64
 }
 
 // newFollowerProgress starts a leader epoch: LEOs unknown; ISR members are
@@ -45,7 +47,7 @@ func freshProgress(id int32, inISR bool, nowMs int64) followerProgress {
 	if inISR {
 		caughtUp = nowMs
 	}
-	return followerProgress{replicaID: id, logEndOffset: NoOffset, lastFetchLeaderLogEndOffset: NoOffset, lastCaughtUpTimeMs: caughtUp}
+	return followerProgress{replicaID: id, logEndOffset: NoOffset, lastFetchLeaderLogEndOffset: NoOffset, lastCaughtUpTimeMs: caughtUp, brokerEpoch: -1}
 }
 
 // reconcileFollowers keeps the progress of replicas still assigned and adds
@@ -125,6 +127,12 @@ type AlterPartitionRequest struct {
 	PartitionEpoch int32
 	// NewISR is the proposed ISR, sorted.
 	NewISR []int32
+	// BrokerEpochs holds, for each NewISR member in the same order, the
+	// broker epoch the leader last saw from it, or -1 (KIP-903). The
+	// controller refuses with INELIGIBLE_REPLICA a member whose epoch is
+	// known and is not the broker's current one: a late fetch from an
+	// incarnation that has since restarted and may have lost records.
+	BrokerEpochs []int64
 }
 
 // AlterPartitionResponse is the controller's answer.
@@ -158,7 +166,7 @@ func (p *Partition) maximalISR() []int32 {
 // second bound is KAFKA-7128: a new leader's HW may lag, and a follower
 // admitted below the epoch start could miss committed records).
 func (p *Partition) maybeProposeExpand(f followerProgress) {
-	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) {
+	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) || containsID(p.leader.ineligible, f.replicaID) {
 		return
 	}
 	if f.logEndOffset < p.hw || f.logEndOffset < p.leader.epochStartOffset {
@@ -201,8 +209,23 @@ func (p *Partition) propose(newISR []int32, added int32) {
 			LeaderEpoch:    p.state.LeaderEpoch,
 			PartitionEpoch: p.state.PartitionEpoch,
 			NewISR:         newISR,
+			BrokerEpochs:   p.brokerEpochs(newISR),
 		},
 	}
+}
+
+// brokerEpochs is the broker epoch of each of ids as last seen, or -1.
+func (p *Partition) brokerEpochs(ids []int32) []int64 {
+	epochs := make([]int64, len(ids))
+	for i, id := range ids {
+		epochs[i] = -1
+		if id == p.cfg.ReplicaID {
+			epochs[i] = p.cfg.BrokerEpoch
+		} else if f := p.leader.progress(id); f != nil {
+			epochs[i] = f.brokerEpoch
+		}
+	}
+	return epochs
 }
 
 // PendingAlterPartition returns the proposal the broker must send to the
@@ -218,6 +241,7 @@ func (p *Partition) PendingAlterPartition() (*AlterPartitionRequest, bool) {
 	pr.handedOut = true
 	req := pr.request
 	req.NewISR = slices.Clone(req.NewISR)
+	req.BrokerEpochs = slices.Clone(req.BrokerEpochs)
 	return &req, true
 }
 
@@ -264,6 +288,9 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 func (p *Partition) onAlterPartitionError(code int16) {
 	switch code {
 	case codeOperationNotAttempted, codeIneligibleReplica:
+		if code == codeIneligibleReplica && p.leader.proposal.added != noReplica {
+			p.leader.ineligible = withID(p.leader.ineligible, p.leader.proposal.added)
+		}
 		p.leader.proposal = nil
 	case codeFencedLeaderEpoch, codeInvalidUpdateVersion, codeUnknownTopicOrPartition,
 		codeUnknownTopicID, codeInvalidRequest, codeNewLeaderElected:

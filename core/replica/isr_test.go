@@ -205,3 +205,28 @@ func TestHighWatermarkFrozenUnderMinISR(t *testing.T) {
 		t.Errorf("HW %d once the ISR reached min.insync.replicas, want 2", got)
 	}
 }
+
+// TestIneligibleReplicaNotReproposed: after INELIGIBLE_REPLICA the leader
+// does not propose that replica again until the controller pushes a state,
+// and every proposal carries the broker epochs it saw (KIP-903).
+func TestIneligibleReplicaNotReproposed(t *testing.T) {
+	cfg := testConfig(0)
+	cfg.BrokerEpoch = 70
+	l, _, _ := cluster3(cfg, []int32{1, 3})
+	fetch := FetchRequest{ReplicaID: 2, ReplicaEpoch: 81, FetchOffset: 0, CurrentLeaderEpoch: 0, LastFetchedEpoch: NoEpoch}
+	l.p.OnFollowerFetch(fetch, 1)
+	req, ok := l.p.PendingAlterPartition()
+	if !ok || !cmp.Equal(req.NewISR, []int32{1, 2, 3}) || !cmp.Equal(req.BrokerEpochs, []int64{70, 81, -1}) {
+		t.Fatalf("proposal %+v %v, want ISR [1 2 3] with broker epochs [70 81 -1]", req, ok)
+	}
+	must(t, l.p.OnAlterPartitionResponse(AlterPartitionResponse{ProposalID: req.ProposalID, Error: codeIneligibleReplica}, 2))
+	l.p.OnFollowerFetch(fetch, 3)
+	if again, ok := l.p.PendingAlterPartition(); ok {
+		t.Fatalf("replica 2 proposed again after INELIGIBLE_REPLICA: %+v", again)
+	}
+	l.apply(state(1, 0, 1, []int32{1, 2, 3}, []int32{1, 3}), 4)
+	l.p.OnFollowerFetch(fetch, 5)
+	if _, ok := l.p.PendingAlterPartition(); !ok {
+		t.Errorf("replica 2 not proposed after a pushed state")
+	}
+}

@@ -14,6 +14,11 @@ type leaderState struct {
 	followers []followerProgress
 	// proposal is the in-flight AlterPartition, or nil.
 	proposal *proposal
+	// ineligible holds replicas the controller refused to add to the ISR
+	// (INELIGIBLE_REPLICA: fenced, shutting down or a stale broker epoch,
+	// KIP-841/KIP-903). They are not proposed again until the controller
+	// pushes a new state, so a refused replica cannot loop the leader.
+	ineligible []int32
 }
 
 // FetchRequest is one partition of a Fetch, as a follower sends it and as
@@ -21,6 +26,9 @@ type leaderState struct {
 type FetchRequest struct {
 	// ReplicaID is the fetching follower's broker id.
 	ReplicaID int32
+	// ReplicaEpoch is the follower's broker epoch (Fetch v15 ReplicaState),
+	// or -1 for older versions.
+	ReplicaEpoch int64
 	// FetchOffset is the follower's LEO.
 	FetchOffset int64
 	// CurrentLeaderEpoch is the leader epoch the follower knows, or NoEpoch
@@ -75,8 +83,10 @@ func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) {
 		p.leader.followers = reconcileFollowers(p.leader.followers, s, p.cfg.ReplicaID, nowMs)
 	}
 	// A pushed state supersedes any in-flight proposal: Kafka's
-	// updateAssignmentAndIsr resets to a CommittedPartitionState.
+	// updateAssignmentAndIsr resets to a CommittedPartitionState. It may
+	// also have changed which replicas are eligible.
 	p.leader.proposal = nil
+	p.leader.ineligible = nil
 	p.state = s
 	p.role = RoleLeader
 	p.follower = followerState{}
@@ -111,6 +121,7 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 		return d
 	}
 	f.onFetch(req.FetchOffset, leo, nowMs)
+	f.brokerEpoch = req.ReplicaEpoch
 	p.maybeProposeExpand(*f)
 	p.maybeAdvanceHighWatermark(nowMs)
 	d.HighWatermark = p.hw

@@ -29,6 +29,10 @@ type Bugs struct {
 type Config struct {
 	// ReplicaID is this broker's id (node.id).
 	ReplicaID int32
+	// BrokerEpoch is this broker's registration epoch with the controller
+	// (KIP-903), or -1 if unknown. It changes at every restart, so a broker
+	// builds a new Partition then.
+	BrokerEpoch int64
 	// MinInsyncReplicas is min.insync.replicas (Kafka default 1).
 	MinInsyncReplicas int
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (Kafka default 30000).
@@ -45,6 +49,8 @@ func (c Config) validate() error {
 	switch {
 	case c.ReplicaID < 0:
 		return fmt.Errorf("replica config: ReplicaID %d is negative", c.ReplicaID)
+	case c.BrokerEpoch < -1:
+		return fmt.Errorf("replica config: BrokerEpoch %d is below -1", c.BrokerEpoch)
 	case c.MinInsyncReplicas < 1:
 		return fmt.Errorf("replica config: MinInsyncReplicas %d is below 1", c.MinInsyncReplicas)
 	case c.ReplicaLagTimeMaxMs <= 0:
