@@ -36,7 +36,7 @@ type Meta struct {
 // ErrMetaMismatch marks a log directory that belongs to another node or
 // cluster: the node must refuse to start (CLARIFICATIONS.md, "The log start
 // offset and on-disk identity").
-var ErrMetaMismatch = errors.New("log directory belongs to another node or cluster")
+var ErrMetaMismatch = errors.New("refusing to use a log directory of another node or cluster")
 
 // EncodeMeta writes m in the properties format Kafka writes and reads.
 func EncodeMeta(m Meta) []byte {

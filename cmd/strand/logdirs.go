@@ -1,0 +1,209 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+
+	"strand/core/config"
+	"strand/core/env"
+	"strand/diskio"
+)
+
+// metaTempName is where meta.properties is written before it is renamed into
+// place, so that a crash never leaves a half-written identity file.
+const metaTempName = config.MetaFileName + ".tmp"
+
+// ignoredEntries may sit in an unformatted log directory without making it
+// "not empty": a temp file from a format that crashed, and ext4's lost+found
+// at a mount point.
+var ignoredEntries = []string{metaTempName, "lost+found"}
+
+// logDirState is what a log directory holds before start-up.
+type logDirState struct {
+	dir       string
+	formatted bool
+	meta      config.Meta
+}
+
+// prepareLogDirs makes every log directory belong to this node: it checks the
+// meta.properties of formatted directories and formats the empty ones, as
+// kafka-storage.sh format does. The cluster id is clusterID when given, else
+// the one already on disk, else one derived from controller.quorum.voters,
+// so that nodes formatting themselves agree. Nothing is written unless every
+// directory passes its checks. It returns the cluster id.
+func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (string, error) {
+	if clusterID != "" {
+		if err := config.ValidateClusterID(clusterID); err != nil {
+			return "", fmt.Errorf("cluster id: %w", err)
+		}
+	}
+	states := make([]logDirState, 0, len(cfg.LogDirs))
+	for _, dir := range cfg.LogDirs {
+		state, err := inspectLogDir(dir)
+		if err != nil {
+			return "", err
+		}
+		if state.formatted {
+			if err := config.CheckMeta(dir, state.meta, cfg.NodeID, clusterID); err != nil {
+				return "", err
+			}
+			if clusterID == "" {
+				clusterID = state.meta.ClusterID
+			}
+		}
+		states = append(states, state)
+	}
+	if clusterID == "" {
+		clusterID = config.DeriveClusterID(cfg.QuorumVoters)
+	}
+	for _, state := range states {
+		if state.formatted {
+			logger.Info("log dir already formatted", "dir", state.dir, "cluster.id", clusterID, "node.id", cfg.NodeID)
+			continue
+		}
+		meta, err := newMeta(clusterID, cfg.NodeID)
+		if err != nil {
+			return "", err
+		}
+		if err := writeMeta(state.dir, meta); err != nil {
+			return "", err
+		}
+		logger.Info("formatted log dir", "dir", state.dir, "cluster.id", clusterID, "node.id", cfg.NodeID, "directory.id", meta.DirectoryID)
+	}
+	return clusterID, nil
+}
+
+// newMeta builds the identity of a newly formatted directory, with a random
+// directory.id as Kafka 3.7+ writes.
+func newMeta(clusterID string, nodeID env.NodeID) (config.Meta, error) {
+	var random [16]byte
+	if _, err := rand.Read(random[:]); err != nil {
+		return config.Meta{}, fmt.Errorf("drawing a directory id: %w", err)
+	}
+	return config.Meta{Version: config.MetaVersion, ClusterID: clusterID, NodeID: nodeID, DirectoryID: config.NewClusterID(random)}, nil
+}
+
+// inspectLogDir reads dir's meta.properties. A missing or empty directory is
+// unformatted; a directory with other files but no meta.properties is an
+// error, because formatting it could adopt another program's data.
+func inspectLogDir(dir string) (logDirState, error) {
+	state := logDirState{dir: dir}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return state, nil
+	}
+	err := withDisk(dir, func(disk *diskio.Disk, _ *completions) error {
+		names, err := disk.List(".")
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(names, config.MetaFileName) {
+			for _, name := range names {
+				if !slices.Contains(ignoredEntries, name) {
+					return fmt.Errorf("not empty (it holds %s) but has no %s: give strand an empty directory, or check log.dirs",
+						name, config.MetaFileName)
+				}
+			}
+			return nil
+		}
+		text, err := readWholeFile(disk, config.MetaFileName)
+		if err != nil {
+			return err
+		}
+		if state.meta, err = config.ParseMeta(text); err != nil {
+			return err
+		}
+		state.formatted = true
+		return nil
+	})
+	if err != nil {
+		return logDirState{}, fmt.Errorf("log dir %s: %w", dir, err)
+	}
+	return state, nil
+}
+
+// readWholeFile reads a small file through the disk.
+func readWholeFile(disk *diskio.Disk, name string) ([]byte, error) {
+	f, err := disk.Open(name, env.OpenOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	text := make([]byte, f.Size())
+	if _, err := f.ReadAt(text, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return text, nil
+}
+
+// writeMeta writes meta.properties durably: a temp file, fsynced, renamed
+// into place, then the directory fsynced.
+func writeMeta(dir string, meta config.Meta) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating log dir: %w", err)
+	}
+	err := withDisk(dir, func(disk *diskio.Disk, loop *completions) error {
+		f, err := disk.Open(metaTempName, env.OpenOptions{Create: true})
+		if err != nil {
+			return err
+		}
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Append(config.EncodeMeta(meta)); err != nil {
+			f.Close()
+			return err
+		}
+		if err := loop.wait(f.Sync); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := disk.Rename(metaTempName, config.MetaFileName); err != nil {
+			return err
+		}
+		return loop.wait(func(done func(error)) { disk.SyncDir(".", done) })
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s in log dir %s: %w", config.MetaFileName, dir, err)
+	}
+	return nil
+}
+
+// completions is a minimal event loop for diskio's asynchronous Sync: the
+// disk's I/O worker posts completions, and wait runs them on the calling
+// goroutine until the one asked for arrives.
+type completions struct{ posted chan func() }
+
+func (c *completions) post(fn func()) { c.posted <- fn }
+
+// wait starts an asynchronous operation and runs posted completions until
+// its own has run, returning its outcome.
+func (c *completions) wait(start func(done func(error))) error {
+	finished := false
+	var result error
+	start(func(err error) { result, finished = err, true })
+	for !finished {
+		(<-c.posted)()
+	}
+	return result
+}
+
+// withDisk opens dir as a diskio.Disk for the duration of use.
+func withDisk(dir string, use func(*diskio.Disk, *completions) error) error {
+	loop := &completions{posted: make(chan func(), 16)}
+	disk, err := diskio.New(dir, diskio.Options{Post: loop.post})
+	if err != nil {
+		return err
+	}
+	useErr := use(disk, loop)
+	closeErr := disk.Close()
+	return errors.Join(useErr, closeErr)
+}

@@ -1,0 +1,10 @@
+// Command strand is Strand's single binary: the broker (serve), log-directory
+// set-up (format), and tools. It only parses flags, reads files and wires
+// packages together; the broker's logic lives in core/ and realnet/.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

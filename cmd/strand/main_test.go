@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"strand/core/config"
+)
+
+// runCmd runs a subcommand and returns its status and output.
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	status := run(args, &stdout, &stderr)
+	return status, stdout.String(), stderr.String()
+}
+
+// writeConfig writes a single-node config whose log dirs are under a fresh
+// temporary directory, plus extra lines.
+func writeConfig(t *testing.T, nodeID string, logDirs []string, extra ...string) string {
+	t.Helper()
+	text := strings.Join(append([]string{
+		"process.roles=broker,controller",
+		"node.id=" + nodeID,
+		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"controller.listener.names=CONTROLLER",
+		"controller.quorum.voters=" + nodeID + "@127.0.0.1:9093",
+		"log.dirs=" + strings.Join(logDirs, ","),
+	}, extra...), "\n")
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readMeta(t *testing.T, dir string) config.Meta {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(dir, config.MetaFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := config.ParseMeta(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestFormatWritesEveryLogDirAndIsIdempotent(t *testing.T) {
+	root := t.TempDir()
+	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b", "c")}
+	cfgPath := writeConfig(t, "4", dirs)
+	status, stdout, stderr := runCmd(t, "format", "--config", cfgPath, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk")
+	if status != 0 {
+		t.Fatalf("format: status %d, stderr %s", status, stderr)
+	}
+	if !strings.Contains(stdout, "MkU3OEVBNTcwNTJENDM2Qk") {
+		t.Errorf("stdout %q does not name the cluster id", stdout)
+	}
+	first := map[string]config.Meta{}
+	for _, dir := range dirs {
+		m := readMeta(t, dir)
+		if m.NodeID != 4 || m.ClusterID != "MkU3OEVBNTcwNTJENDM2Qk" || m.Version != 1 || m.DirectoryID == "" {
+			t.Errorf("%s: meta %+v", dir, m)
+		}
+		first[dir] = m
+		if _, err := os.Stat(filepath.Join(dir, metaTempName)); !os.IsNotExist(err) {
+			t.Errorf("%s: temp file left behind: %v", dir, err)
+		}
+	}
+	if first[dirs[0]].DirectoryID == first[dirs[1]].DirectoryID {
+		t.Error("two log dirs got the same directory.id")
+	}
+
+	// Again, without --cluster-id: the id on disk is kept, nothing rewritten.
+	status, _, stderr = runCmd(t, "format", "--config", cfgPath)
+	if status != 0 {
+		t.Fatalf("second format: status %d, stderr %s", status, stderr)
+	}
+	for _, dir := range dirs {
+		if m := readMeta(t, dir); m != first[dir] {
+			t.Errorf("%s: second format changed meta.properties: %+v -> %+v", dir, first[dir], m)
+		}
+	}
+}
+
+func TestFormatRefusesAnotherNodesDirectory(t *testing.T) {
+	root := t.TempDir()
+	shared := filepath.Join(root, "shared")
+	if status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "2", []string{shared})); status != 0 {
+		t.Fatalf("format node 2: %s", stderr)
+	}
+	before, err := os.ReadFile(filepath.Join(shared, config.MetaFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(root, "fresh")
+	status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "1", []string{fresh, shared}))
+	if status == 0 {
+		t.Fatal("format of another node's directory succeeded")
+	}
+	want := "log dir " + shared + " belongs to node.id 2, this is node.id 1"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q does not contain %q", stderr, want)
+	}
+	after, _ := os.ReadFile(filepath.Join(shared, config.MetaFileName))
+	if !bytes.Equal(before, after) {
+		t.Error("the refused format rewrote meta.properties")
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Error("the refused format still formatted the other directory")
+	}
+}
+
+func TestFormatRefusesAnotherCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	cfgPath := writeConfig(t, "1", []string{dir})
+	if status, _, stderr := runCmd(t, "format", "--config", cfgPath, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk"); status != 0 {
+		t.Fatal(stderr)
+	}
+	status, _, stderr := runCmd(t, "format", "--config", cfgPath, "--cluster-id", "J8aAPcfLQt2bqs1JT_rMgQ")
+	if status == 0 || !strings.Contains(stderr, "belongs to cluster MkU3OEVBNTcwNTJENDM2Qk") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}
+
+func TestFormatRefusesNonEmptyUnformattedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "someone-elses-file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "1", []string{dir}))
+	if status == 0 || !strings.Contains(stderr, "someone-elses-file") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}
+
+func TestFormatRejectsBadClusterID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "1", []string{dir}), "--cluster-id", "not-a-uuid")
+	if status == 0 || !strings.Contains(stderr, "not-a-uuid") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}
+
+// TestServeFormatsReportsUnknownKeysAndSaysNotImplemented: serve validates,
+// logs each unknown key by name, formats the empty log dir, and exits 1 with
+// a clear message because the broker is not wired in yet.
+func TestServeFormatsReportsUnknownKeysAndSaysNotImplemented(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cfgPath := writeConfig(t, "1", []string{dir}, "num.network.threads=3", "zookeeper.connect=localhost:2181")
+	status, _, stderr := runCmd(t, "serve", "--config", cfgPath, "--override", "sasl.enabled.mechanisms=PLAIN")
+	if status != 1 {
+		t.Errorf("status %d, want 1", status)
+	}
+	for _, key := range []string{"num.network.threads", "zookeeper.connect", "sasl.enabled.mechanisms"} {
+		if !strings.Contains(stderr, "key="+key) {
+			t.Errorf("stderr does not name unknown key %s:\n%s", key, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "not implemented yet") {
+		t.Errorf("stderr does not say serving is not implemented:\n%s", stderr)
+	}
+	m := readMeta(t, dir)
+	voters := []config.Voter{{ID: 1, Host: "127.0.0.1", Port: 9093}}
+	if m.NodeID != 1 || m.ClusterID != config.DeriveClusterID(voters) {
+		t.Errorf("serve formatted %+v, want node 1 and the id derived from the voters", m)
+	}
+}
+
+func TestServeRefusesMismatchedDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "2", []string{dir})); status != 0 {
+		t.Fatal(stderr)
+	}
+	status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}))
+	if status != 1 || !strings.Contains(stderr, "belongs to node.id 2, this is node.id 1") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+	if strings.Contains(stderr, "not implemented yet") {
+		t.Error("serve went on past a mismatched log dir")
+	}
+}
+
+func TestServeRejectsInvalidConfigNamingTheKey(t *testing.T) {
+	cfgPath := writeConfig(t, "1", []string{filepath.Join(t.TempDir(), "d")}, "min.insync.replicas=abc")
+	status, _, stderr := runCmd(t, "serve", "--config", cfgPath)
+	if status != 1 || !strings.Contains(stderr, `config key min.insync.replicas: \"abc\" is not an integer`) {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}
+
+func TestServeOverrideSyntax(t *testing.T) {
+	status, _, stderr := runCmd(t, "serve", "--override", "no-equals-sign")
+	if status != 2 || !strings.Contains(stderr, "key=value") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}
+
+func TestVersionAndUnknownCommand(t *testing.T) {
+	if status, stdout, _ := runCmd(t, "version"); status != 0 || !strings.HasPrefix(stdout, "strand ") {
+		t.Errorf("version: %d %q", status, stdout)
+	}
+	if status, _, stderr := runCmd(t, "frobnicate"); status != 2 || !strings.Contains(stderr, "frobnicate") {
+		t.Errorf("unknown command: %d %q", status, stderr)
+	}
+	status, stdout, _ := runCmd(t, "random-cluster-id")
+	if status != 0 || config.ValidateClusterID(strings.TrimSpace(stdout)) != nil {
+		t.Errorf("random-cluster-id: %d %q", status, stdout)
+	}
+}

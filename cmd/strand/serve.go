@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+)
+
+// serve is `strand serve [--config FILE] [--override key=value ...]`: it
+// loads and validates the configuration (the embedded single-node defaults
+// without --config, which is what `make run` uses), logs every key Strand
+// ignores, formats empty log directories and checks formatted ones, then runs
+// the broker until SIGTERM or SIGINT.
+func serve(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("strand serve", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	configPath := flags.String("config", "", "server.properties file (default: the embedded single-node defaults)")
+	overrides := overrideFlags{}
+	flags.Var(overrides, "override", "set a config key, key=value (repeatable)")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "strand serve: unexpected arguments %v\n", flags.Args())
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg, warnings, err := loadConfig(*configPath, overrides)
+	if err != nil {
+		logger.Error("invalid configuration", "err", err)
+		return 1
+	}
+	logWarnings(logger, warnings)
+	clusterID, err := prepareLogDirs(cfg, "", logger)
+	if err != nil {
+		logger.Error("log directories not usable", "err", err)
+		return 1
+	}
+	logger.Info("starting", "node.id", cfg.NodeID, "process.roles", cfg.Roles.String(), "cluster.id", clusterID)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err = runBroker(ctx, cfg, clusterID, logger)
+	switch {
+	case errors.Is(err, errServeNotImplemented):
+		fmt.Fprintln(stderr, "strand serve: the configuration and log directories are ready, but serving is not implemented yet (the broker is not wired into strand serve)")
+		return 1
+	case err != nil:
+		logger.Error("broker stopped", "err", err)
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}
