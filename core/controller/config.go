@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Config is the controller's configuration. Names follow Kafka's keys.
+type Config struct {
+	// NodeID is node.id.
+	NodeID int32
+	// Voters are the node ids of controller.quorum.voters. Until Raft
+	// lands, the lowest is the active controller.
+	Voters []int32
+	// ClusterID is cluster.id; registrations naming another are refused.
+	// Empty accepts any.
+	ClusterID string
+	// BrokerSessionTimeoutMs is broker.session.timeout.ms (Kafka 9000).
+	BrokerSessionTimeoutMs int64
+	// DefaultPartitions is num.partitions (Kafka 1).
+	DefaultPartitions int32
+	// DefaultReplicationFactor is default.replication.factor (Kafka 1).
+	DefaultReplicationFactor int16
+	// MinInsyncReplicas is the cluster default min.insync.replicas (1); a
+	// topic config overrides it.
+	MinInsyncReplicas int
+	// UncleanLeaderElectionEnable is the cluster default of
+	// unclean.leader.election.enable (false); a topic config overrides it.
+	UncleanLeaderElectionEnable bool
+	// ELRDisabled turns eligible leader replicas (KIP-966) off. Strand
+	// keeps them on by default (replication issue §4).
+	ELRDisabled bool
+	// ProducerIDBlockSize is the size of an AllocateProducerIds block
+	// (Kafka 1000).
+	ProducerIDBlockSize int32
+	// FetchWaitersMax bounds the metadata fetches held by long polling;
+	// beyond it a fetch is answered at once, empty.
+	FetchWaitersMax int
+	// FetchMaxBytes caps the records in one metadata fetch response.
+	FetchMaxBytes int32
+}
+
+// DefaultConfig returns Kafka's defaults for a single-node controller.
+func DefaultConfig(nodeID int32) Config {
+	return Config{
+		NodeID:                   nodeID,
+		Voters:                   []int32{nodeID},
+		BrokerSessionTimeoutMs:   9000,
+		DefaultPartitions:        1,
+		DefaultReplicationFactor: 1,
+		MinInsyncReplicas:        1,
+		ProducerIDBlockSize:      1000,
+		FetchWaitersMax:          1024,
+		FetchMaxBytes:            8 << 20,
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.NodeID < 0:
+		return fmt.Errorf("controller config: node.id %d is negative", c.NodeID)
+	case len(c.Voters) == 0:
+		return fmt.Errorf("controller config: controller.quorum.voters is empty")
+	case !slices.Contains(c.Voters, c.NodeID):
+		return fmt.Errorf("controller config: node.id %d is not in controller.quorum.voters %v", c.NodeID, c.Voters)
+	case c.BrokerSessionTimeoutMs <= 0:
+		return fmt.Errorf("controller config: broker.session.timeout.ms %d is not positive", c.BrokerSessionTimeoutMs)
+	case c.DefaultPartitions < 1:
+		return fmt.Errorf("controller config: num.partitions %d is below 1", c.DefaultPartitions)
+	case c.DefaultReplicationFactor < 1:
+		return fmt.Errorf("controller config: default.replication.factor %d is below 1", c.DefaultReplicationFactor)
+	case c.MinInsyncReplicas < 1:
+		return fmt.Errorf("controller config: min.insync.replicas %d is below 1", c.MinInsyncReplicas)
+	case c.ProducerIDBlockSize < 1:
+		return fmt.Errorf("controller config: producer id block size %d is below 1", c.ProducerIDBlockSize)
+	case c.FetchWaitersMax < 0:
+		return fmt.Errorf("controller config: FetchWaitersMax %d is negative", c.FetchWaitersMax)
+	case c.FetchMaxBytes < 1:
+		return fmt.Errorf("controller config: FetchMaxBytes %d is below 1", c.FetchMaxBytes)
+	}
+	return nil
+}
+
+// active reports whether this node is the active controller: the lowest
+// voter, until Raft elects one.
+func (c Config) active() bool { return slices.Min(c.Voters) == c.NodeID }

@@ -1,0 +1,58 @@
+// Package controller is Strand's metadata controller: the state machine that
+// owns the cluster metadata (brokers, topics, partition leaders, ISR and ELR,
+// producer id blocks), as Kafka's KRaft QuorumController does.
+//
+// # What it does
+//
+// Inputs are controller requests (kmsg) and time:
+//
+//	BrokerRegistration (62)  a broker starts: it is registered, fenced
+//	BrokerHeartbeat (63)     liveness; unfence once caught up; controlled shutdown
+//	AlterPartition (56)      ISR changes from partition leaders
+//	CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
+//	AllocateProducerIds (67) a block of producer ids per call
+//	Fetch (1) of __cluster_metadata-0: brokers following the metadata log
+//	timers                   a broker silent for broker.session.timeout.ms is fenced
+//
+// Outputs are metadata records (core/metadata) appended, as one batch per
+// decision, to the metadata log through a quorum, and responses. A request is
+// answered only once the records it caused are committed. Elections and
+// ISR/ELR bookkeeping use the pure functions of core/replica (elr.go), so the
+// replication proof does not depend on which controller drives it.
+//
+// # Two images
+//
+// The controller keeps the image of everything it appended (latest), from
+// which it decides, and the image of what is committed (committed). Records
+// are applied to latest as they are generated, and to committed, in order,
+// when the quorum reports them committed; only then are the waiting requests
+// answered and fetches served. Brokers see only committed records.
+//
+// # The quorum
+//
+// quorum (quorum.go) is the seam issue 5's Raft will replace. For now
+// localQuorum is a single voter: it appends each batch to the local metadata
+// log and counts it committed once its Sync completes. With several voters in
+// Config.Voters, the lowest id is the active controller and the others answer
+// NOT_CONTROLLER. On restart the controller replays the whole log into both
+// images (committed once the log is synced again).
+//
+// # API for the node
+//
+//	log, err := controller.OpenMetadataLog(disk, logDir, clock.WallMs())
+//	c, err := controller.New(cfg, clock, log, newTopicID)
+//	if controller.Handles(req) { c.HandleRequest(req, reply) }
+//
+// reply is called exactly once per request, on the event loop, possibly
+// later (after a commit or a long poll); never for a request the controller
+// does not handle. Image() returns the committed image (for tests and for a
+// node running both roles; do not modify it).
+//
+// # What it must not do
+//
+// It is part of core/: no goroutines, no real clock (time comes from
+// env.Clock), no randomness (topic ids come from the injected source), no
+// map order reaching records or responses. It never panics on a request;
+// it panics only if its own invariants break (a record it generated does not
+// apply to its own image).
+package controller

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+// isMetadataFetch reports whether req fetches exactly __cluster_metadata-0,
+// by name before Fetch v13 and by topic id from v13.
+func isMetadataFetch(req *kmsg.FetchRequest) bool {
+	if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].Partition != 0 {
+		return false
+	}
+	if req.Version >= 13 {
+		return req.Topics[0].TopicID == MetadataTopicID
+	}
+	return req.Topics[0].Topic == MetadataTopic
+}
+
+// fetchWaiter is a metadata fetch held by long polling.
+type fetchWaiter struct {
+	req   *kmsg.FetchRequest
+	reply func(kmsg.Response)
+	timer env.Timer
+	done  bool
+}
+
+// fetchWaiters are the held fetches, oldest first.
+type fetchWaiters struct {
+	waiting []*fetchWaiter
+}
+
+// wake answers every held fetch: they all wait at the old commit offset,
+// which has just advanced.
+func (fw *fetchWaiters) wake(c *Controller) {
+	ready := fw.waiting
+	fw.waiting = nil
+	for _, w := range ready {
+		w.timer.Stop()
+		w.done = true
+		c.answerFetch(w.req, w.reply)
+	}
+}
+
+// dropAll forgets every held fetch without answering.
+func (fw *fetchWaiters) dropAll() {
+	for _, w := range fw.waiting {
+		w.timer.Stop()
+		w.done = true
+	}
+	fw.waiting = nil
+}
+
+// handleFetch serves the metadata log to a broker following it: committed
+// batches from the fetch offset. A fetch at the commit offset waits up to
+// MaxWaitMillis for new records (bounded by FetchWaitersMax).
+func (c *Controller) handleFetch(req *kmsg.FetchRequest, reply func(kmsg.Response)) {
+	if !c.Active() {
+		resp, p := fetchResponse(req)
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		reply(resp)
+		return
+	}
+	offset := req.Topics[0].Partitions[0].FetchOffset
+	wait := offset == c.quorum.CommittedOffset() && req.MaxWaitMillis > 0 &&
+		len(c.fetches.waiting) < c.cfg.FetchWaitersMax
+	if !wait {
+		c.answerFetch(req, reply)
+		return
+	}
+	w := &fetchWaiter{req: req, reply: reply}
+	w.timer = c.clock.SetTimer(int64(req.MaxWaitMillis)*1e6, func() {
+		if w.done {
+			return
+		}
+		w.done = true
+		c.fetches.remove(w)
+		c.answerFetch(req, reply)
+	})
+	c.fetches.waiting = append(c.fetches.waiting, w)
+}
+
+func (fw *fetchWaiters) remove(w *fetchWaiter) {
+	for i, x := range fw.waiting {
+		if x == w {
+			fw.waiting = append(fw.waiting[:i], fw.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// answerFetch answers a metadata fetch with what is committed now.
+func (c *Controller) answerFetch(req *kmsg.FetchRequest, reply func(kmsg.Response)) {
+	resp, p := fetchResponse(req)
+	if !c.Active() {
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		reply(resp)
+		return
+	}
+	fp := req.Topics[0].Partitions[0]
+	committed := c.quorum.CommittedOffset()
+	p.HighWatermark, p.LastStableOffset, p.LogStartOffset = committed, committed, c.quorum.LogStartOffset()
+	if fp.FetchOffset < p.LogStartOffset || fp.FetchOffset > committed {
+		p.ErrorCode = kerr.OffsetOutOfRange.Code
+		reply(resp)
+		return
+	}
+	maxBytes := c.cfg.FetchMaxBytes
+	for _, limit := range []int32{fp.PartitionMaxBytes, req.MaxBytes} {
+		if limit > 0 {
+			maxBytes = min(maxBytes, limit)
+		}
+	}
+	if fp.FetchOffset < committed {
+		data, err := c.quorum.ReadCommitted(fp.FetchOffset, maxBytes)
+		if err != nil {
+			p.ErrorCode = kerr.KafkaStorageError.Code
+			reply(resp)
+			return
+		}
+		p.RecordBatches = data
+	}
+	reply(resp)
+}
+
+// fetchResponse returns a response for req with its one partition, and a
+// pointer to that partition.
+func fetchResponse(req *kmsg.FetchRequest) (*kmsg.FetchResponse, *kmsg.FetchResponseTopicPartition) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	topic := kmsg.NewFetchResponseTopic()
+	topic.Topic, topic.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
+	topic.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
+	resp.Topics = []kmsg.FetchResponseTopic{topic}
+	return resp, &resp.Topics[0].Partitions[0]
+}

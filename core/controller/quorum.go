@@ -1,0 +1,185 @@
+package controller
+
+import (
+	"fmt"
+
+	"strand/core/env"
+	"strand/core/log"
+	"strand/core/metadata"
+)
+
+// MetadataTopic is the metadata log's topic; its only partition is 0.
+const MetadataTopic = "__cluster_metadata"
+
+// MetadataTopicID is the metadata topic's id, Kafka's Uuid.METADATA_TOPIC_ID
+// (0, 1): Fetch v13+ names topics by id.
+var MetadataTopicID = [16]byte{15: 1}
+
+// MetadataLogDir is the metadata log's directory inside a log dir.
+const MetadataLogDir = MetadataTopic + "-0"
+
+// OpenMetadataLog opens (recovering it after a crash) the metadata log in
+// the node's first log dir. Batches are verified from the start, because the
+// controller keeps no recovery-point checkpoint for it.
+func OpenMetadataLog(disk env.Disk, logDir string, nowMs int64) (*log.Log, error) {
+	dir := MetadataLogDir
+	if logDir != "" {
+		dir = logDir + "/" + MetadataLogDir
+	}
+	l, err := log.Open(disk, dir, log.DefaultConfig(), log.OpenOptions{NowMs: nowMs})
+	if err != nil {
+		return nil, fmt.Errorf("open metadata log: %w", err)
+	}
+	return l, nil
+}
+
+// quorum is the replicated metadata log as the controller sees it. Issue 5's
+// Raft replaces localQuorum behind this interface; the state machine does
+// not change.
+//
+// Contract: Append assigns consecutive offsets from EndOffset(); records
+// become committed in offset order, and the quorum reports each advance of
+// CommittedOffset through the onCommit callback it was built with, on the
+// event loop, never from inside Append. Committed records never change.
+type quorum interface {
+	// Append appends records as one batch and returns the offset of the
+	// first. An error means nothing was appended and this node can no
+	// longer append (a failed disk, or, with Raft, lost leadership).
+	Append(records []metadata.Record) (baseOffset int64, err error)
+	// EndOffset is the offset the next appended record will get.
+	EndOffset() int64
+	// CommittedOffset is the offset after the last committed record: the
+	// high watermark of the metadata log.
+	CommittedOffset() int64
+	// LogStartOffset is the first offset still held.
+	LogStartOffset() int64
+	// ReadCommitted copies whole committed batches from fetchOffset, at
+	// most maxBytes unless the first batch alone is larger.
+	ReadCommitted(fetchOffset int64, maxBytes int32) ([]byte, error)
+	// Replay decodes every batch of the local log, committed or not, in
+	// order: the controller rebuilds its images from them at start.
+	Replay(fn func(metadata.Batch) error) error
+}
+
+// localQuorum is the single-voter quorum: a batch is committed once it is
+// durable in the local metadata log.
+type localQuorum struct {
+	log   *log.Log
+	clock env.Clock
+	// epoch is stamped into every batch (PartitionLeaderEpoch): one more
+	// than the log's latest, a new term for every start, as Raft would.
+	epoch     int32
+	committed int64
+	// inAppend is set while Append runs, so that a Sync completing at once
+	// defers its commit report until Append has returned.
+	inAppend       bool
+	deferredCommit bool
+	onCommit       func(committedOffset int64)
+	onFailure      func(error)
+	failed         error
+}
+
+// newLocalQuorum wraps the opened metadata log. Everything already in the
+// log counts as committed once a first Sync of it completes: Sync is what
+// makes it durable, and a single voter needs nothing more.
+func newLocalQuorum(l *log.Log, clock env.Clock, onCommit func(int64), onFailure func(error)) *localQuorum {
+	q := &localQuorum{
+		log: l, clock: clock, epoch: max(l.Epochs().LatestEpoch(), 0) + 1,
+		committed: l.LogStartOffset(), onCommit: onCommit, onFailure: onFailure,
+	}
+	return q
+}
+
+// start syncs what recovery found and commits it.
+func (q *localQuorum) start() { q.flush() }
+
+func (q *localQuorum) EndOffset() int64       { return q.log.LogEndOffset() }
+func (q *localQuorum) CommittedOffset() int64 { return q.committed }
+func (q *localQuorum) LogStartOffset() int64  { return q.log.LogStartOffset() }
+
+func (q *localQuorum) Append(records []metadata.Record) (int64, error) {
+	if q.failed != nil {
+		return 0, q.failed
+	}
+	b := metadata.EncodeBatch(records, q.clock.WallMs())
+	result, err := q.log.AppendAsLeader(b, q.epoch, q.clock.WallMs())
+	if err != nil {
+		q.fail(err)
+		return 0, q.failed
+	}
+	if result.LastOffset-result.BaseOffset+1 != int64(len(records)) {
+		panic(fmt.Sprintf("controller: appended %d records at [%d, %d]", len(records), result.BaseOffset, result.LastOffset))
+	}
+	q.inAppend = true
+	q.flush()
+	q.inAppend = false
+	if q.deferredCommit {
+		q.deferredCommit = false
+		q.onCommit(q.committed)
+	}
+	return result.BaseOffset, nil
+}
+
+// flush syncs the log up to its end and commits up to there when done.
+func (q *localQuorum) flush() {
+	upTo := q.log.LogEndOffset()
+	q.log.Flush(upTo, func(err error) {
+		if err != nil {
+			q.fail(err)
+			return
+		}
+		if upTo <= q.committed {
+			return
+		}
+		q.committed = upTo
+		if q.inAppend {
+			q.deferredCommit = true
+			return
+		}
+		q.onCommit(q.committed)
+	})
+}
+
+func (q *localQuorum) fail(err error) {
+	if q.failed != nil {
+		return
+	}
+	q.failed = fmt.Errorf("metadata log: %w", err)
+	q.onFailure(q.failed)
+}
+
+func (q *localQuorum) ReadCommitted(fetchOffset int64, maxBytes int32) ([]byte, error) {
+	r, err := q.log.Read(fetchOffset, maxBytes, q.committed, true)
+	if err != nil {
+		return nil, err
+	}
+	return log.CopyRegions(r.Regions)
+}
+
+func (q *localQuorum) Replay(fn func(metadata.Batch) error) error {
+	const chunkBytes = 1 << 20
+	for offset := q.log.LogStartOffset(); offset < q.log.LogEndOffset(); {
+		r, err := q.log.Read(offset, chunkBytes, q.log.LogEndOffset(), true)
+		if err != nil {
+			return fmt.Errorf("replay metadata log at %d: %w", offset, err)
+		}
+		if r.NextOffset <= offset {
+			return fmt.Errorf("replay metadata log: no progress at offset %d", offset)
+		}
+		data, err := log.CopyRegions(r.Regions)
+		if err != nil {
+			return fmt.Errorf("replay metadata log at %d: %w", offset, err)
+		}
+		batches, err := metadata.DecodeBatches(data)
+		if err != nil {
+			return fmt.Errorf("replay metadata log at %d: %w", offset, err)
+		}
+		for _, b := range batches {
+			if err := fn(b); err != nil {
+				return fmt.Errorf("replay metadata log: %w", err)
+			}
+		}
+		offset = r.NextOffset
+	}
+	return nil
+}
