@@ -1,0 +1,182 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"strand/core/env"
+	"strand/core/log/checkpoint"
+)
+
+// The per-directory checkpoint files, named as Kafka names them.
+const (
+	RecoveryPointCheckpointName  = "recovery-point-offset-checkpoint"
+	ReplicationCheckpointName    = "replication-offset-checkpoint"
+	LogStartOffsetCheckpointName = "log-start-offset-checkpoint"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// DirName is the partition's log directory name, <topic>-<partition>.
+func (tp TopicPartition) DirName() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// ParseDirName parses <topic>-<partition> as Kafka does: the topic may
+// contain '-', the partition follows the last one.
+func ParseDirName(name string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || i == len(name)-1 {
+		return TopicPartition{}, false
+	}
+	partition, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || partition < 0 || strconv.FormatInt(partition, 10) != name[i+1:] {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: name[:i], Partition: int32(partition)}, true
+}
+
+// Manager owns one log directory: the partition logs in it and its three
+// checkpoint files. Like Log it runs on the event loop.
+type Manager struct {
+	disk      env.Disk
+	dir       string
+	configFor func(topic string) Config
+	logs      map[TopicPartition]*Log
+	// highWatermarks is replication-offset-checkpoint as found at open.
+	highWatermarks map[TopicPartition]int64
+
+	recoveryPoints  *checkpoint.Writer
+	replication     *checkpoint.Writer
+	logStartOffsets *checkpoint.Writer
+	// failed records a failed sync of the directory itself.
+	failed error
+}
+
+// Err returns the error of a failed sync of the log directory, if any.
+func (m *Manager) Err() error { return m.failed }
+
+// OpenManager opens every <topic>-<partition> log found in dir with the
+// recovery points and log start offsets from its checkpoints, after removing
+// leftovers of interrupted checkpoint writes. configFor gives each topic's
+// configuration.
+func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config, nowMs int64) (*Manager, error) {
+	if err := disk.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+	}
+	if err := checkpoint.RemoveTemps(disk, dir); err != nil {
+		return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+	}
+	m := &Manager{
+		disk: disk, dir: dir, configFor: configFor, logs: map[TopicPartition]*Log{},
+		recoveryPoints:  checkpoint.NewWriter(disk, dir, RecoveryPointCheckpointName),
+		replication:     checkpoint.NewWriter(disk, dir, ReplicationCheckpointName),
+		logStartOffsets: checkpoint.NewWriter(disk, dir, LogStartOffsetCheckpointName),
+	}
+	checkpoints := map[string]map[TopicPartition]int64{}
+	for _, name := range []string{RecoveryPointCheckpointName, ReplicationCheckpointName, LogStartOffsetCheckpointName} {
+		offsets, err := readOffsets(disk, joinPath(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+		}
+		checkpoints[name] = offsets
+	}
+	m.highWatermarks = checkpoints[ReplicationCheckpointName]
+	if err := m.openLogs(checkpoints, nowMs); err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	// MkdirAll may have created dir: make its entry durable.
+	disk.SyncDir(path.Dir(dir), func(err error) {
+		if err != nil && m.failed == nil {
+			m.failed = fmt.Errorf("sync parent of log directory %s: %w", dir, err)
+		}
+	})
+	return m, nil
+}
+
+func (m *Manager) openLogs(checkpoints map[string]map[TopicPartition]int64, nowMs int64) error {
+	names, err := m.disk.List(m.dir)
+	if err != nil {
+		return fmt.Errorf("list log directory %s: %w", m.dir, err)
+	}
+	for _, name := range names {
+		tp, ok := ParseDirName(name)
+		if !ok {
+			continue
+		}
+		l, err := Open(m.disk, joinPath(m.dir, name), m.configFor(tp.Topic), OpenOptions{
+			RecoveryPoint:  checkpoints[RecoveryPointCheckpointName][tp],
+			LogStartOffset: checkpoints[LogStartOffsetCheckpointName][tp],
+			NowMs:          nowMs,
+		})
+		if err != nil {
+			return err
+		}
+		m.logs[tp] = l
+	}
+	return nil
+}
+
+// readOffsets reads a per-directory checkpoint; a missing file is empty.
+func readOffsets(disk env.Disk, path string) (map[TopicPartition]int64, error) {
+	offsets := map[TopicPartition]int64{}
+	data, err := checkpoint.ReadFile(disk, path)
+	if errors.Is(err, env.ErrNotExist) {
+		return offsets, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	entries, err := checkpoint.ParseOffsets(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, e := range entries {
+		offsets[TopicPartition{Topic: e.Topic, Partition: e.Partition}] = e.Offset
+	}
+	return offsets, nil
+}
+
+// Log returns the log of tp, if this directory holds it.
+func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// Partitions lists the partitions in this directory, sorted.
+func (m *Manager) Partitions() []TopicPartition {
+	tps := make([]TopicPartition, 0, len(m.logs))
+	for tp := range m.logs { // order-independent: sorted below
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	return tps
+}
+
+// HighWatermark is tp's high watermark from replication-offset-checkpoint as
+// found at open, 0 if absent.
+func (m *Manager) HighWatermark(tp TopicPartition) int64 { return m.highWatermarks[tp] }
+
+// CreateLog returns tp's log, creating an empty one if there is none.
+func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	l, err := Open(m.disk, joinPath(m.dir, tp.DirName()), m.configFor(tp.Topic), OpenOptions{NowMs: nowMs})
+	if err != nil {
+		return nil, err
+	}
+	m.logs[tp] = l
+	return l, nil
+}

@@ -1,0 +1,110 @@
+package log
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"strand/sim/memdisk"
+)
+
+func TestParseDirName(t *testing.T) {
+	for name, want := range map[string]TopicPartition{
+		"orders-0":              {Topic: "orders", Partition: 0},
+		"my-topic-12":           {Topic: "my-topic", Partition: 12},
+		"__consumer_offsets-49": {Topic: "__consumer_offsets", Partition: 49},
+	} {
+		got, ok := ParseDirName(name)
+		if !ok || got != want || got.DirName() != name {
+			t.Errorf("ParseDirName(%q) = %v, %v", name, got, ok)
+		}
+	}
+	for _, bad := range []string{"orders", "orders-", "-3", "orders-x", "orders-01", RecoveryPointCheckpointName} {
+		if _, ok := ParseDirName(bad); ok {
+			t.Errorf("ParseDirName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestManagerCheckpointsSurviveCrash(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	configFor := func(string) Config { return testConfig() }
+	m, err := OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tps := []TopicPartition{{Topic: "my-topic", Partition: 1}, {Topic: "a", Partition: 0}}
+	for _, tp := range tps {
+		l, err := m.CreateLog(tp, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			appendLeader(t, l, 2, int64(1000+i), 0)
+		}
+		flushAll(t, l, disk)
+		if err := l.AdvanceStartOffset(7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hws := map[TopicPartition]int64{tps[0]: 90, tps[1]: 80}
+	done := 0
+	count := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		done++
+	}
+	m.WriteRecoveryPoints(count)
+	m.WriteLogStartOffsets(count)
+	m.WriteHighWatermarks(hws, count)
+	for disk.RunPending() > 0 {
+	}
+	if done != 3 {
+		t.Fatalf("%d of 3 checkpoint writes completed", done)
+	}
+	data, _ := disk.ReadFile("data/" + RecoveryPointCheckpointName)
+	if want := "0\n2\na 0 100\nmy-topic 1 100\n"; string(data) != want {
+		t.Fatalf("recovery-point-offset-checkpoint = %q, want %q", data, want)
+	}
+	disk.Crash(rand.New(rand.NewPCG(3, 4)), memdisk.CrashLoseAll)
+
+	m, err = OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]TopicPartition{tps[1], tps[0]}, m.Partitions()); diff != "" {
+		t.Fatalf("partitions after crash:\n%s", diff)
+	}
+	for _, tp := range tps {
+		l, _ := m.Log(tp)
+		if l.LogEndOffset() != 100 || l.RecoveryPoint() != 100 || l.LogStartOffset() != 7 {
+			t.Fatalf("%v after crash: LEO %d, recovery point %d, start %d", tp, l.LogEndOffset(), l.RecoveryPoint(), l.LogStartOffset())
+		}
+		if m.HighWatermark(tp) != hws[tp] {
+			t.Fatalf("%v: high watermark %d, want %d", tp, m.HighWatermark(tp), hws[tp])
+		}
+	}
+	var deleted error = errPending
+	if err := m.DeleteLog(tps[0], func(err error) { deleted = err }); err != nil {
+		t.Fatal(err)
+	}
+	for disk.RunPending() > 0 {
+	}
+	if deleted != nil {
+		t.Fatalf("delete: %v", deleted)
+	}
+	names, _ := disk.List("data")
+	for _, name := range names {
+		if name == tps[0].DirName() {
+			t.Fatal("deleted log's directory still there")
+		}
+	}
+}
+
+var errPending = errorString("pending")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
