@@ -37,7 +37,8 @@ type FetchRequest struct {
 	// LastFetchedEpoch is the epoch of the follower's last batch (Fetch
 	// v12+), or NoEpoch when its log holds none.
 	LastFetchedEpoch int32
-	// LogStartOffset is the follower's log start offset.
+	// LogStartOffset is the follower's log start offset. The leader does
+	// not use it yet: it feeds the low watermark of DeleteRecords.
 	LogStartOffset int64
 }
 
@@ -55,7 +56,9 @@ type FetchDecision struct {
 	ReadFromOffset int64
 	ReadToOffset   int64
 	// HighWatermark, LogStartOffset and LogEndOffset are the leader's. The
-	// wire Fetch response has no LogEndOffset; a wire follower that needs it
+	// HW is the one after this fetch was recorded (Kafka sends the HW from
+	// before; the later one is as safe and saves a round). The wire Fetch
+	// response has no LogEndOffset; a wire follower that needs it
 	// (OFFSET_OUT_OF_RANGE) asks ListOffsets for the latest offset, as
 	// Kafka's AbstractFetcherThread.fetchOffsetAndTruncate does.
 	HighWatermark  int64
