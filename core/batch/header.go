@@ -1,12 +1,21 @@
-// Package batch reads, checks and stamps Kafka RecordBatch v2 (magic 2)
-// bytes exactly as they travel on the wire and lie on disk.
+// Package batch reads, checks, builds and stamps Kafka RecordBatch v2
+// (magic 2) bytes exactly as they travel on the wire and lie on disk.
 //
-// Every function here is pure: no I/O, no clock, no allocation beyond what
-// its result needs. The log calls them on the event loop; realnet calls the
-// heavier ones (decompression) on connection goroutines.
+// Verify is the cheap structural check the log runs on every append and on
+// recovery (one CRC, no decompression). CheckProduced is everything a broker
+// checks on a batch from a client, decompression and every record included;
+// realnet runs it on connection goroutines. Build and Compress make batches
+// for tests, the simulator's clients and internal topics.
+//
+// What it must not do: every function here is pure. No I/O, no clock (the
+// caller passes NowMs), no goroutines (lz4 and zstd run with concurrency one,
+// with coders made per call), no state shared between calls, and no
+// allocation beyond what a result or a decompressed buffer needs, bounded by
+// the caller's limits. Every rejection is an *Error naming the field.
 //
 // Ownership: functions that take a []byte never retain it, except where the
-// result is documented to alias it.
+// result is documented to alias it. SetBaseOffset, SetPartitionLeaderEpoch
+// and SetMaxTimestamp write into the caller's batch.
 package batch
 
 import (
@@ -83,10 +92,10 @@ func (h *Header) Codec() Codec { return Codec(h.Attributes & AttrCodecMask) }
 func (h *Header) IsControl() bool { return h.Attributes&AttrControl != 0 }
 
 // ParseHeader decodes the header at the start of b. It checks only that the
-// header fits; Check validates the whole batch.
+// header fits; Verify validates the whole batch.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderBytes {
-		return Header{}, fmt.Errorf("batch header: have %d bytes, need %d", len(b), HeaderBytes)
+		return Header{}, errCorrupt("length", fmt.Sprintf("have %d bytes, a header needs %d", len(b), HeaderBytes))
 	}
 	return Header{
 		BaseOffset:           int64(binary.BigEndian.Uint64(b[offsetBaseOffset:])),

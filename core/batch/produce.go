@@ -36,8 +36,10 @@ type ProduceLimits struct {
 	BatchBytesMax int
 	// DecompressedBytesMax bounds the decompressed records section, against
 	// compression bombs. Must be positive. zstd frames are also refused when
-	// their declared window exceeds it; Java producers declare 2 MiB at the
-	// default level 3 and up to 8 MiB at level 19, so keep it >= 8 MiB.
+	// their declared window exceeds it (see decodeZstd). Streaming zstd
+	// encoders, as in the Java client, declare 2 MiB at the default level 3,
+	// 8 MiB at level 19 and up to 128 MiB at levels 20-22, so keep it at
+	// least 8 MiB.
 	DecompressedBytesMax int
 	// RequireKeys is set for compacted topics: every record needs a key.
 	RequireKeys bool
