@@ -27,7 +27,9 @@ func (o overrideFlags) Set(kv string) error {
 }
 
 // loadConfig reads the properties file at path (the embedded single-node
-// defaults when path is empty), applies overrides and validates.
+// defaults when path is empty), applies overrides and validates. Warnings
+// come back even with an error, so that the caller can log a misspelt key
+// next to the error it caused.
 func loadConfig(path string, overrides map[string]string) (config.Broker, config.Warnings, error) {
 	text := []byte(config.DefaultProperties)
 	if path != "" {
@@ -42,7 +44,7 @@ func loadConfig(path string, overrides map[string]string) (config.Broker, config
 		if source == "" {
 			source = "embedded defaults"
 		}
-		return config.Broker{}, nil, fmt.Errorf("%s: %w", source, err)
+		return config.Broker{}, warnings, fmt.Errorf("%s: %w", source, err)
 	}
 	return b, warnings, nil
 }

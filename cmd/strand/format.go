@@ -32,11 +32,11 @@ func format(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, warnings, err := loadConfig(*configPath, overrides)
+	logWarnings(logger, warnings)
 	if err != nil {
 		fmt.Fprintf(stderr, "strand format: %v\n", err)
 		return 1
 	}
-	logWarnings(logger, warnings)
 	id, err := prepareLogDirs(cfg, *clusterID, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "strand format: %v\n", err)

@@ -213,3 +213,11 @@ func TestVersionAndUnknownCommand(t *testing.T) {
 		t.Errorf("random-cluster-id: %d %q", status, stdout)
 	}
 }
+
+func TestServeLogsMisspeltKeyWithTheError(t *testing.T) {
+	cfgPath := writeConfig(t, "1", []string{filepath.Join(t.TempDir(), "d")}, "min.insync.replica=2", "num.partitions=x")
+	status, _, stderr := runCmd(t, "serve", "--config", cfgPath)
+	if status != 1 || !strings.Contains(stderr, "key=min.insync.replica ") || !strings.Contains(stderr, "num.partitions") {
+		t.Errorf("status %d, stderr %q", status, stderr)
+	}
+}

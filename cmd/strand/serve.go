@@ -31,11 +31,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, warnings, err := loadConfig(*configPath, overrides)
+	logWarnings(logger, warnings)
 	if err != nil {
 		logger.Error("invalid configuration", "err", err)
 		return 1
 	}
-	logWarnings(logger, warnings)
 	clusterID, err := prepareLogDirs(cfg, "", logger)
 	if err != nil {
 		logger.Error("log directories not usable", "err", err)

@@ -213,7 +213,10 @@ log.dirs=./data
 // Parse reads server.properties text, applies overrides on top (as
 // `--override key=value` does), fills in Kafka's defaults and validates the
 // result. Type and range errors, and invalid combinations, are *Error values
-// naming the key. Keys Strand does not know come back as Warnings, sorted.
+// naming the key; a properties syntax error (a malformed \uXXXX escape) names
+// the line. Keys Strand does not know come back as Warnings, sorted, even
+// when there is an error: a misspelt key is often why a required one is
+// missing.
 func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
 	props, err := ParseProperties(text)
 	if err != nil {
@@ -229,14 +232,26 @@ func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
 // FromProperties is Parse on already-split key/value pairs.
 func FromProperties(props map[string]string) (Broker, Warnings, error) {
 	b := builder{explicit: map[string]string{}}
-	var warnings Warnings
 	for _, key := range slices.Sorted(maps.Keys(props)) {
 		if _, known := brokerKeys[key]; known {
 			b.explicit[key] = strings.TrimSpace(props[key])
 			continue
 		}
-		warnings = append(warnings, Warning{Key: key, Message: "not implemented by Strand (or not a Kafka key); ignored"})
+		b.warnings = append(b.warnings, Warning{Key: key, Message: "not implemented by Strand (or not a Kafka key); ignored"})
 	}
+	if err := b.applyAll(props); err != nil {
+		return Broker{}, b.sortedWarnings(), err
+	}
+	if err := b.resolve(); err != nil {
+		return Broker{}, b.sortedWarnings(), err
+	}
+	b.Broker.Static = b.explicit
+	return b.Broker, b.sortedWarnings(), nil
+}
+
+// applyAll parses every known key, given or defaulted, in sorted order so
+// that the first error reported is always the same one.
+func (b *builder) applyAll(props map[string]string) error {
 	for _, key := range brokerKeyNames {
 		def := brokerKeys[key]
 		value, explicit := props[key]
@@ -246,25 +261,25 @@ func FromProperties(props map[string]string) (Broker, Warnings, error) {
 			}
 			value = def.defaultValue
 		}
-		if err := def.apply(&b, key, value); err != nil {
+		if err := def.apply(b, key, value); err != nil {
 			if !explicit {
 				panic("config: Kafka default of " + key + " does not parse: " + err.Error())
 			}
-			return Broker{}, nil, err
+			return err
 		}
 	}
-	if err := b.resolve(); err != nil {
-		return Broker{}, nil, err
-	}
-	warnings = append(warnings, b.warnings...)
-	slices.SortFunc(warnings, func(x, y Warning) int {
+	return nil
+}
+
+// sortedWarnings returns the warnings sorted by key, then message.
+func (b *builder) sortedWarnings() Warnings {
+	slices.SortFunc(b.warnings, func(x, y Warning) int {
 		if c := strings.Compare(x.Key, y.Key); c != 0 {
 			return c
 		}
 		return strings.Compare(x.Message, y.Message)
 	})
-	b.Broker.Static = b.explicit
-	return b.Broker, warnings, nil
+	return b.warnings
 }
 
 // IsController reports whether this node is a voter of the controller quorum.

@@ -338,3 +338,17 @@ func TestEveryKeyHasAValidDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestWarningsComeWithErrors: a misspelt key is reported next to the error
+// its absence causes.
+func TestWarningsComeWithErrors(t *testing.T) {
+	text := strings.Replace(minimal, "node.id=1\n", "node.ids=1\n", 1)
+	_, warnings, err := Parse([]byte(text), nil)
+	var cfgErr *Error
+	if !errors.As(err, &cfgErr) || cfgErr.Key != "node.id" {
+		t.Fatalf("got %v, want the node.id error", err)
+	}
+	if !slices.Equal(warnings.Keys(), []string{"node.ids"}) {
+		t.Errorf("warnings = %v, want node.ids", warnings)
+	}
+}

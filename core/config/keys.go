@@ -38,7 +38,6 @@ type builder struct {
 	advertised       []rawListener
 	advertisedSet    bool
 	protocolMap      map[string]string
-	roleNames        []string
 }
 
 const (
