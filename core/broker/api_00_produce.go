@@ -1,0 +1,200 @@
+package broker
+
+// Produce (key 0), versions 3..11 (api_versions.go).
+//
+// Served: many topics and partitions per request; acks 0 (no response:
+// env.Network.Skip), 1 (answered after the leader's append) and -1/all
+// (answered once the HW passes the batch, or REQUEST_TIMED_OUT after
+// TimeoutMillis); per-partition errors UNKNOWN_TOPIC_OR_PARTITION,
+// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), CORRUPT_MESSAGE,
+// INVALID_RECORD, MESSAGE_TOO_LARGE (message.max.bytes) and
+// KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for an acks value Kafka refuses.
+//
+// Skipped: transactions (TransactionID is ignored) and idempotent producer
+// sequence checks (no InitProducerId yet: batches carrying a producer id are
+// stored as they come); per-record error lists; throttling. Produce does not
+// auto-create topics, as in Kafka since 2.x only Metadata does.
+
+import (
+	"errors"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/core/config"
+	"strand/core/env"
+	"strand/core/replica"
+)
+
+// pendingProduce is a produce request whose acks=all partitions wait for
+// the HW.
+type pendingProduce struct {
+	conn      env.ConnID
+	corr      int32
+	resp      *kmsg.ProduceResponse
+	remaining int
+}
+
+// produceSlot is one waiting partition of a pendingProduce: where its answer
+// goes.
+type produceSlot struct {
+	pending *pendingProduce
+	part    *kmsg.ProduceResponseTopicPartition
+}
+
+func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp}
+	validAcks := req.Acks == replica.AcksNone || req.Acks == replica.AcksLeader || req.Acks == replica.AcksAll
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, tp := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = tp.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			if !validAcks {
+				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				continue
+			}
+			slot := &produceSlot{pending: pending, part: rp}
+			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot); code != 0 {
+				rp.ErrorCode = code
+				rp.BaseOffset = -1
+			}
+		}
+	}
+	switch {
+	case req.Acks == replica.AcksNone:
+		n.net.Skip(conn, hdr.CorrelationID)
+	case pending.remaining == 0:
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+	}
+}
+
+// produceOne validates and appends one partition's batch. For acks=all
+// the slot is registered and answered later (pending.remaining counts it);
+// otherwise the slot is filled now. It returns the partition's error code.
+func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot) int16 {
+	p := n.partitions[key]
+	if p == nil {
+		return n.notHostedCode(key)
+	}
+	if p.storageFailed() {
+		return kerr.KafkaStorageError.Code
+	}
+	if len(records) > int(n.cfg.Broker.MessageMaxBytes) {
+		return kerr.MessageTooLarge.Code
+	}
+	epoch, err := p.replica.AdmitProduce(req.Acks)
+	if err != nil {
+		return errorCodeOf(err)
+	}
+	limits := n.produceLimits()
+	info, err := batch.CheckProduced(records, limits)
+	if err != nil {
+		var berr *batch.Error
+		if errors.As(err, &berr) {
+			return berr.Code
+		}
+		return kerr.CorruptMessage.Code
+	}
+	batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
+	res, err := p.log.AppendAsLeader(records, epoch, limits.NowMs)
+	if err != nil {
+		return errorCodeOf(err)
+	}
+	slot.part.BaseOffset, slot.part.LogStartOffset = res.BaseOffset, res.LogStartOffset
+	if limits.TimestampType == batch.LogAppendTime {
+		slot.part.LogAppendTime = res.AppendTimeMs
+	}
+	n.nextRequestID++
+	id := n.nextRequestID
+	now := n.nowMs()
+	timeoutMs := int64(max(req.TimeoutMillis, 0))
+	if req.Acks == replica.AcksAll {
+		n.produceWaits[id] = slot
+		slot.pending.remaining++
+		n.after(timeoutMs, func() {
+			p.replica.ExpireAcks(n.nowMs())
+			n.afterReplicaChange(p)
+		})
+	}
+	leaderAppend := replica.LeaderAppend{LastOffset: res.LastOffset, Acks: req.Acks, RequestID: id, DeadlineMs: now + timeoutMs}
+	if err := p.replica.OnLeaderAppend(leaderAppend, now); err != nil {
+		panic("broker: OnLeaderAppend refused an admitted append: " + err.Error())
+	}
+	n.afterReplicaChange(p)
+	return 0
+}
+
+// notHostedCode is the answer for a partition this node does not host:
+// NOT_LEADER_OR_FOLLOWER if the partition exists in the cluster (the client's
+// metadata is stale), UNKNOWN_TOPIC_OR_PARTITION otherwise.
+func (n *Node) notHostedCode(key partitionKey) int16 {
+	if _, ok := n.image.PartitionByName(key.topic, key.index); ok {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}
+
+// produceLimits are the topic settings a produced batch is judged by.
+// Per-topic overrides are not applied yet: the broker's log.* defaults are.
+func (n *Node) produceLimits() batch.ProduceLimits {
+	b := n.cfg.Broker
+	tsType := batch.CreateTime
+	if b.LogMessageTimestampType == config.TimestampLogAppendTime {
+		tsType = batch.LogAppendTime
+	}
+	before, after := b.LogMessageTimestampBeforeMaxMs, b.LogMessageTimestampAfterMaxMs
+	if before < 0 {
+		before = math.MaxInt64
+	}
+	if after < 0 {
+		after = math.MaxInt64
+	}
+	return batch.ProduceLimits{
+		BatchBytesMax:        int(b.MessageMaxBytes),
+		DecompressedBytesMax: max(decompressedBytesMaxFloor, 4*int(b.MessageMaxBytes)),
+		RequireKeys:          b.LogCleanupPolicy.Compact,
+		TimestampType:        tsType,
+		TimestampBeforeMaxMs: before,
+		TimestampAfterMaxMs:  after,
+		NowMs:                n.wallMs(),
+	}
+}
+
+// completeAcks answers the acks=all produces the replica has completed.
+func (n *Node) completeAcks(results []replica.AckResult) {
+	for _, r := range results {
+		slot, ok := n.produceWaits[r.RequestID]
+		if !ok {
+			continue
+		}
+		delete(n.produceWaits, r.RequestID)
+		if r.Error != 0 {
+			slot.part.ErrorCode = r.Error
+			slot.part.BaseOffset = -1
+		}
+		slot.pending.remaining--
+		if slot.pending.remaining == 0 {
+			n.net.Reply(slot.pending.conn, slot.pending.corr, slot.pending.resp)
+		}
+	}
+}
+
+// afterReplicaChange performs what a replica decided as a side effect of any
+// input: answer completed acks, send an ISR change to the controller, and
+// re-check parked fetches (the HW or LEO may have moved).
+func (n *Node) afterReplicaChange(p *partition) {
+	n.completeAcks(p.replica.TakeAckResults())
+	if ap, ok := p.replica.PendingAlterPartition(); ok {
+		n.sendAlterPartition(p, ap)
+	}
+	n.wakeFetchWaiters()
+}

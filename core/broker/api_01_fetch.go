@@ -1,0 +1,249 @@
+package broker
+
+// Fetch (key 1), versions 4..12 (api_versions.go).
+//
+// Served: consumers (ReplicaID -1) read up to the HW, replicas (ReplicaID >=
+// 0, replica fetchers) up to the LEO, and a replica's fetch drives the
+// leader's view of it (core/replica OnFollowerFetch): HW, ISR expansion,
+// DivergingEpoch (v12). LastStableOffset = HW at both isolation levels: no
+// transactions yet. PartitionMaxBytes and MaxBytes bound the response, except
+// that the first non-empty partition returns its first batch whole (KIP-74).
+// Long polling: without enough data (MinBytes) and without errors, the
+// request waits up to MaxWaitMillis, re-checked whenever a hosted
+// partition's HW or LEO moves; the waiting list is bounded by
+// strand.purgatory.requests.max (beyond it, fetches are answered at once).
+// A fetch of __cluster_metadata-0 goes to the controller role.
+//
+// Skipped: fetch sessions (KIP-227: SessionID is always 0, which clients
+// treat as "sessions unsupported" and send full fetches), preferred read
+// replicas (KIP-392), throttling. Record bytes are copied into the response
+// (log.CopyRegions); zero-copy sendfile is realnet's job (issue 6 §3).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/log"
+	"strand/core/replica"
+)
+
+// fetchWaiter is a parked Fetch.
+type fetchWaiter struct {
+	conn  env.ConnID
+	corr  int32
+	req   *kmsg.FetchRequest
+	timer env.Timer
+	parts []parkedPartition
+}
+
+// parkedPartition is what a parked fetch waits on in one partition.
+type parkedPartition struct {
+	p           *partition
+	leaderEpoch int32
+	fetchOffset int64
+	maxBytes    int32
+}
+
+func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
+	if isMetadataFetch(req) {
+		if n.ctrl == nil {
+			n.net.Reply(conn, hdr.CorrelationID, fetchError(req, kerr.NotController.Code))
+			return
+		}
+		n.ctrl.handleMetadataFetch(conn, hdr, req)
+		return
+	}
+	if !n.cfg.Broker.Roles.Broker {
+		n.net.Close(conn)
+		return
+	}
+	resp, bytes, answerNow := n.executeFetch(req)
+	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) ||
+		len(n.fetchWaiters) >= int(n.cfg.Broker.Limits.PurgatoryRequestsMax) {
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	n.parkFetch(conn, hdr.CorrelationID, req)
+}
+
+// executeFetch builds the answer to req from the logs as they are now.
+// answerNow is set when some partition failed or diverged: Kafka answers
+// those without waiting.
+func (n *Node) executeFetch(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int64, answerNow bool) {
+	resp = req.ResponseKind().(*kmsg.FetchResponse)
+	remaining := int64(req.MaxBytes)
+	if remaining <= 0 {
+		remaining = replicaFetchResponseMaxBytes
+	}
+	minOneBatch := true
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, fp := range t.Partitions {
+			rp := n.fetchPartition(req.ReplicaID, t.Topic, fp, &remaining, &minOneBatch)
+			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
+				answerNow = true
+			}
+			bytes += int64(len(rp.RecordBatches))
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, bytes, answerNow
+}
+
+// fetchPartition answers one partition of a Fetch and reads its records.
+func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) kmsg.FetchResponseTopicPartition {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = fp.Partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	p := n.partitions[partitionKey{topic, fp.Partition}]
+	switch {
+	case p == nil:
+		rp.ErrorCode = n.notHostedCode(partitionKey{topic, fp.Partition})
+		return rp
+	case p.storageFailed():
+		rp.ErrorCode = kerr.KafkaStorageError.Code
+		return rp
+	}
+	var d replica.FetchDecision
+	if replicaID >= 0 {
+		d = p.replica.OnFollowerFetch(replica.FetchRequest{
+			ReplicaID: replicaID, FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
+			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
+		}, n.nowMs())
+		defer n.afterReplicaChange(p)
+	} else {
+		d = p.replica.OnConsumerFetch(fp.FetchOffset, fp.CurrentLeaderEpoch)
+	}
+	rp.ErrorCode = d.Error
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = d.HighWatermark, d.HighWatermark, d.LogStartOffset
+	if d.Diverging {
+		rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.DivergingEpoch.Epoch, d.DivergingEpoch.EndOffset
+	}
+	if !d.ShouldRead() {
+		return rp
+	}
+	limit := min(int64(max(fp.PartitionMaxBytes, 0)), *remaining)
+	if limit <= 0 && !*minOneBatch {
+		return rp
+	}
+	res, err := p.log.Read(d.ReadFromOffset, int32(min(limit, int64(1<<31-1))), d.ReadToOffset, *minOneBatch)
+	if err != nil {
+		rp.ErrorCode = errorCodeOf(err)
+		return rp
+	}
+	records, err := log.CopyRegions(res.Regions)
+	if err != nil {
+		rp.ErrorCode = errorCodeOf(err)
+		return rp
+	}
+	if len(records) > 0 {
+		rp.RecordBatches = records
+		*remaining -= int64(len(records))
+		*minOneBatch = false
+	}
+	return rp
+}
+
+// parkFetch waits for data, for at most MaxWaitMillis.
+func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest) {
+	w := &fetchWaiter{conn: conn, corr: corr, req: req}
+	for _, t := range req.Topics {
+		for _, fp := range t.Partitions {
+			if p := n.partitions[partitionKey{t.Topic, fp.Partition}]; p != nil {
+				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
+			}
+		}
+	}
+	w.timer = n.after(int64(req.MaxWaitMillis), func() {
+		if n.removeFetchWaiter(w) {
+			n.answerFetch(w)
+		}
+	})
+	n.fetchWaiters = append(n.fetchWaiters, w)
+}
+
+func (n *Node) removeFetchWaiter(w *fetchWaiter) bool {
+	for i, x := range n.fetchWaiters {
+		if x == w {
+			n.fetchWaiters = append(n.fetchWaiters[:i], n.fetchWaiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) answerFetch(w *fetchWaiter) {
+	resp, _, _ := n.executeFetch(w.req)
+	n.net.Reply(w.conn, w.corr, resp)
+}
+
+// wakeFetchWaiters answers every parked fetch that now has enough data or
+// whose partitions changed under it. Answering a replica's fetch may itself
+// move an HW and call back here; the nested call only asks for another pass.
+func (n *Node) wakeFetchWaiters() {
+	if n.waking {
+		n.wakeAgain = true
+		return
+	}
+	n.waking = true
+	defer func() { n.waking = false }()
+	for again := true; again; {
+		n.wakeAgain = false
+		for _, w := range append([]*fetchWaiter(nil), n.fetchWaiters...) {
+			if n.fetchReady(w) && n.removeFetchWaiter(w) {
+				w.timer.Stop()
+				n.answerFetch(w)
+			}
+		}
+		again = n.wakeAgain
+	}
+}
+
+// fetchReady reports whether a parked fetch should be answered now. It only
+// reads: the fetch runs again when answered.
+func (n *Node) fetchReady(w *fetchWaiter) bool {
+	var bytes int64
+	for _, pp := range w.parts {
+		p := pp.p
+		if n.partitions[p.key] != p || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
+			return true
+		}
+		bound := p.replica.HighWatermark()
+		if w.req.ReplicaID >= 0 {
+			bound = p.log.LogEndOffset()
+		}
+		if bound <= pp.fetchOffset {
+			continue
+		}
+		res, err := p.log.Read(pp.fetchOffset, max(pp.maxBytes, 1), bound, true)
+		if err != nil {
+			return true
+		}
+		bytes += res.Bytes()
+	}
+	return bytes >= int64(w.req.MinBytes) && bytes > 0
+}
+
+func isMetadataFetch(req *kmsg.FetchRequest) bool {
+	return len(req.Topics) == 1 && req.Topics[0].Topic == metadataTopic
+}
+
+// fetchError answers every partition of req with code.
+func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, fp := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = fp.Partition, code
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

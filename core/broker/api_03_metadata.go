@@ -1,0 +1,128 @@
+package broker
+
+// Metadata (key 3), versions 1..12.
+//
+// Served: the unfenced brokers with their endpoint on the first advertised
+// listener; the controller id (this cluster's controller node if it is also
+// a broker, else the lowest-id live broker, which forwards admin requests:
+// clients send admin requests there, so it must be a reachable broker);
+// topics by name or (v10+) by id, with topic ids, partitions, leader,
+// leader epoch, replicas, ISR and offline replicas; topics never requested
+// by name (nil Topics) means all. An unknown topic is auto-created
+// (LEADER_NOT_AVAILABLE while it is being created) when
+// auto.create.topics.enable and the request (v4+) allow it, else
+// UNKNOWN_TOPIC_OR_PARTITION. Partitions without a leader answer
+// LEADER_NOT_AVAILABLE.
+//
+// Skipped: authorized operations (always -2147483648, "not requested"),
+// racks, the cluster id (nil until meta.properties carries one).
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/metadata"
+)
+
+func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	listener := ""
+	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
+		listener = n.cfg.Broker.AdvertisedListeners[0].Name
+	}
+	resp.ControllerID = -1
+	for _, id := range n.image.BrokerIDs() {
+		b, _ := n.image.Broker(id)
+		e, ok := n.image.BrokerEndpoint(id, listener)
+		if b.Fenced || !ok {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
+		resp.Brokers = append(resp.Brokers, mb)
+		if resp.ControllerID == -1 || id == n.controllerID {
+			resp.ControllerID = id
+		}
+	}
+	if req.Topics == nil {
+		for _, t := range n.image.Topics() {
+			resp.Topics = append(resp.Topics, n.topicMetadata(t))
+		}
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	var create []string
+	for _, rt := range req.Topics {
+		t, ok := n.lookupTopic(rt)
+		if ok {
+			resp.Topics = append(resp.Topics, n.topicMetadata(t))
+			continue
+		}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if rt.Topic == nil {
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+		} else if n.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
+			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != metadataTopic {
+			mt.ErrorCode = kerr.LeaderNotAvailable.Code
+			create = append(create, *rt.Topic)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	if len(create) > 0 {
+		n.autoCreate(create)
+	}
+	n.net.Reply(conn, hdr.CorrelationID, resp)
+}
+
+// lookupTopic finds a requested topic by name, or by id when no name is
+// given (v10+).
+func (n *Node) lookupTopic(rt kmsg.MetadataRequestTopic) (metadata.Topic, bool) {
+	if rt.Topic != nil {
+		return n.image.TopicByName(*rt.Topic)
+	}
+	return n.image.TopicByID(metadata.TopicID(rt.TopicID))
+}
+
+func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic, mt.TopicID = &name, t.ID
+	for p := range t.Partitions {
+		s, ok := n.image.Partition(t.ID, p)
+		if !ok {
+			continue
+		}
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p, s.Leader, s.LeaderEpoch
+		mp.Replicas, mp.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
+		for _, r := range s.Replicas {
+			if b, ok := n.image.Broker(r); !ok || b.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
+		if s.Leader == metadata.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// autoCreate asks the controller to create topics with the defaults.
+// The outcome is not awaited: the client retries Metadata.
+func (n *Node) autoCreate(names []string) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 30000
+	for _, name := range names {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = name, -1, -1
+		req.Topics = append(req.Topics, t)
+	}
+	n.toController(req, func(kmsg.Response, error) {})
+}

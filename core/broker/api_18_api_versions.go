@@ -1,0 +1,22 @@
+package broker
+
+// ApiVersions (key 18), versions 0..3.
+//
+// Served: the advertised table (api_versions.go) for this node's roles;
+// KIP-511: a version above 3 gets a v0 body with UNSUPPORTED_VERSION and the
+// full table (node.go, HandleRequest), so the client retries with v3.
+// ClientSoftwareName/Version (v3) are accepted and not validated.
+//
+// Skipped: finalized features (KIP-584) and throttling.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+func (n *Node) handleAPIVersions(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ApiVersionsRequest) {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = append(resp.ApiKeys, n.advertised...)
+	n.net.Reply(conn, hdr.CorrelationID, resp)
+}

@@ -1,0 +1,89 @@
+package broker
+
+// AlterPartition (key 56), versions 2..3, controller role only.
+//
+// Served: partition leaders' ISR changes, checked as Kafka's controller does
+// (STALE_BROKER_EPOCH, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+// INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA for a fenced or shutting-down
+// replica joining, INVALID_REQUEST), applied with partitionEpoch+1 and
+// answered once committed (controller_ops.go). v3's NewEpochISR is read for
+// its broker ids.
+//
+// Skipped: the broker epochs in v3's NewEpochISR are not checked (KIP-903);
+// LeaderRecoveryState is always RECOVERED.
+//
+// This file also holds the broker side: sending a partition's pending
+// proposal and handing the answer back to its replica.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/replica"
+)
+
+func (n *Node) handleAlterPartition(conn env.ConnID, hdr env.RequestHeader, req *kmsg.AlterPartitionRequest) {
+	if n.ctrl == nil {
+		resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+		resp.ErrorCode = kerr.NotController.Code
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	n.ctrl.alterPartition(req, func(resp *kmsg.AlterPartitionResponse) {
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+	})
+}
+
+// sendAlterPartition sends a replica's ISR proposal to the controller and
+// hands the answer back to the replica.
+func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionRequest) {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(2)
+	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
+	t := kmsg.NewAlterPartitionRequestTopic()
+	t.TopicID = p.topicID
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = p.key.index, ap.LeaderEpoch, ap.PartitionEpoch
+	rp.NewISR = append([]int32(nil), ap.NewISR...)
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	proposal := ap.ProposalID
+	n.toController(req, func(r kmsg.Response, err error) {
+		answer := replica.AlterPartitionResponse{ProposalID: proposal, Error: kerr.NetworkException.Code}
+		if err == nil {
+			resp := r.(*kmsg.AlterPartitionResponse)
+			answer.Error = resp.ErrorCode
+			if answer.Error == 0 && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+				ap := resp.Topics[0].Partitions[0]
+				answer.Error, answer.LeaderEpoch, answer.PartitionEpoch, answer.ISR = ap.ErrorCode, ap.LeaderEpoch, ap.PartitionEpoch, ap.ISR
+			}
+		}
+		if n.partitions[p.key] != p {
+			return
+		}
+		if err := p.replica.OnAlterPartitionResponse(answer, n.nowMs()); err != nil {
+			return // a malformed success: the next pushed state repairs it
+		}
+		if answer.Error != 0 {
+			// Retriable errors hand the proposal out again: not in a hot loop.
+			n.after(replicaFetchBackoffMs, func() { n.afterReplicaChange(p) })
+			return
+		}
+		n.afterReplicaChange(p)
+	})
+}
+
+// scheduleISRCheck runs MaybeShrinkISR on every led partition every
+// replica.lag.time.max.ms / 2, as Kafka's isr-expiration task does.
+func (n *Node) scheduleISRCheck() {
+	n.after(max(n.cfg.Broker.ReplicaLagTimeMaxMs/2, 1), func() {
+		now := n.nowMs()
+		for _, p := range n.sortedPartitions() {
+			if p.replica.Role() == replica.RoleLeader && p.replica.MaybeShrinkISR(now) {
+				n.afterReplicaChange(p)
+			}
+		}
+		n.scheduleISRCheck()
+	})
+}

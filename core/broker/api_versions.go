@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// apiRange is one advertised key with its version range.
+type apiRange struct {
+	key, min, max int16
+}
+
+// clientAPIs is the table every node with the broker role advertises
+// (KAFKA-NOTES.md, "What real clients need"). The choices:
+//
+//   - Produce from v3, the first version that carries RecordBatch v2 (older
+//     librdkafka builds switch compression off below it), to v11: v12 needs
+//     KIP-890 transactions and v13 names topics by id only.
+//   - Fetch from v4 (librdkafka's threshold for the v2 format) to v12, the
+//     last version that names topics by name and the one replica fetchers
+//     send (DivergingEpoch). kafka-go's Fetch v2 would need the magic 0/1
+//     message format, which Strand does not store: kafka-go then picks v5 or
+//     v10, both inside the range. v13+ (topic ids only) is not served yet.
+//   - Metadata v1..v12 (kafka-go v1, kafkajs v6, sarama v11).
+//   - ListOffsets v1..v7: v0 answers with a list of old-style offsets, v8 adds
+//     KIP-405 tiered timestamps.
+//   - OffsetForLeaderEpoch v0..v4 (kgo uses it from v2).
+//   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3).
+//   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
+//
+// Never advertise a key that is not served: clients switch behaviour on
+// what they see (kgo on key 68, KIP-848).
+var clientAPIs = []apiRange{
+	{kmsg.Produce.Int16(), 3, 11},
+	{kmsg.Fetch.Int16(), 4, 12},
+	{kmsg.ListOffsets.Int16(), 1, 7},
+	{kmsg.Metadata.Int16(), 1, 12},
+	{kmsg.ApiVersions.Int16(), 0, 3},
+	{kmsg.CreateTopics.Int16(), 2, 7},
+	{kmsg.OffsetForLeaderEpoch.Int16(), 0, 4},
+}
+
+// controllerAPIs are served only by a node with the controller role: the
+// RPCs brokers send their controller (design-broker.md, controller RPCs).
+var controllerAPIs = []apiRange{
+	{kmsg.AlterPartition.Int16(), 2, 3},
+	{kmsg.BrokerRegistration.Int16(), 0, 3},
+	{kmsg.BrokerHeartbeat.Int16(), 0, 1},
+}
+
+// advertisedVersions builds the ApiVersions table for a node's roles,
+// sorted by key as Kafka sends it.
+func advertisedVersions(brokerRole, controllerRole bool) []kmsg.ApiVersionsResponseApiKey {
+	var ranges []apiRange
+	if brokerRole {
+		ranges = append(ranges, clientAPIs...)
+	} else {
+		// A controller-only node still answers ApiVersions and the
+		// metadata-log Fetch of its brokers.
+		ranges = append(ranges, apiRange{kmsg.ApiVersions.Int16(), 0, 3}, apiRange{kmsg.Fetch.Int16(), 4, 12})
+	}
+	if controllerRole {
+		ranges = append(ranges, controllerAPIs...)
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].key < ranges[j].key })
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(ranges))
+	for _, r := range ranges {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = r.key, r.min, r.max
+		out = append(out, k)
+	}
+	return out
+}
+
+// AdvertisedVersions is the table this node answers ApiVersions with. Give
+// it to wire.VersionsSupported so the transport refuses exactly what is not
+// advertised.
+func (n *Node) AdvertisedVersions() []kmsg.ApiVersionsResponseApiKey {
+	return n.advertised
+}
+
+// versionAdvertised reports whether (key, version) is in the table.
+func (n *Node) versionAdvertised(key, version int16) bool {
+	for _, k := range n.advertised {
+		if k.ApiKey == key {
+			return version >= k.MinVersion && version <= k.MaxVersion
+		}
+	}
+	return false
+}

@@ -1,0 +1,28 @@
+// Package broker is Strand's node: the env.Handler that a Network delivers
+// Kafka requests to, and the glue between the pieces of core/ that decide
+// things. It owns the partitions hosted on this node (each a core/log Log
+// driven by a core/replica Partition), the replica fetchers that copy records
+// from leaders, the metadata follower that keeps this node's metadata.Image
+// current, and, when process.roles includes controller, the controller role.
+//
+// # Layout
+//
+// Each Kafka API the node serves has one file, api_NN_name.go, opening with a
+// comment that lists the versions served and what is deliberately skipped.
+// api_versions.go holds the advertised version table; realnet passes
+// AdvertisedVersions to wire.VersionsSupported so that what is advertised and
+// what is accepted cannot drift apart.
+//
+// # Effects at the edges
+//
+// Decisions are made by pure code elsewhere (core/replica for replication,
+// core/batch for validation, core/metadata for metadata); this package
+// performs them: appends, truncations, network sends, replies, timers.
+//
+// # What it must not do
+//
+// It is part of core/ (SPEC.md, the hard rule): time, network and disk only
+// through core/env, no goroutines, no select, no map iteration order in
+// output. It answers bad input with Kafka error codes or by closing the
+// connection, and panics only when one of its own invariants breaks.
+package broker

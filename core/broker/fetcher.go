@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/replica"
+)
+
+// fetcher is the replica fetcher for one leader broker (Kafka's
+// ReplicaFetcherThread): it sends Fetch v12 for every partition this node
+// follows on that leader, with one request in flight, and performs what
+// each partition's replica decides about the answer.
+type fetcher struct {
+	leader     int32
+	partitions map[partitionKey]*partition
+	inFlight   bool
+	backoff    env.Timer
+}
+
+// follow moves p to the fetcher of leader.
+func (n *Node) follow(p *partition, leader int32) {
+	for id, f := range n.fetchers { // order-independent: p is in at most one fetcher
+		if id != leader {
+			delete(f.partitions, p.key)
+		}
+	}
+	f := n.fetchers[leader]
+	if f == nil {
+		f = &fetcher{leader: leader, partitions: map[partitionKey]*partition{}}
+		n.fetchers[leader] = f
+	}
+	f.partitions[p.key] = p
+	n.runFetcher(f)
+}
+
+// unfollow removes p from every fetcher (it leads, or has no leader).
+func (n *Node) unfollow(p *partition) {
+	for _, f := range n.fetchers { // order-independent: deletes only
+		delete(f.partitions, p.key)
+	}
+}
+
+// runFetcher sends the fetcher's next request unless one is in flight or
+// it is backing off.
+func (n *Node) runFetcher(f *fetcher) {
+	if f.inFlight || f.backoff != nil {
+		return
+	}
+	req, sent := n.buildReplicaFetch(f)
+	if len(sent) == 0 {
+		return // idle until a partition is added or its state changes
+	}
+	f.inFlight = true
+	n.net.Send(env.NodeID(f.leader), req, func(r kmsg.Response, err error) {
+		f.inFlight = false
+		if err != nil {
+			n.backoffFetcher(f)
+			return
+		}
+		if !n.onReplicaFetched(f, sent, r.(*kmsg.FetchResponse)) {
+			n.backoffFetcher(f)
+			return
+		}
+		n.runFetcher(f)
+	})
+}
+
+func (n *Node) backoffFetcher(f *fetcher) {
+	f.backoff = n.after(replicaFetchBackoffMs, func() {
+		f.backoff = nil
+		n.runFetcher(f)
+	})
+}
+
+// sentFetch remembers what one partition of an in-flight fetch asked.
+type sentFetch struct {
+	p   *partition
+	req replica.FetchRequest
+}
+
+// buildReplicaFetch builds the Fetch for every partition that wants one,
+// in partition order.
+func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, map[partitionKey]sentFetch) {
+	keys := make([]partitionKey, 0, len(f.partitions))
+	for k := range f.partitions { // order-independent: sorted below
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].index < keys[j].index
+	})
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = n.id
+	req.MaxWaitMillis = replicaFetchMaxWaitMs
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchResponseMaxBytes
+	sent := map[partitionKey]sentFetch{}
+	for _, k := range keys {
+		p := f.partitions[k]
+		leader, fr, ok := p.replica.NextFetch()
+		if !ok || leader != f.leader || p.storageFailed() {
+			continue
+		}
+		if len(req.Topics) == 0 || req.Topics[len(req.Topics)-1].Topic != k.topic {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = k.topic
+			req.Topics = append(req.Topics, t)
+		}
+		t := &req.Topics[len(req.Topics)-1]
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = k.index
+		fp.CurrentLeaderEpoch = fr.CurrentLeaderEpoch
+		fp.FetchOffset = fr.FetchOffset
+		fp.LastFetchedEpoch = fr.LastFetchedEpoch
+		fp.LogStartOffset = fr.LogStartOffset
+		fp.PartitionMaxBytes = replicaFetchMaxBytes
+		t.Partitions = append(t.Partitions, fp)
+		sent[k] = sentFetch{p: p, req: fr}
+	}
+	return req, sent
+}
+
+// onReplicaFetched performs each partition's decision on the leader's
+// answer. It reports whether the fetcher may fetch again at once.
+func (n *Node) onReplicaFetched(f *fetcher, sent map[partitionKey]sentFetch, resp *kmsg.FetchResponse) bool {
+	if resp.ErrorCode != 0 {
+		return false
+	}
+	again := true
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			s, ok := sent[partitionKey{t.Topic, rp.Partition}]
+			if !ok || n.partitions[s.p.key] != s.p {
+				continue
+			}
+			if !n.applyReplicaFetch(s, rp) {
+				again = false
+			}
+		}
+	}
+	return again
+}
+
+// applyReplicaFetch performs the follower's decision for one partition; it
+// reports false when the partition asked to back off.
+func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) bool {
+	p := s.p
+	decision := replica.FetchDecision{
+		Error:          rp.ErrorCode,
+		Diverging:      rp.DivergingEpoch.Epoch >= 0,
+		DivergingEpoch: replica.EpochEndOffset{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset},
+		HighWatermark:  rp.HighWatermark,
+		LogStartOffset: rp.LogStartOffset,
+		// The wire has no leader LEO; the HW is the best bound below it
+		// (replica.FetchDecision's comment).
+		LogEndOffset: rp.HighWatermark,
+	}
+	action := p.replica.OnFetchResponse(s.req, decision)
+	var err error
+	switch action.Kind {
+	case replica.ActionAppend:
+		if len(rp.RecordBatches) > 0 {
+			_, err = p.log.AppendAsFollower(rp.RecordBatches, n.wallMs())
+		}
+		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
+			err = p.log.AdvanceStartOffset(action.LogStartOffset)
+		}
+		if err == nil {
+			p.replica.OnFollowerAppend(rp.HighWatermark)
+			n.wakeFetchWaiters()
+		}
+	case replica.ActionTruncate:
+		err = p.log.TruncateTo(action.Offset)
+	case replica.ActionTruncateFullyAndStartAt:
+		err = p.log.TruncateFullyAndStartAt(action.Offset, n.wallMs())
+	case replica.ActionBackoff:
+		return false
+	}
+	return err == nil
+}

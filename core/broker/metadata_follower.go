@@ -1,0 +1,245 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/metadata"
+	"strand/core/replica"
+)
+
+// metadataFollower is the broker's side of the metadata log: it fetches
+// __cluster_metadata-0 from the active controller and applies each batch to
+// the node's Image (design-broker.md, metadata fetch). On the controller's
+// own node the controller hands committed batches over directly instead.
+type metadataFollower struct {
+	inFlight bool
+	// err is the first record that did not apply: the follower stops,
+	// because applying later records would diverge from the controller.
+	err error
+}
+
+// startBroker registers this broker with the controller, starts following
+// the metadata log and arms the heartbeat and ISR-shrink timers.
+func (n *Node) startBroker() {
+	n.register()
+	if n.ctrl == nil {
+		n.fetchMetadata()
+	}
+	n.scheduleISRCheck()
+}
+
+// registration is what this broker registers with.
+func (n *Node) registration() brokerRegistration {
+	reg := brokerRegistration{id: n.id, incarnation: n.incarnation}
+	for _, l := range n.cfg.Broker.AdvertisedListeners {
+		reg.endpoints = append(reg.endpoints, metadata.Endpoint{
+			Listener: l.Name, Host: l.Host, Port: l.Port, SecurityProtocol: securityProtocolID(l.SecurityProtocol),
+		})
+	}
+	return reg
+}
+
+// register sends BrokerRegistration, retrying until the controller answers.
+func (n *Node) register() {
+	reg := n.registration()
+	done := func(epoch int64, code int16) {
+		if code != 0 {
+			n.after(replicaFetchBackoffMs, n.register)
+			return
+		}
+		n.brokerEpoch = epoch
+		n.heartbeat()
+	}
+	if n.ctrl != nil {
+		n.ctrl.registerBroker(reg, done)
+		return
+	}
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.SetVersion(0)
+	req.BrokerID = reg.id
+	req.IncarnationID = reg.incarnation
+	for _, e := range reg.endpoints {
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port, l.SecurityProtocol = e.Listener, e.Host, e.Port, e.SecurityProtocol
+		req.Listeners = append(req.Listeners, l)
+	}
+	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
+		if err != nil {
+			done(-1, kerr.NetworkException.Code)
+			return
+		}
+		resp := r.(*kmsg.BrokerRegistrationResponse)
+		done(resp.BrokerEpoch, resp.ErrorCode)
+	})
+}
+
+// heartbeat sends one BrokerHeartbeat and schedules the next. A stale
+// epoch (the controller lost or replaced our registration) registers again.
+func (n *Node) heartbeat() {
+	epoch := n.brokerEpoch
+	done := func(code int16) {
+		if n.brokerEpoch != epoch {
+			return
+		}
+		if code == kerr.StaleBrokerEpoch.Code {
+			n.brokerEpoch = -1
+			n.register()
+			return
+		}
+		n.after(int64(n.cfg.Broker.BrokerHeartbeatIntervalMs), n.heartbeat)
+	}
+	if n.ctrl != nil {
+		code, _ := n.ctrl.heartbeat(n.id, epoch, n.image.Offset())
+		done(code)
+		return
+	}
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.SetVersion(0)
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
+	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
+		if err != nil {
+			done(kerr.NetworkException.Code)
+			return
+		}
+		done(r.(*kmsg.BrokerHeartbeatResponse).ErrorCode)
+	})
+}
+
+// fetchMetadata sends the next metadata-log fetch to the controller.
+func (n *Node) fetchMetadata() {
+	f := n.metadataFetch
+	if f.inFlight || f.err != nil {
+		return
+	}
+	f.inFlight = true
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = n.id
+	req.MaxWaitMillis = replicaFetchMaxWaitMs
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchResponseMaxBytes
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = metadataTopic
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.FetchOffset = n.image.Offset() + 1
+	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
+		f.inFlight = false
+		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
+			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			return
+		}
+		n.fetchMetadata()
+	})
+}
+
+// onMetadataFetched applies a metadata fetch response; it reports whether
+// the next fetch may go at once.
+func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return false
+	}
+	part := resp.Topics[0].Partitions[0]
+	if part.ErrorCode != 0 {
+		return false
+	}
+	batches, err := metadata.DecodeBatches(part.RecordBatches)
+	if err != nil {
+		return false
+	}
+	n.applyMetadata(batches)
+	return n.metadataFetch.err == nil
+}
+
+// applyMetadata applies committed metadata batches to the image, then
+// brings the hosted partitions in line with it.
+func (n *Node) applyMetadata(batches []metadata.Batch) {
+	for _, b := range batches {
+		for i, rec := range b.Records {
+			offset := b.BaseOffset + int64(i)
+			if offset <= n.image.Offset() {
+				continue
+			}
+			if err := n.image.Apply(offset, rec); err != nil {
+				if n.metadataFetch != nil {
+					n.metadataFetch.err = err
+				}
+				n.reconcilePartitions()
+				return
+			}
+		}
+	}
+	n.reconcilePartitions()
+}
+
+// reconcilePartitions opens the partitions the image assigns to this broker
+// and hands each its new state (become leader or follower, with the epoch).
+// Partitions the image no longer assigns here are left as they are: topic
+// deletion and reassignment are not served yet.
+func (n *Node) reconcilePartitions() {
+	if !n.cfg.Broker.Roles.Broker {
+		return
+	}
+	for _, tp := range n.image.PartitionsOf(n.id) {
+		state, ok := n.image.Partition(tp.TopicID, tp.Partition)
+		if !ok {
+			continue
+		}
+		key := partitionKey{tp.Topic, tp.Partition}
+		p := n.partitions[key]
+		if p == nil {
+			var err error
+			if p, err = n.openPartition(tp); err != nil {
+				continue // the partition stays unavailable here
+			}
+			n.partitions[key] = p
+		}
+		if p.appliedPartitionEpoch == state.PartitionEpoch && p.appliedLeaderEpoch == state.LeaderEpoch {
+			continue
+		}
+		n.applyPartitionState(p, state)
+	}
+	n.wakeFetchWaiters()
+}
+
+// applyPartitionState performs what ApplyState decides.
+func (n *Node) applyPartitionState(p *partition, state metadata.PartitionState) {
+	tr, err := p.replica.ApplyState(replicaStateOf(state), n.nowMs())
+	if err != nil {
+		return // older than what the replica already holds
+	}
+	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
+	if tr.TruncateToOffset != replica.NoOffset {
+		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls
+	}
+	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != n.id {
+		n.follow(p, state.Leader)
+	} else {
+		n.unfollow(p)
+	}
+	n.afterReplicaChange(p)
+}
+
+func replicaStateOf(s metadata.PartitionState) replica.PartitionState {
+	return replica.PartitionState{
+		LeaderID: s.Leader, LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch,
+		Replicas: s.Replicas, ISR: s.ISR, ELR: s.ELR, LastKnownELR: s.LastKnownELR,
+	}
+}
+
+// securityProtocolID is Kafka's SecurityProtocol id.
+func securityProtocolID(name string) int16 {
+	switch name {
+	case "SSL":
+		return 1
+	case "SASL_PLAINTEXT":
+		return 2
+	case "SASL_SSL":
+		return 3
+	}
+	return 0
+}

@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/config"
+	"strand/core/env"
+	"strand/core/log"
+	"strand/core/metadata"
+	"strand/core/replica"
+	"strand/core/wire"
+)
+
+// Config is everything a Node is started with.
+type Config struct {
+	// Broker is the node's static configuration (server.properties).
+	Broker config.Broker
+	// Bugs are the planted replication bugs; the zero value is the correct
+	// protocol. They reach every partition's replica.Config, never globals.
+	Bugs replica.Bugs
+}
+
+// IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a
+// broker registers with. core/ has no randomness, so the environment injects
+// it (seeded in the simulator, crypto/rand in realnet).
+type IDSource func() [16]byte
+
+// Limits the node applies on top of config.Limits.
+const (
+	// replicaFetchMaxWaitMs is replica.fetch.wait.max.ms (Kafka's default).
+	replicaFetchMaxWaitMs = 500
+	// replicaFetchBackoffMs is replica.fetch.backoff.ms (Kafka's default).
+	replicaFetchBackoffMs = 1000
+	// replicaFetchResponseMaxBytes is replica.fetch.response.max.bytes.
+	replicaFetchResponseMaxBytes = 10 << 20
+	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
+	replicaFetchMaxBytes = 1 << 20
+	// decompressedBytesMax bounds decompression while validating a produce
+	// (core/batch keeps zstd windows under it: at least 8 MiB).
+	decompressedBytesMaxFloor = 16 << 20
+	// metadataTopic is the metadata log's partition name (KRaft's).
+	metadataTopic = "__cluster_metadata"
+)
+
+// Node is one Strand process: broker, controller, or both.
+// All methods run on the node's event loop (core/env's contract).
+type Node struct {
+	cfg         Config
+	id          int32
+	clock       env.Clock
+	net         env.Network
+	disks       []env.Disk
+	newID       IDSource
+	incarnation [16]byte
+	advertised  []kmsg.ApiVersionsResponseApiKey
+	logConfig   log.Config
+
+	// controllerID is the active controller: until Raft, the voter with the
+	// lowest id (design-broker.md, single-voter quorum).
+	controllerID int32
+	// ctrl is the controller role, when this node is the active controller.
+	ctrl *controller
+
+	// image is the committed metadata this node has applied.
+	image *metadata.Image
+	// brokerEpoch is the epoch the controller gave our registration, -1
+	// until registered.
+	brokerEpoch   int64
+	metadataFetch *metadataFollower
+
+	partitions map[partitionKey]*partition
+	fetchers   map[int32]*fetcher
+
+	nextRequestID uint64
+	produceWaits  map[uint64]*produceSlot
+	fetchWaiters  []*fetchWaiter
+	// waking and wakeAgain guard wakeFetchWaiters against re-entry.
+	waking, wakeAgain bool
+}
+
+// New starts a node: it opens the controller's metadata log when it has the
+// controller role, registers with the controller when it has the broker
+// role, and arms the periodic timers. disks are the log directories, in
+// log.dirs order; partition logs are opened as metadata assigns them.
+func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDSource) (*Node, error) {
+	b := cfg.Broker
+	if !b.Roles.Broker && !b.Roles.Controller {
+		return nil, errors.New("broker: process.roles is empty")
+	}
+	if len(disks) == 0 {
+		return nil, errors.New("broker: no log directory (log.dirs)")
+	}
+	if len(b.QuorumVoters) == 0 {
+		return nil, errors.New("broker: controller.quorum.voters is empty")
+	}
+	if ids == nil {
+		return nil, errors.New("broker: no id source")
+	}
+	n := &Node{
+		cfg:          cfg,
+		id:           int32(b.NodeID),
+		clock:        clock,
+		net:          net,
+		disks:        disks,
+		newID:        ids,
+		incarnation:  ids(),
+		advertised:   advertisedVersions(b.Roles.Broker, b.Roles.Controller),
+		logConfig:    logConfigOf(b),
+		controllerID: lowestVoter(b.QuorumVoters),
+		image:        metadata.NewImage(),
+		brokerEpoch:  -1,
+		partitions:   map[partitionKey]*partition{},
+		fetchers:     map[int32]*fetcher{},
+		produceWaits: map[uint64]*produceSlot{},
+	}
+	if err := n.logConfig.Validate(); err != nil {
+		return nil, fmt.Errorf("broker: log settings: %w", err)
+	}
+	if b.Roles.Controller && n.controllerID == n.id {
+		ctrl, recovered, err := newController(n, disks[0])
+		if err != nil {
+			return nil, err
+		}
+		n.ctrl = ctrl
+		if b.Roles.Broker {
+			n.applyMetadata(recovered)
+		}
+	}
+	if b.Roles.Broker {
+		n.metadataFetch = &metadataFollower{}
+		n.startBroker()
+	}
+	return n, nil
+}
+
+// ID is the node's node.id.
+func (n *Node) ID() int32 { return n.id }
+
+// Image is the metadata this node has applied. Callers must not modify it.
+func (n *Node) Image() *metadata.Image { return n.image }
+
+// HandleRequest dispatches one request by API key. A version this node does
+// not advertise closes the connection, as Kafka does, except ApiVersions,
+// which gets KIP-511's v0 answer so the client can retry.
+func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	if req == nil || req.Key() != hdr.APIKey || req.GetVersion() != hdr.APIVersion {
+		n.net.Close(conn)
+		return
+	}
+	if !n.versionAdvertised(hdr.APIKey, hdr.APIVersion) {
+		if hdr.APIKey == kmsg.ApiVersions.Int16() {
+			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised))
+			return
+		}
+		n.net.Close(conn)
+		return
+	}
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		n.handleProduce(conn, hdr, r)
+	case *kmsg.FetchRequest:
+		n.handleFetch(conn, hdr, r)
+	case *kmsg.ListOffsetsRequest:
+		n.handleListOffsets(conn, hdr, r)
+	case *kmsg.MetadataRequest:
+		n.handleMetadata(conn, hdr, r)
+	case *kmsg.ApiVersionsRequest:
+		n.handleAPIVersions(conn, hdr, r)
+	case *kmsg.CreateTopicsRequest:
+		n.handleCreateTopics(conn, hdr, r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		n.handleOffsetForLeaderEpoch(conn, hdr, r)
+	case *kmsg.AlterPartitionRequest:
+		n.handleAlterPartition(conn, hdr, r)
+	case *kmsg.BrokerRegistrationRequest:
+		n.handleBrokerRegistration(conn, hdr, r)
+	case *kmsg.BrokerHeartbeatRequest:
+		n.handleBrokerHeartbeat(conn, hdr, r)
+	default:
+		// Advertised but not dispatched would be a table bug.
+		panic(fmt.Sprintf("broker: advertised api key %d has no handler", hdr.APIKey))
+	}
+}
+
+// HandleClosed forgets the requests parked for conn. Replies to it would be
+// dropped by the Network anyway; parked fetches would only hold memory.
+func (n *Node) HandleClosed(conn env.ConnID) {
+	kept := n.fetchWaiters[:0]
+	for _, w := range n.fetchWaiters {
+		if w.conn == conn {
+			w.timer.Stop()
+			continue
+		}
+		kept = append(kept, w)
+	}
+	n.fetchWaiters = kept
+}
+
+// nowMs is monotonic time in milliseconds: what timeouts, lag and
+// deadlines are measured in.
+func (n *Node) nowMs() int64 { return n.clock.MonotonicNs() / 1e6 }
+
+// wallMs is the wall clock: what record timestamps and retention use.
+func (n *Node) wallMs() int64 { return n.clock.WallMs() }
+
+// after runs fire once delayMs of monotonic time has passed.
+func (n *Node) after(delayMs int64, fire func()) env.Timer {
+	return n.clock.SetTimer(delayMs*1e6, fire)
+}
+
+func lowestVoter(voters []config.Voter) int32 {
+	lowest := int32(voters[0].ID)
+	for _, v := range voters[1:] {
+		lowest = min(lowest, int32(v.ID))
+	}
+	return lowest
+}
+
+// logConfigOf maps the broker's log.* defaults onto a partition log's
+// settings. Per-topic overrides are not applied yet.
+func logConfigOf(b config.Broker) log.Config {
+	c := log.DefaultConfig()
+	c.SegmentBytes = int64(b.LogSegmentBytes)
+	c.SegmentMs = b.LogRollMs
+	c.SegmentIndexBytes = int64(b.LogIndexSizeMaxBytes)
+	c.IndexIntervalBytes = int64(b.LogIndexIntervalBytes)
+	c.RetentionMs = b.LogRetentionMs
+	c.RetentionBytes = b.LogRetentionBytes
+	c.FlushIntervalMessages = b.LogFlushIntervalMessages
+	c.FlushIntervalMs = b.LogFlushIntervalMs
+	return c
+}
