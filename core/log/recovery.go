@@ -116,6 +116,12 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
 	l.epochs.TruncateFromEnd(l.LogEndOffset())
 	l.epochs.TruncateFromStart(l.logStartOffset)
+	if l.LogEndOffset() == l.logStartOffset {
+		// No batch implies any epoch. An entry left here can only come
+		// from a checkpoint whose clearing (TruncateFullyAndStartAt) a
+		// crash undid.
+		l.epochs.TruncateFromEnd(0)
+	}
 	return nil
 }
 

@@ -156,7 +156,11 @@ func (l *Log) recoverSegment(s *segment) (complete bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if h.BaseOffset != s.nextOffset || !s.canHold(h.LastOffset()) || position+h.TotalBytes() > positionMax {
+		// BaseOffset and PartitionLeaderEpoch lie outside the CRC: check
+		// what can be checked. Offsets are contiguous, and leader epochs
+		// never decrease along a log.
+		if h.BaseOffset != s.nextOffset || !s.canHold(h.LastOffset()) || position+h.TotalBytes() > positionMax ||
+			h.PartitionLeaderEpoch < l.epochs.LatestEpoch() {
 			break
 		}
 		if err := s.indexBatch(h, position); err != nil {
