@@ -232,6 +232,7 @@ func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
 // FromProperties is Parse on already-split key/value pairs.
 func FromProperties(props map[string]string) (Broker, Warnings, error) {
 	b := builder{explicit: map[string]string{}}
+	_, b.bootstrapServersSet = props["controller.quorum.bootstrap.servers"]
 	for _, key := range slices.Sorted(maps.Keys(props)) {
 		if _, known := brokerKeys[key]; known {
 			b.explicit[key] = strings.TrimSpace(props[key])

@@ -352,3 +352,53 @@ func TestWarningsComeWithErrors(t *testing.T) {
 		t.Errorf("warnings = %v, want node.ids", warnings)
 	}
 }
+
+// TestKafkaStyleServerProperties: a file shaped like the one Kafka ships
+// parses, and exactly its keys that Strand does not implement are warned
+// about. The controller listener in advertised.listeners is dropped from the
+// broker's advertised listeners, as in Kafka.
+func TestKafkaStyleServerProperties(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "kafka-style.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, warnings, err := Parse(text, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
+		"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor",
+		"socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+		"transaction.state.log.min.isr", "transaction.state.log.replication.factor",
+	}
+	if !slices.Equal(warnings.Keys(), want) {
+		t.Errorf("warnings = %v\nwant %v", warnings.Keys(), want)
+	}
+	if len(b.AdvertisedListeners) != 1 || b.AdvertisedListeners[0].String() != "PLAINTEXT://localhost:9092" {
+		t.Errorf("AdvertisedListeners = %v", b.AdvertisedListeners)
+	}
+	if b.Listeners[0].Host != "" || b.Listeners[0].Address() != ":9092" {
+		t.Errorf("wildcard listener = %+v", b.Listeners[0])
+	}
+}
+
+func TestBootstrapServersExplainsMissingVoters(t *testing.T) {
+	_, _, err := parseWith(t, map[string]string{"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "localhost:9093"})
+	if err == nil || !strings.Contains(err.Error(), "controller.quorum.bootstrap.servers") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestIPv6Listener(t *testing.T) {
+	b, _, err := parseWith(t, map[string]string{
+		"listeners":                "PLAINTEXT://[::1]:9092,CONTROLLER://[::1]:9093",
+		"controller.quorum.voters": "1@[::1]:9093",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Listeners[0].Host != "::1" || b.Listeners[0].String() != "PLAINTEXT://[::1]:9092" || b.QuorumVoters[0].String() != "1@[::1]:9093" {
+		t.Errorf("listeners %v voters %v", b.Listeners, b.QuorumVoters)
+	}
+}

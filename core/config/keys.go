@@ -38,6 +38,9 @@ type builder struct {
 	advertised       []rawListener
 	advertisedSet    bool
 	protocolMap      map[string]string
+	// bootstrapServersSet: controller.quorum.bootstrap.servers was given,
+	// which Strand does not implement; it explains a missing voters list.
+	bootstrapServersSet bool
 }
 
 const (

@@ -149,6 +149,10 @@ func (b *builder) isControllerListener(name string) bool {
 // listeners.
 func (b *builder) resolveQuorum() error {
 	if len(b.QuorumVoters) == 0 {
+		if b.bootstrapServersSet {
+			return keyError("controller.quorum.voters", "is required: Strand runs a static controller quorum only; "+
+				"controller.quorum.bootstrap.servers (a KIP-853 dynamic quorum) is not implemented, so list the controllers as id@host:port,...")
+		}
 		return keyError("controller.quorum.voters", "is required: list the controllers as id@host:port,...")
 	}
 	isVoter := false
