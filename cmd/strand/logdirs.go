@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"strand/core/config"
 	"strand/core/env"
@@ -143,8 +145,8 @@ func readWholeFile(disk *diskio.Disk, name string) ([]byte, error) {
 // writeMeta writes meta.properties durably: a temp file, fsynced, renamed
 // into place, then the directory fsynced.
 func writeMeta(dir string, meta config.Meta) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating log dir: %w", err)
+	if err := createDirDurably(dir); err != nil {
+		return fmt.Errorf("creating log dir %s: %w", dir, err)
 	}
 	err := withDisk(dir, func(disk *diskio.Disk, loop *completions) error {
 		f, err := disk.Open(metaTempName, env.OpenOptions{Create: true})
@@ -206,4 +208,32 @@ func withDisk(dir string, use func(*diskio.Disk, *completions) error) error {
 	useErr := use(disk, loop)
 	closeErr := disk.Close()
 	return errors.Join(useErr, closeErr)
+}
+
+// createDirDurably creates dir and its missing parents through
+// diskio.Disk.MkdirAll on the nearest existing ancestor, which fsyncs each
+// new directory's parent, so that a formatted directory cannot vanish in a
+// crash after its meta.properties was synced.
+func createDirDurably(dir string) error {
+	base := filepath.Clean(dir)
+	var missing []string
+	for {
+		if _, err := os.Stat(base); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		parent := filepath.Dir(base)
+		if parent == base {
+			return fmt.Errorf("no existing ancestor of %s", dir)
+		}
+		missing = append([]string{filepath.Base(base)}, missing...)
+		base = parent
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return withDisk(base, func(disk *diskio.Disk, _ *completions) error {
+		return disk.MkdirAll(strings.Join(missing, "/"))
+	})
 }
