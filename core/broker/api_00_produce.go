@@ -47,7 +47,9 @@ type produceSlot struct {
 func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
-	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp}
+	// remaining starts at 1, held while the request is being handled, so that
+	// acks completed during the loop (an ISR of one) cannot answer early.
+	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1}
 	validAcks := req.Acks == replica.AcksNone || req.Acks == replica.AcksLeader || req.Acks == replica.AcksAll
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -69,11 +71,19 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 			}
 		}
 	}
-	switch {
-	case req.Acks == replica.AcksNone:
+	if req.Acks == replica.AcksNone {
 		n.net.Skip(conn, hdr.CorrelationID)
-	case pending.remaining == 0:
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	n.releaseProduce(pending)
+}
+
+// releaseProduce drops one hold on a pending produce and answers it when
+// none is left.
+func (n *Node) releaseProduce(pending *pendingProduce) {
+	pending.remaining--
+	if pending.remaining == 0 {
+		n.net.Reply(pending.conn, pending.corr, pending.resp)
 	}
 }
 
@@ -181,10 +191,7 @@ func (n *Node) completeAcks(results []replica.AckResult) {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1
 		}
-		slot.pending.remaining--
-		if slot.pending.remaining == 0 {
-			n.net.Reply(slot.pending.conn, slot.pending.corr, slot.pending.resp)
-		}
+		n.releaseProduce(slot.pending)
 	}
 }
 

@@ -1,0 +1,321 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/core/config"
+	"strand/core/env"
+	"strand/sim/memdisk"
+	"strand/sim/sched"
+	"strand/sim/simclock"
+	"strand/sim/simnet"
+)
+
+// cluster wires Nodes together on the simulator's scheduler, network,
+// clocks and disks (sim/sched, sim/simnet, sim/simclock, sim/memdisk),
+// with a calm network unless a test cuts links itself. Node 1 is the
+// controller (and a broker); the others are brokers.
+type cluster struct {
+	t       *testing.T
+	s       *sched.Scheduler
+	net     *simnet.Network
+	nodes   map[int32]*testNode
+	client  *simnet.Client
+	conns   map[int32]*simnet.ClientConn
+	nextID  byte
+	clientP *sched.Node
+}
+
+type testNode struct {
+	id    int32
+	proc  *sched.Node
+	nn    *simnet.NodeNet
+	clock *simclock.Clock
+	disk  *memdisk.Disk
+	cfg   Config
+	node  *Node
+}
+
+// newCluster starts size nodes with the given extra server.properties.
+func newCluster(t *testing.T, size int, extra map[string]string) *cluster {
+	t.Helper()
+	s := sched.New(sched.Options{})
+	streams := sched.NewStreams(1)
+	c := &cluster{t: t, s: s, net: simnet.New(s, streams.Get("net"), simnet.Calm()), nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}}
+	for id := int32(1); id <= int32(size); id++ {
+		roles := "broker"
+		if id == 1 {
+			roles = "broker,controller"
+		}
+		props := map[string]string{
+			"node.id":                  fmt.Sprint(id),
+			"process.roles":            roles,
+			"listeners":                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
+			"controller.listener.names": "CONTROLLER",
+			"controller.quorum.voters": "1@127.0.0.1:9003",
+			"log.dirs":                 fmt.Sprintf("/data/node%d", id),
+			"auto.create.topics.enable": "true",
+		}
+		if id == 1 {
+			props["listeners"] += ",CONTROLLER://127.0.0.1:9003"
+			props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		}
+		for k, v := range extra {
+			props[k] = v
+		}
+		b, _, err := config.FromProperties(props)
+		if err != nil {
+			t.Fatalf("node %d config: %v", id, err)
+		}
+		proc := s.NewNode(id)
+		tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
+			clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
+			disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
+		c.nodes[id] = tn
+		c.start(tn)
+	}
+	c.clientP = s.NewNode(100)
+	c.client = c.net.AddClient("test-client", c.clientP)
+	return c
+}
+
+// start builds the node's core from its disk, as after a process start.
+func (c *cluster) start(tn *testNode) {
+	node, err := New(tn.cfg, tn.clock, tn.nn, []env.Disk{tn.disk}, c.ids)
+	if err != nil {
+		c.t.Fatalf("node %d: New: %v", tn.id, err)
+	}
+	tn.node = node
+	tn.nn.SetHandler(node)
+}
+
+// ids is a deterministic IDSource.
+func (c *cluster) ids() [16]byte {
+	c.nextID++
+	var id [16]byte
+	id[0], id[15] = 0xAB, c.nextID
+	return id
+}
+
+// run advances virtual time.
+func (c *cluster) run(ms int64) { c.s.RunFor(ms * 1e6) }
+
+// conn returns the client's connection to node id, dialling if needed.
+func (c *cluster) conn(id int32) *simnet.ClientConn {
+	if cc := c.conns[id]; cc != nil && cc.Open() {
+		return cc
+	}
+	cc, err := c.client.Dial(env.NodeID(id), nil)
+	if err != nil {
+		c.t.Fatalf("dial %d: %v", id, err)
+	}
+	c.conns[id] = cc
+	return cc
+}
+
+// send sends req to node id and returns a function that runs the simulation
+// until the answer arrives (or 60 virtual seconds pass).
+func (c *cluster) send(id int32, req kmsg.Request) func() (kmsg.Response, error) {
+	var resp kmsg.Response
+	var err error
+	done := false
+	c.conn(id).Send(req, func(r kmsg.Response, e error) { resp, err, done = r, e, true })
+	return func() (kmsg.Response, error) {
+		deadline := c.s.NowNs() + 60e9
+		for !done && c.s.NowNs() < deadline && c.s.Step() {
+		}
+		if !done {
+			return nil, fmt.Errorf("no answer from node %d to key %d", id, req.Key())
+		}
+		return resp, err
+	}
+}
+
+// request sends req and waits for its answer; a transport error fails.
+func (c *cluster) request(id int32, req kmsg.Request) kmsg.Response {
+	c.t.Helper()
+	resp, err := c.send(id, req)()
+	if err != nil {
+		c.t.Fatalf("request key %d v%d to node %d: %v", req.Key(), req.GetVersion(), id, err)
+	}
+	return resp
+}
+
+// waitFor runs the simulation until cond holds, failing after maxMs.
+func (c *cluster) waitFor(what string, maxMs int64, cond func() bool) {
+	c.t.Helper()
+	for waited := int64(0); !cond(); waited += 10 {
+		if waited > maxMs {
+			c.t.Fatalf("after %d ms: still waiting for %s", maxMs, what)
+		}
+		c.run(10)
+	}
+}
+
+// createTopic creates a topic through node via and waits until every
+// replica's node has applied it.
+func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, partitions, rf
+	req.Topics = append(req.Topics, t)
+	resp := c.request(via, req).(*kmsg.CreateTopicsResponse)
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		c.t.Fatalf("create %s: error %d", name, code)
+	}
+	c.waitFor("topic "+name+" everywhere", 10000, func() bool {
+		for _, tn := range c.nodes {
+			if !tn.proc.Up() {
+				continue
+			}
+			for p := range partitions {
+				s, ok := tn.node.image.PartitionByName(name, p)
+				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.partitions[partitionKey{name, p}] == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// leaderOf returns the leader of a partition as node 1's image says.
+func (c *cluster) leaderOf(topic string, p int32) int32 {
+	s, ok := c.nodes[1].node.image.PartitionByName(topic, p)
+	if !ok {
+		c.t.Fatalf("no partition %s-%d", topic, p)
+	}
+	return s.Leader
+}
+
+// waitRegistered waits until every node is registered and unfenced.
+func (c *cluster) waitRegistered() {
+	c.t.Helper()
+	c.waitFor("brokers unfenced", 10000, func() bool {
+		im := c.nodes[1].node.image
+		for id := range c.nodes {
+			if b, ok := im.Broker(id); !ok || b.Fenced {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// recordBatch builds one uncompressed batch holding values.
+func recordBatch(values ...string) []byte {
+	var recs []batch.Record
+	for i, v := range values {
+		recs = append(recs, batch.Record{Key: []byte(fmt.Sprint("k", i)), Value: []byte(v)})
+	}
+	return batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: recs})
+}
+
+// produceReq builds a Produce v9 request for one partition.
+func produceReq(topic string, p int32, acks int16, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = acks, 5000
+	t := kmsg.NewProduceRequestTopic()
+	t.Topic = topic
+	tp := kmsg.NewProduceRequestTopicPartition()
+	tp.Partition, tp.Records = p, records
+	t.Partitions = append(t.Partitions, tp)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+// produce sends one batch and returns the partition's answer.
+func (c *cluster) produce(node int32, topic string, p int32, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+	c.t.Helper()
+	resp := c.request(node, produceReq(topic, p, acks, records)).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+// fetchReq builds a consumer Fetch v12 for one partition.
+func fetchReq(topic string, p int32, offset int64, maxWaitMs int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWaitMs, 1, 1<<20
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = p, offset, 1<<20
+	t.Partitions = append(t.Partitions, fp)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+// fetch fetches one partition as a consumer.
+func (c *cluster) fetch(node int32, topic string, p int32, offset int64) kmsg.FetchResponseTopicPartition {
+	c.t.Helper()
+	resp := c.request(node, fetchReq(topic, p, offset, 0)).(*kmsg.FetchResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+// values decodes the record values of fetched batches, in offset order.
+func values(t *testing.T, b []byte) []string {
+	t.Helper()
+	var out []string
+	for len(b) > 0 {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			t.Fatalf("fetched bytes: %v", err)
+		}
+		size := int(h.Length) + 12
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b[:size]); err != nil {
+			t.Fatalf("fetched batch: %v", err)
+		}
+		recs, err := decodeRecords(rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recs...)
+		b = b[size:]
+	}
+	return out
+}
+
+func decodeRecords(rb kmsg.RecordBatch) ([]string, error) {
+	var out []string
+	raw := rb.Records
+	for i := int32(0); i < rb.NumRecords; i++ {
+		var r kmsg.Record
+		n, err := readVarint(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.ReadFrom(raw[:n.end+int(n.v)]); err != nil {
+			return nil, err
+		}
+		out = append(out, string(r.Value))
+		raw = raw[n.end+int(n.v):]
+	}
+	return out, nil
+}
+
+type varint struct {
+	v   int64
+	end int
+}
+
+func readVarint(b []byte) (varint, error) {
+	var ux uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		ux |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i] < 0x80 {
+			return varint{int64(ux>>1) ^ -int64(ux&1), i + 1}, nil
+		}
+	}
+	return varint{}, fmt.Errorf("bad varint")
+}
+
+func joined(v []string) string { return strings.Join(v, ",") }
