@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
-	"strand/core/log"
 	"strand/core/metadata"
 )
 
@@ -55,7 +54,7 @@ type commitWaiter struct {
 // now. newTopicID returns a fresh random topic id: the environment seeds it
 // (the simulator from the run's seed, realnet from crypto/rand). On a node
 // that is not the active controller metadataLog may be nil.
-func New(cfg Config, clock env.Clock, metadataLog *log.Log, newTopicID func() [16]byte) (*Controller, error) {
+func New(cfg Config, clock env.Clock, metadataLog *MetadataLog, newTopicID func() [16]byte) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
-	"strand/core/log"
 	"strand/core/metadata"
 	"strand/sim/memdisk"
 )
@@ -75,7 +74,7 @@ type harness struct {
 	clock   *manualClock
 	disk    *memdisk.Disk
 	cfg     Config
-	log     *log.Log
+	log     *MetadataLog
 	c       *Controller
 	idCount byte
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"path"
 
 	"strand/core/env"
 	"strand/core/log"
@@ -18,19 +19,46 @@ var MetadataTopicID = [16]byte{15: 1}
 // MetadataLogDir is the metadata log's directory inside a log dir.
 const MetadataLogDir = MetadataTopic + "-0"
 
+// MetadataLog is the opened metadata log of the active controller.
+type MetadataLog struct {
+	log  *log.Log
+	disk env.Disk
+	dir  string
+}
+
 // OpenMetadataLog opens (recovering it after a crash) the metadata log in
-// the node's first log dir. Batches are verified from the start, because the
-// controller keeps no recovery-point checkpoint for it.
-func OpenMetadataLog(disk env.Disk, logDir string, nowMs int64) (*log.Log, error) {
+// the node's first log dir, logDir ("" for the disk's root). Batches are
+// verified from the start, because the controller keeps no recovery-point
+// checkpoint for it.
+func OpenMetadataLog(disk env.Disk, logDir string, nowMs int64) (*MetadataLog, error) {
 	dir := MetadataLogDir
 	if logDir != "" {
-		dir = logDir + "/" + MetadataLogDir
+		dir = path.Join(logDir, MetadataLogDir)
 	}
 	l, err := log.Open(disk, dir, log.DefaultConfig(), log.OpenOptions{NowMs: nowMs})
 	if err != nil {
 		return nil, fmt.Errorf("open metadata log: %w", err)
 	}
-	return l, nil
+	return &MetadataLog{log: l, disk: disk, dir: dir}, nil
+}
+
+// Log is the underlying partition log.
+func (m *MetadataLog) Log() *log.Log { return m.log }
+
+// Close closes the log's files.
+func (m *MetadataLog) Close() error { return m.log.Close() }
+
+// parentDirs are the directories whose entries lead to the log's directory,
+// innermost first, "." for the disk's root: Open may have created them, and
+// a created directory is durable only once its parent is synced.
+func (m *MetadataLog) parentDirs() []string {
+	var out []string
+	for dir := path.Dir(m.dir); ; dir = path.Dir(dir) {
+		out = append(out, dir)
+		if dir == "." {
+			return out
+		}
+	}
 }
 
 // quorum is the replicated metadata log as the controller sees it. Issue 5's
@@ -65,11 +93,17 @@ type quorum interface {
 // durable in the local metadata log.
 type localQuorum struct {
 	log   *log.Log
+	ml    *MetadataLog
 	clock env.Clock
 	// epoch is stamped into every batch (PartitionLeaderEpoch): one more
 	// than the log's latest, a new term for every start, as Raft would.
 	epoch     int32
 	committed int64
+	// durable is the end of the synced prefix of the log. It becomes
+	// committed only once started: the directories leading to the log
+	// are synced too, or a power loss could lose the whole directory.
+	durable int64
+	started bool
 	// inAppend is set while Append runs, so that a Sync completing at once
 	// defers its commit report until Append has returned.
 	inAppend       bool
@@ -82,16 +116,38 @@ type localQuorum struct {
 // newLocalQuorum wraps the opened metadata log. Everything already in the
 // log counts as committed once a first Sync of it completes: Sync is what
 // makes it durable, and a single voter needs nothing more.
-func newLocalQuorum(l *log.Log, clock env.Clock, onCommit func(int64), onFailure func(error)) *localQuorum {
-	q := &localQuorum{
-		log: l, clock: clock, epoch: max(l.Epochs().LatestEpoch(), 0) + 1,
-		committed: l.LogStartOffset(), onCommit: onCommit, onFailure: onFailure,
+func newLocalQuorum(ml *MetadataLog, clock env.Clock, onCommit func(int64), onFailure func(error)) *localQuorum {
+	l := ml.log
+	return &localQuorum{
+		log: l, ml: ml, clock: clock, epoch: max(l.Epochs().LatestEpoch(), 0) + 1,
+		committed: l.LogStartOffset(), durable: l.LogStartOffset(), onCommit: onCommit, onFailure: onFailure,
 	}
-	return q
 }
 
-// start syncs what recovery found and commits it.
-func (q *localQuorum) start() { q.flush() }
+// start syncs the directories leading to the log, then the log itself, and
+// commits what recovery found.
+func (q *localQuorum) start() {
+	parents := q.ml.parentDirs()
+	pending, firstErr := len(parents)+1, error(nil)
+	done := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if pending--; pending > 0 {
+			return
+		}
+		if firstErr != nil {
+			q.fail(firstErr)
+			return
+		}
+		q.started = true
+		q.flush()
+	}
+	for _, dir := range parents {
+		q.ml.disk.SyncDir(dir, done)
+	}
+	done(nil)
+}
 
 func (q *localQuorum) EndOffset() int64       { return q.log.LogEndOffset() }
 func (q *localQuorum) CommittedOffset() int64 { return q.committed }
@@ -128,10 +184,11 @@ func (q *localQuorum) flush() {
 			q.fail(err)
 			return
 		}
-		if upTo <= q.committed {
+		q.durable = max(q.durable, upTo)
+		if !q.started || q.durable <= q.committed {
 			return
 		}
-		q.committed = upTo
+		q.committed = q.durable
 		if q.inAppend {
 			q.deferredCommit = true
 			return

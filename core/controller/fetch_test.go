@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/metadata"
+	"strand/sim/memdisk"
+)
+
+func metadataFetch(version int16, offset int64, maxWaitMs, maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = version
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWaitMs, 1, maxBytes
+	topic := kmsg.NewFetchRequestTopic()
+	topic.Topic, topic.TopicID = MetadataTopic, MetadataTopicID
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.FetchOffset, p.PartitionMaxBytes = offset, maxBytes
+	topic.Partitions = []kmsg.FetchRequestTopicPartition{p}
+	req.Topics = []kmsg.FetchRequestTopic{topic}
+	return req
+}
+
+func fetchedPartition(t testing.TB, r kmsg.Response) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	resp := r.(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch response with %d topics", len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// follow fetches the whole committed log, maxBytes at a time, the way a
+// broker does, and applies it to a fresh image.
+func follow(t testing.TB, h *harness, version int16, maxBytes int32) *metadata.Image {
+	t.Helper()
+	im := metadata.NewImage()
+	for fetches := 0; im.Offset()+1 < h.c.CommittedOffset(); fetches++ {
+		if fetches > 1000 {
+			t.Fatal("following the metadata log makes no progress")
+		}
+		p := fetchedPartition(t, h.send(metadataFetch(version, im.Offset()+1, 0, maxBytes)))
+		if p.ErrorCode != 0 || p.HighWatermark != h.c.CommittedOffset() {
+			t.Fatalf("metadata fetch: error %d, HW %d (committed %d)", p.ErrorCode, p.HighWatermark, h.c.CommittedOffset())
+		}
+		batches, err := metadata.DecodeBatches(p.RecordBatches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range batches {
+			if err := im.ApplyBatch(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return im
+}
+
+func TestBrokerFollowingTheLogBuildsTheSameImage(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(3)
+	h.createTopic("a", 5, 3, nil)
+	h.createTopic("b", 2, 1, nil)
+	if !Handles(metadataFetch(12, 0, 0, 1)) || !Handles(metadataFetch(15, 0, 0, 1)) {
+		t.Fatal("metadata fetches by name (v12) and by id (v15) not recognized")
+	}
+	other := metadataFetch(12, 0, 0, 1)
+	other.Topics[0].Topic = "a"
+	if Handles(other) {
+		t.Fatal("a fetch of another topic routed to the controller")
+	}
+	for _, version := range []int16{12, 15} {
+		for _, maxBytes := range []int32{1, 300, 1 << 20} {
+			im := follow(t, h, version, maxBytes)
+			if diff := imageDiff(h.c.Image(), im); diff != "" {
+				t.Fatalf("fetch v%d, %d bytes at a time: follower image differs (-controller +follower):\n%s", version, maxBytes, diff)
+			}
+		}
+	}
+	beyond := fetchedPartition(t, h.send(metadataFetch(12, h.c.CommittedOffset()+1, 0, 1<<20)))
+	if beyond.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch beyond the commit offset: error %d", beyond.ErrorCode)
+	}
+}
+
+func TestMetadataFetchLongPolls(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(1)
+	end := h.c.CommittedOffset()
+	replies := h.sendAsync(metadataFetch(12, end, 500, 1<<20))
+	h.settle()
+	if len(*replies) != 0 {
+		t.Fatal("fetch at the commit offset answered at once; it should wait for records")
+	}
+	h.createTopic("a", 1, 1, nil)
+	if len(*replies) != 1 {
+		t.Fatalf("held fetch got %d answers after a commit, want 1", len(*replies))
+	}
+	if p := fetchedPartition(t, (*replies)[0]); len(p.RecordBatches) == 0 || p.HighWatermark <= end {
+		t.Fatalf("woken fetch: %d bytes, HW %d (was %d)", len(p.RecordBatches), p.HighWatermark, end)
+	}
+	// Nothing commits: the fetch is answered empty when MaxWaitMs runs out.
+	replies = h.sendAsync(metadataFetch(12, h.c.CommittedOffset(), 500, 1<<20))
+	h.advance(499)
+	if len(*replies) != 0 {
+		t.Fatal("fetch answered before its wait ran out")
+	}
+	h.advance(1)
+	if len(*replies) != 1 || len(fetchedPartition(t, (*replies)[0]).RecordBatches) != 0 {
+		t.Fatalf("expired fetch: %d answers, want one empty", len(*replies))
+	}
+	h.advance(1000)
+	if len(*replies) != 1 {
+		t.Fatal("expired fetch answered twice")
+	}
+}
+
+func TestMetadataFetchWaitersAreBounded(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.FetchWaitersMax = 2
+	h := newHarness(t, cfg)
+	var all []*[]kmsg.Response
+	for range 3 {
+		all = append(all, h.sendAsync(metadataFetch(12, h.c.CommittedOffset(), 500, 1<<20)))
+	}
+	if len(*all[0]) != 0 || len(*all[1]) != 0 || len(*all[2]) != 1 {
+		t.Fatalf("with 2 waiter slots, answers %d %d %d, want 0 0 1", len(*all[0]), len(*all[1]), len(*all[2]))
+	}
+}
+
+// TestCrashLosesOnlyUncommittedRecords: a power loss keeps every record a
+// request was answered for, and loses the records whose Sync had not
+// completed, whose requests were never answered.
+func TestCrashLosesOnlyUncommittedRecords(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(3)
+	h.createTopic("a", 3, 3, nil)
+	committed := h.c.Image().Clone()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "b", NumPartitions: 1, ReplicationFactor: 1}}
+	replies := h.sendAsync(req)
+	if len(*replies) != 0 {
+		t.Fatal("CreateTopics answered before its records were synced")
+	}
+	h.disk.Crash(nil, memdisk.CrashLoseAll)
+	h.start()
+	if diff := imageDiff(committed, h.c.Image()); diff != "" {
+		t.Fatalf("image after the crash differs from the committed one (-want +got):\n%s", diff)
+	}
+	if rt := h.createTopic("b", 1, 1, nil); rt.ErrorCode != 0 {
+		t.Fatalf("creating the lost topic again: error %d", rt.ErrorCode)
+	}
+}
