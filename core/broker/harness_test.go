@@ -53,12 +53,12 @@ func newCluster(t *testing.T, size int, extra map[string]string) *cluster {
 			roles = "broker,controller"
 		}
 		props := map[string]string{
-			"node.id":                  fmt.Sprint(id),
-			"process.roles":            roles,
-			"listeners":                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
+			"node.id":                   fmt.Sprint(id),
+			"process.roles":             roles,
+			"listeners":                 fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
 			"controller.listener.names": "CONTROLLER",
-			"controller.quorum.voters": "1@127.0.0.1:9003",
-			"log.dirs":                 fmt.Sprintf("/data/node%d", id),
+			"controller.quorum.voters":  "1@127.0.0.1:9003",
+			"log.dirs":                  fmt.Sprintf("/data/node%d", id),
 			"auto.create.topics.enable": "true",
 		}
 		if id == 1 {
