@@ -1,0 +1,558 @@
+package main
+
+// The log section: core/log on the real disk (diskio), against the raw
+// filesystem figures of diskio/bench_raw.go measured in the same run, in the
+// same directory (foundation issue §6; CLARIFICATIONS.md, "Log append
+// ratio"). The definitions, also printed with the table:
+//
+//   - append: AppendAsLeader (which runs batch.Verify, CRC-32C included) of
+//     one batch of 1 KiB records per call, into a fresh log with Kafka's
+//     default configuration; a run appends -log-run-bytes, at most one
+//     segment, so that no run rolls. Its limit is RawSequentialWrite of the
+//     same bytes with the same write size (the batch's size) and no fsync.
+//   - append with fsync: the same, plus one Flush of the whole log at the end
+//     of the run, timed until its completion arrives. Its limit is the same
+//     raw write loop plus one fdatasync at the end (rawWriteSyncedAtEnd).
+//     This pair is informational: the goal is on the pair without fsync.
+//   - read: the whole log just appended, through Read (1 MiB max bytes,
+//     maxOffset = LEO) and a pread of each returned region into one reused
+//     buffer. Its limit is RawSequentialRead of the same .log files with
+//     1 MiB reads, also straight from the page cache.
+//   - memory: RssAnon while one log grows to -log-mem-bytes and is read back.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"strand/core/batch"
+	"strand/core/log"
+	"strand/diskio"
+)
+
+const (
+	// recordValueBytes is the size of each record's value: the issue's
+	// "1 KiB records". Keys are null.
+	recordValueBytes = 1 << 10
+	// readBytesMax is the max bytes of one Read and the raw read size.
+	readBytesMax = 1 << 20
+	// leaderEpoch is the epoch every append is made in.
+	leaderEpoch = 0
+	// appendRatioMin and readRatioMin are the issue's goals.
+	appendRatioMin = 0.80
+	readRatioMin   = 0.80
+	// rssAnonGrowthMaxKiB bounds the growth of RssAnon from the freshly
+	// opened log to any later sample, however large the log has grown.
+	rssAnonGrowthMaxKiB = 16 << 10
+	// rssAnonSecondHalfGrowthMaxKiB bounds the growth while the log doubles
+	// from half its final size: memory that grows with the log shows there.
+	rssAnonSecondHalfGrowthMaxKiB = 1 << 10
+	// diskHeadroomBytes is left free on the filesystem when sizing the runs.
+	diskHeadroomBytes = 4 << 30
+)
+
+// batchBytesTargets are the batch sizes the issue asks for.
+var batchBytesTargets = []int{16 << 10, 1 << 20}
+
+var logFlags struct {
+	runBytes int64
+	memBytes int64
+}
+
+func registerLogFlags() {
+	flag.Int64Var(&logFlags.runBytes, "log-run-bytes", 1<<30,
+		"log section: bytes appended per throughput run (at most segment.bytes, 1 GiB, so that no run rolls)")
+	flag.Int64Var(&logFlags.memBytes, "log-mem-bytes", 4e9,
+		"log section: size the memory check grows one log to; RssAnon is sampled at half and at full size")
+}
+
+// logBench holds what the log section's runs share.
+type logBench struct {
+	env  *benchEnv
+	loop *eventLoop
+	disk *diskio.Disk
+	// runs counts the logs created, to name their directories.
+	runs int
+}
+
+// shapeResults are the measurements for one batch size.
+type shapeResults struct {
+	// label names the batch size as the issue does: "16 KiB", "1 MiB".
+	label               string
+	batchBytes, records int
+	batches             int64
+	rawWrite, logAppend series
+	rawSynced, logSync  series
+	rawRead, logRead    series
+}
+
+func runLogSection(env *benchEnv) (bool, error) {
+	runBytes, memBytes, err := sizeLogRuns(env.root)
+	if err != nil {
+		return false, err
+	}
+	loop := newEventLoop()
+	disk, err := diskio.New(env.root, diskio.Options{Post: loop.post})
+	if err != nil {
+		return false, err
+	}
+	defer disk.Close()
+	b := &logBench{env: env, loop: loop, disk: disk}
+
+	var results []*shapeResults
+	for _, target := range batchBytesTargets {
+		r, err := b.measureShape(target, runBytes)
+		if err != nil {
+			return false, err
+		}
+		results = append(results, r)
+	}
+	memory, err := b.measureMemory(memBytes)
+	if err != nil {
+		return false, err
+	}
+	met := printThroughput(results)
+	printDetails(results)
+	return printMemory(memory) && met, nil
+}
+
+// sizeLogRuns checks the flags against the free space of dir and scales the
+// memory check down if the disk cannot hold it, saying so.
+func sizeLogRuns(dir string) (runBytes, memBytes int64, err error) {
+	runBytes, memBytes = logFlags.runBytes, logFlags.memBytes
+	segmentBytes := log.DefaultConfig().SegmentBytes
+	if runBytes < 1<<20 || runBytes > segmentBytes {
+		return 0, 0, fmt.Errorf("-log-run-bytes %d: must be in [1 MiB, segment.bytes %d]", runBytes, segmentBytes)
+	}
+	if memBytes < 2*runBytes {
+		return 0, 0, fmt.Errorf("-log-mem-bytes %d: must be at least twice -log-run-bytes (%d)", memBytes, runBytes)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	freeBytes := int64(st.Bavail) * st.Bsize
+	fmt.Printf("free space: %.1f GB; runs of %.2f GB, memory check up to %.2f GB\n",
+		float64(freeBytes)/1e9, float64(runBytes)/1e9, float64(memBytes)/1e9)
+	if usable := freeBytes - diskHeadroomBytes; memBytes > usable {
+		if usable < 2*runBytes {
+			return 0, 0, fmt.Errorf("only %.1f GB free in %s: not enough for the log section", float64(freeBytes)/1e9, dir)
+		}
+		memBytes = usable
+		fmt.Printf("memory check scaled down to %.2f GB to leave %.0f GB free\n", float64(memBytes)/1e9, float64(diskHeadroomBytes)/1e9)
+	}
+	return runBytes, memBytes, nil
+}
+
+// buildBatch builds an uncompressed batch of as many 1 KiB records as fit in
+// targetBytes, with a non-zero value pattern (zero pages can be special).
+func buildBatch(targetBytes int, nowMs int64) (b []byte, records int) {
+	value := make([]byte, recordValueBytes)
+	for i := range value {
+		value[i] = byte(i*7 + 1)
+	}
+	build := func(count int) []byte {
+		recs := make([]batch.Record, count)
+		for i := range recs {
+			recs[i] = batch.Record{Value: value}
+		}
+		return batch.Build(batch.BuildSpec{FirstTimestamp: nowMs, Records: recs})
+	}
+	count := max(1, (targetBytes-batch.HeaderBytes)/recordValueBytes)
+	b = build(count)
+	for len(b) > targetBytes && count > 1 {
+		count--
+		b = build(count)
+	}
+	return b, count
+}
+
+// measureShape runs the interleaved repetitions for one batch size.
+func (b *logBench) measureShape(targetBytes int, runBytes int64) (*shapeResults, error) {
+	batchBytes, records := buildBatch(targetBytes, time.Now().UnixMilli())
+	r := &shapeResults{label: sizeLabel(targetBytes), batchBytes: len(batchBytes), records: records, batches: runBytes / int64(len(batchBytes))}
+	total := r.batches * int64(r.batchBytes)
+	fmt.Printf("batches of %d B (%d records of %d B values, target %d B): %d batches, %.1f MB per run\n",
+		r.batchBytes, records, recordValueBytes, targetBytes, r.batches, float64(total)/1e6)
+	for rep := 0; rep < b.env.reps; rep++ {
+		raw, err := diskio.RawSequentialWrite(b.env.root, r.batchBytes, total, false)
+		if err != nil {
+			return nil, err
+		}
+		r.rawWrite = append(r.rawWrite, runFromRate(total, raw))
+		appended, l, err := b.appendRun(batchBytes, r.batches, false)
+		if err != nil {
+			return nil, err
+		}
+		r.logAppend = append(r.logAppend, appended)
+
+		rawRead, err := b.rawReadLog(l)
+		if err != nil {
+			return nil, err
+		}
+		r.rawRead = append(r.rawRead, rawRead)
+		logRead, err := b.readRun(l)
+		if err != nil {
+			return nil, err
+		}
+		r.logRead = append(r.logRead, logRead)
+		if err := b.discard(l); err != nil {
+			return nil, err
+		}
+
+		synced, err := rawWriteSyncedAtEnd(b.env.root, r.batchBytes, total)
+		if err != nil {
+			return nil, err
+		}
+		r.rawSynced = append(r.rawSynced, synced)
+		appendedSynced, l, err := b.appendRun(batchBytes, r.batches, true)
+		if err != nil {
+			return nil, err
+		}
+		r.logSync = append(r.logSync, appendedSynced)
+		if err := b.discard(l); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// openLog creates a fresh log in a directory of its own.
+func (b *logBench) openLog(nowMs int64) (*log.Log, error) {
+	b.runs++
+	l, err := log.Open(b.disk, fmt.Sprintf("bench-%d", b.runs), log.DefaultConfig(), log.OpenOptions{NowMs: nowMs})
+	if err != nil {
+		return nil, err
+	}
+	b.loop.runPending()
+	return l, nil
+}
+
+// appendRun appends count copies of batchBytes to a fresh log, then, with
+// fsync, flushes the whole log and waits for the flush to complete. Only the
+// appends (and the flush) are timed. The log is returned open.
+//
+// Ownership: AppendAsLeader takes ownership of its slice, and the benchmark
+// still appends the same slice again once the call has returned, as the raw
+// loop rewrites its one buffer. That is safe here, and only here: the log
+// keeps no reference to the slice (it stamps the offset and epoch in place,
+// which lie outside the CRC, and passes it to File.Append), and diskio's
+// Append is a pwrite that has finished with the bytes when it returns.
+func (b *logBench) appendRun(batchBytes []byte, count int64, fsync bool) (run, *log.Log, error) {
+	nowMs := time.Now().UnixMilli()
+	l, err := b.openLog(nowMs)
+	if err != nil {
+		return run{}, nil, err
+	}
+	start := time.Now()
+	for range count {
+		if _, err := l.AppendAsLeader(batchBytes, leaderEpoch, nowMs); err != nil {
+			return run{}, nil, errors.Join(err, l.Close())
+		}
+		b.loop.runPending()
+	}
+	if fsync {
+		if err := b.flush(l, l.LogEndOffset()); err != nil {
+			return run{}, nil, errors.Join(err, l.Close())
+		}
+	}
+	elapsed := time.Since(start)
+	if want := count * int64(len(batchBytes)); l.SizeBytes() != want {
+		return run{}, nil, errors.Join(fmt.Errorf("log %s holds %d bytes after appending %d", l.Dir(), l.SizeBytes(), want), l.Close())
+	}
+	return run{bytes: l.SizeBytes(), elapsed: elapsed}, l, nil
+}
+
+// flush makes the log durable up to upTo and waits for the completion.
+func (b *logBench) flush(l *log.Log, upTo int64) error {
+	var done bool
+	var flushErr error
+	l.Flush(upTo, func(err error) { done, flushErr = true, err })
+	b.loop.runUntil(&done)
+	return flushErr
+}
+
+// discard closes the log and deletes its directory. A flush up to the log
+// start offset first waits for the log's own metadata writes (the epoch
+// checkpoint, directory syncs) without syncing any data, so that no
+// completion arrives for a deleted log.
+func (b *logBench) discard(l *log.Log) error {
+	if err := b.flush(l, l.LogStartOffset()); err != nil {
+		return errors.Join(err, l.Close())
+	}
+	if err := l.Close(); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(b.env.root, l.Dir()))
+}
+
+// readRun reads the whole log through Read, copying each region into one
+// reused buffer with pread, as a fetch without sendfile does.
+func (b *logBench) readRun(l *log.Log) (run, error) {
+	buf := make([]byte, readBytesMax)
+	offset, end := l.LogStartOffset(), l.LogEndOffset()
+	var total int64
+	start := time.Now()
+	for offset < end {
+		result, err := l.Read(offset, readBytesMax, end, true)
+		if err != nil {
+			return run{}, err
+		}
+		if result.NextOffset <= offset {
+			return run{}, fmt.Errorf("read %s at %d made no progress", l.Dir(), offset)
+		}
+		for _, region := range result.Regions {
+			if int64(len(buf)) < region.Bytes {
+				buf = make([]byte, region.Bytes) // a first batch larger than readBytesMax (KIP-74)
+			}
+			if _, err := region.File.ReadAt(buf[:region.Bytes], region.Position); err != nil {
+				return run{}, fmt.Errorf("copy region of %s at %d: %w", region.File.Path(), region.Position, err)
+			}
+			total += region.Bytes
+		}
+		offset = result.NextOffset
+	}
+	elapsed := time.Since(start)
+	if total != l.SizeBytes() {
+		return run{}, fmt.Errorf("read %d bytes of log %s, which holds %d", total, l.Dir(), l.SizeBytes())
+	}
+	return run{bytes: total, elapsed: elapsed}, nil
+}
+
+// rawReadLog reads the log's .log files with RawSequentialRead, 1 MiB at a
+// time: the same bytes readRun reads, equally hot in the page cache.
+func (b *logBench) rawReadLog(l *log.Log) (run, error) {
+	dir := filepath.Join(b.env.root, l.Dir())
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return run{}, err
+	}
+	var total run
+	for _, entry := range entries {
+		if !strings.HasSuffix(entry.Name(), ".log") {
+			continue
+		}
+		info, err := entry.Info()
+		if err != nil {
+			return run{}, err
+		}
+		if info.Size() == 0 {
+			continue
+		}
+		rate, err := diskio.RawSequentialRead(filepath.Join(dir, entry.Name()), readBytesMax)
+		if err != nil {
+			return run{}, err
+		}
+		one := runFromRate(info.Size(), rate)
+		total.bytes += one.bytes
+		total.elapsed += one.elapsed
+	}
+	if total.bytes != l.SizeBytes() {
+		return run{}, fmt.Errorf("raw read %d bytes of log %s, which holds %d", total.bytes, l.Dir(), l.SizeBytes())
+	}
+	return total, nil
+}
+
+// rawWriteSyncedAtEnd is diskio.RawSequentialWrite's loop (pwrite of one
+// reused buffer, writeBytes at a time) followed by one fdatasync, timed
+// together: the limit for an append run that ends with one Flush. diskio's
+// own variant fsyncs after every write, which the log would match only with
+// flush.messages=1.
+func rawWriteSyncedAtEnd(dir string, writeBytes int, totalBytes int64) (run, error) {
+	f, err := os.CreateTemp(dir, "raw-synced-*.tmp")
+	if err != nil {
+		return run{}, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, writeBytes)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	fd := int(f.Fd())
+	start := time.Now()
+	for off := int64(0); off < totalBytes; off += int64(writeBytes) {
+		chunk := buf[:min(int64(writeBytes), totalBytes-off)]
+		for written := 0; written < len(chunk); {
+			n, err := unix.Pwrite(fd, chunk[written:], off+int64(written))
+			if err != nil && err != unix.EINTR {
+				return run{}, fmt.Errorf("raw write %s at %d: %w", f.Name(), off, err)
+			}
+			written += max(n, 0)
+		}
+	}
+	if err := unix.Fdatasync(fd); err != nil {
+		return run{}, fmt.Errorf("raw write %s: fdatasync: %w", f.Name(), err)
+	}
+	return run{bytes: totalBytes, elapsed: time.Since(start)}, nil
+}
+
+// memorySample is the process's memory at one point of the memory check.
+type memorySample struct {
+	label                  string
+	logBytes               int64
+	rssAnonKiB, rssFileKiB int64
+	heapInuseKiB, segments int64
+}
+
+// memoryResults is the memory check's outcome.
+type memoryResults struct {
+	label      string
+	batchBytes int
+	samples    []memorySample
+	write      run
+	read       run
+}
+
+// measureMemory grows one log with 16 KiB batches to memBytes, sampling
+// RssAnon before, at half and at full size, and after reading it all back.
+func (b *logBench) measureMemory(memBytes int64) (*memoryResults, error) {
+	nowMs := time.Now().UnixMilli()
+	batchBytes, _ := buildBatch(batchBytesTargets[0], nowMs)
+	l, err := b.openLog(nowMs)
+	if err != nil {
+		return nil, err
+	}
+	m := &memoryResults{label: sizeLabel(batchBytesTargets[0]), batchBytes: len(batchBytes)}
+	sample := func(label string) error {
+		anon, file, err := memoryKiB()
+		if err != nil {
+			return err
+		}
+		var stats runtime.MemStats
+		runtime.ReadMemStats(&stats)
+		m.samples = append(m.samples, memorySample{label: label, logBytes: l.SizeBytes(), rssAnonKiB: anon,
+			rssFileKiB: file, heapInuseKiB: int64(stats.HeapInuse >> 10), segments: int64(l.SegmentCount())})
+		return nil
+	}
+	half := memBytes / 2 / int64(len(batchBytes))
+	full := memBytes / int64(len(batchBytes))
+	fmt.Printf("memory check: growing one log to %.2f GB with %d B batches\n", float64(full*int64(len(batchBytes)))/1e9, len(batchBytes))
+	err = sample("log opened, empty")
+	start := time.Now()
+	for i := int64(0); i < full && err == nil; i++ {
+		if _, err = l.AppendAsLeader(batchBytes, leaderEpoch, nowMs); err != nil {
+			break
+		}
+		b.loop.runPending()
+		if i+1 == half {
+			err = sample("after half")
+		}
+	}
+	m.write = run{bytes: l.SizeBytes(), elapsed: time.Since(start)}
+	if err == nil {
+		err = sample("after all")
+	}
+	if err == nil {
+		m.read, err = b.readRun(l)
+	}
+	if err == nil {
+		err = sample("after reading it all")
+	}
+	return m, errors.Join(err, b.discard(l))
+}
+
+// printThroughput prints the throughput table and reports whether every goal
+// was met.
+func printThroughput(results []*shapeResults) bool {
+	fmt.Println()
+	fmt.Println("Throughput (MB/s = 10^6 B/s; median of the runs; ratio = log / raw):")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "measurement\tlog MB/s\traw MB/s\tratio\tgoal\tresult\t")
+	met := true
+	row := func(name string, subject, limit series, g goal) {
+		ratio := subject.median() / limit.median()
+		verdict := g.verdict(ratio)
+		met = met && verdict != "FAIL"
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t%s\t%s\t\n", name, subject.median(), limit.median(), ratio, g.describe(), verdict)
+	}
+	for _, r := range results {
+		size := r.label
+		row("append "+size+" batches, no fsync", r.logAppend, r.rawWrite, goal{appendRatioMin})
+		row("append "+size+" batches, 1 fsync at end", r.logSync, r.rawSynced, goal{})
+		row("read "+size+" batches, 1 MiB reads", r.logRead, r.rawRead, goal{readRatioMin})
+	}
+	w.Flush()
+	fmt.Println("  append: AppendAsLeader with batch.Verify (CRC-32C) on, default config, no roll within a run;")
+	fmt.Println("          raw: diskio.RawSequentialWrite, pwrite of the batch's size, no fsync")
+	fmt.Println("  1 fsync at end: the same plus one Flush of the whole log (3 files + dirs), timed to its completion;")
+	fmt.Println("          raw: the same pwrite loop plus one fdatasync at the end (informational, no goal)")
+	fmt.Println("  read:   Read (maxBytes 1 MiB, up to the LEO) + pread of each region into a reused buffer;")
+	fmt.Println("          raw: diskio.RawSequentialRead of the log's .log files, 1 MiB preads, page cache hot")
+	return met
+}
+
+// printDetails prints every run, in the order it ran.
+func printDetails(results []*shapeResults) {
+	fmt.Println()
+	fmt.Println("Runs, in order (raw then log in each pair):")
+	for _, r := range results {
+		size := r.label
+		fmt.Printf("  %s batches (%d B, %d records):\n", size, r.batchBytes, r.records)
+		for i := range r.rawWrite {
+			fmt.Printf("    rep %d append        raw %s | log %s | ratio %.2f\n", i+1, r.rawWrite[i], r.logAppend[i], r.logAppend[i].mbPerSec()/r.rawWrite[i].mbPerSec())
+			fmt.Printf("    rep %d read          raw %s | log %s | ratio %.2f\n", i+1, r.rawRead[i], r.logRead[i], r.logRead[i].mbPerSec()/r.rawRead[i].mbPerSec())
+			fmt.Printf("    rep %d append+fsync  raw %s | log %s | ratio %.2f\n", i+1, r.rawSynced[i], r.logSync[i], r.logSync[i].mbPerSec()/r.rawSynced[i].mbPerSec())
+		}
+	}
+}
+
+// printMemory prints the memory samples and reports whether the bound held.
+func printMemory(m *memoryResults) bool {
+	fmt.Println()
+	fmt.Printf("Resident memory while one log grows (%s batches of %d B; write %s, read back %s):\n",
+		m.label, m.batchBytes, m.write, m.read)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "point\tlog GB\tsegments\tRssAnon MiB\tgrowth MiB\tRssFile MiB\tGo heap in use MiB\t")
+	base := m.samples[0].rssAnonKiB
+	growthMax := int64(0)
+	var halfAnon int64
+	for _, s := range m.samples {
+		growthMax = max(growthMax, s.rssAnonKiB-base)
+		if s.label == "after half" {
+			halfAnon = s.rssAnonKiB
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%d\t%.1f\t%+.1f\t%.1f\t%.1f\t\n", s.label, float64(s.logBytes)/1e9, s.segments,
+			kibToMiB(s.rssAnonKiB), kibToMiB(s.rssAnonKiB-base), kibToMiB(s.rssFileKiB), kibToMiB(s.heapInuseKiB))
+	}
+	w.Flush()
+	full := m.samples[slices.IndexFunc(m.samples, func(s memorySample) bool { return s.label == "after all" })]
+	secondHalf := full.rssAnonKiB - halfAnon
+	growthOK := growthMax <= rssAnonGrowthMaxKiB
+	secondHalfOK := secondHalf <= rssAnonSecondHalfGrowthMaxKiB
+	fmt.Printf("  goal: RssAnon growth over the whole check <= %d MiB: %+.1f MiB  %s\n",
+		rssAnonGrowthMaxKiB>>10, kibToMiB(growthMax), passFail(growthOK))
+	fmt.Printf("  goal: RssAnon growth while the log doubles from half to full <= %d MiB: %+.1f MiB  %s\n",
+		rssAnonSecondHalfGrowthMaxKiB>>10, kibToMiB(secondHalf), passFail(secondHalfOK))
+	fmt.Println("  (RssFile includes the mmapped index pages, which the goal excludes)")
+	return growthOK && secondHalfOK
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func kibToMiB(kib int64) float64 { return float64(kib) / 1024 }
+
+// sizeLabel names a batch size target as the issue does: "16 KiB", "1 MiB".
+func sizeLabel(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	if n%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
