@@ -58,6 +58,11 @@ type logModel struct {
 	// epochMax is the largest leader epoch the test used; epochs never
 	// decrease.
 	epochMax int32
+	// epochCache is the leader epoch cache as Kafka's LeaderEpochFileCache
+	// keeps it through the operations (see epochAssign and the truncations).
+	// It can hold an entry no batch carries any more: retention that empties
+	// the log keeps the latest epoch, moved to the new log start offset.
+	epochCache []checkpoint.EpochEntry
 	// failed says the log must be failed.
 	failed bool
 	// syncArms counts armed FailNextSyncs not yet seen to fail the log: only
@@ -107,6 +112,7 @@ func (m *logModel) appended(bs ...modelBatch) {
 		}
 		m.batches = append(m.batches, b)
 		m.leo = b.next()
+		m.epochAssign(b.epoch, b.base)
 		m.epochMax = max(m.epochMax, b.epoch)
 	}
 }
@@ -137,6 +143,7 @@ func (m *logModel) truncateTo(offset int64) {
 	}
 	m.batches = m.batches[:keep]
 	m.lso = min(m.lso, m.leo)
+	m.epochTruncateFromEnd(m.leo)
 	m.syncedFloor = min(m.syncedFloor, m.leo)
 	m.truncations++
 }
@@ -145,6 +152,7 @@ func (m *logModel) truncateTo(offset int64) {
 func (m *logModel) truncateFullyAndStartAt(offset int64) {
 	m.batches = nil
 	m.lso, m.leo = offset, offset
+	m.epochCache = nil
 	m.syncedFloor = min(m.syncedFloor, offset)
 	m.truncations++
 }
@@ -201,10 +209,44 @@ func (m *logModel) maxTimestamp() (offset, timestamp int64, found bool) {
 	return offset, timestamp, timestamp != noTimestamp
 }
 
-// epochs is the epoch cache the batches imply, as Kafka derives it: an entry
-// for each batch whose epoch is newer than every earlier batch's, the entry
-// covering the log start offset moved up to it.
-func (m *logModel) epochs() []checkpoint.EpochEntry {
+// epochAssign is LeaderEpochFileCache.assign for epochs that never
+// decrease: a newer epoch starts an entry.
+func (m *logModel) epochAssign(epoch int32, startOffset int64) {
+	if n := len(m.epochCache); epoch < 0 || (n > 0 && epoch <= m.epochCache[n-1].Epoch) {
+		return
+	}
+	m.epochCache = append(m.epochCache, checkpoint.EpochEntry{Epoch: epoch, StartOffset: startOffset})
+}
+
+// epochTruncateFromEnd drops the entries starting at or after endOffset.
+func (m *logModel) epochTruncateFromEnd(endOffset int64) {
+	var kept []checkpoint.EpochEntry
+	for _, e := range m.epochCache {
+		if e.StartOffset < endOffset {
+			kept = append(kept, e)
+		}
+	}
+	m.epochCache = kept
+}
+
+// epochTruncateFromStart drops the entries wholly before startOffset; the
+// last one starting at or before it now starts there.
+func (m *logModel) epochTruncateFromStart(startOffset int64) {
+	var kept []checkpoint.EpochEntry
+	for i, e := range m.epochCache {
+		if i+1 < len(m.epochCache) && m.epochCache[i+1].StartOffset <= startOffset {
+			continue
+		}
+		kept = append(kept, checkpoint.EpochEntry{Epoch: e.Epoch, StartOffset: max(e.StartOffset, startOffset)})
+	}
+	m.epochCache = kept
+}
+
+// epochsOfBatches is the epoch cache the batches imply, as Kafka derives it
+// in recovery: an entry for each batch whose epoch is newer than every
+// earlier batch's, the entry covering the log start offset moved up to it.
+// While the log holds a visible batch, the cache must equal it.
+func (m *logModel) epochsOfBatches() []checkpoint.EpochEntry {
 	var entries []checkpoint.EpochEntry
 	for _, b := range m.batches {
 		if b.epoch >= 0 && (len(entries) == 0 || b.epoch > entries[len(entries)-1].Epoch) {
