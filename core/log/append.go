@@ -173,6 +173,7 @@ func (l *Log) roll(nowMs int64) error {
 	}
 	l.segments = append(l.segments, s)
 	l.flush.dirDirty = true
+	l.checkInvariants()
 	l.Flush(s.baseOffset, nil)
 	return nil
 }
