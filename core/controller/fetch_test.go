@@ -24,7 +24,7 @@ func metadataFetch(version int16, offset int64, maxWaitMs, maxBytes int32) *kmsg
 	return req
 }
 
-func fetchedPartition(t testing.TB, r kmsg.Response) kmsg.FetchResponseTopicPartition {
+func fetchedPartition(t tb, r kmsg.Response) kmsg.FetchResponseTopicPartition {
 	t.Helper()
 	resp := r.(*kmsg.FetchResponse)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
@@ -35,7 +35,7 @@ func fetchedPartition(t testing.TB, r kmsg.Response) kmsg.FetchResponseTopicPart
 
 // follow fetches the whole committed log, maxBytes at a time, the way a
 // broker does, and applies it to a fresh image.
-func follow(t testing.TB, h *harness, version int16, maxBytes int32) *metadata.Image {
+func follow(t tb, h *harness, version int16, maxBytes int32) *metadata.Image {
 	t.Helper()
 	im := metadata.NewImage()
 	for fetches := 0; im.Offset()+1 < h.c.CommittedOffset(); fetches++ {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
-	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -68,9 +67,16 @@ func (c *manualClock) advance(ms int64, settle func()) {
 	c.nowNs = end
 }
 
+// tb is what the harness needs of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // harness runs one controller on a memdisk with a manual clock.
 type harness struct {
-	t       testing.TB
+	t       tb
 	clock   *manualClock
 	disk    *memdisk.Disk
 	cfg     Config
@@ -79,7 +85,7 @@ type harness struct {
 	idCount byte
 }
 
-func newHarness(t testing.TB, cfg Config) *harness {
+func newHarness(t tb, cfg Config) *harness {
 	h := &harness{t: t, clock: &manualClock{}, disk: memdisk.New(memdisk.Options{}), cfg: cfg}
 	h.start()
 	return h
