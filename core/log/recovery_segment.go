@@ -52,7 +52,9 @@ func (l *Log) loadTrustedSegment(s *segment) error {
 	if err := s.timeIndex.load(s.nextOffset); err != nil {
 		return l.rebuildIndexes(s)
 	}
-	if s.timeIndex.lastTimestamp > s.maxTimestamp {
+	// On a tie the time index names the earlier batch, the first to reach
+	// the maximum, as the append path does.
+	if s.timeIndex.entries > 0 && s.timeIndex.lastTimestamp >= s.maxTimestamp {
 		s.maxTimestamp, s.offsetOfMaxTimestamp = s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
 	}
 	return nil
