@@ -1,18 +1,26 @@
 package batch
 
 import (
-	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 )
 
-// benchBatch builds an uncompressed batch of about size bytes from 1 KiB
-// records, the foundation benchmark's record size.
+// benchBatch builds a batch of about size bytes from 1 KiB records, the
+// foundation benchmark's record size. Values are JSON-like text drawn from a
+// small vocabulary by a fixed LCG, so codecs see data about as compressible
+// as real events (a repeated pattern would flatter or punish them).
 func benchBatch(size int, codec Codec) []byte {
-	value := bytes.Repeat([]byte("0123456789abcdef"), 64)
-	records := make([]Record, max(1, size/(len(value)+16)))
+	words := strings.Fields("user click view purchase session page id true false null error ok cart item price quantity region eu us ap")
+	state := uint64(1)
+	next := func(n int) int { state = state*6364136223846793005 + 1442695040888963407; return int(state>>33) % n }
+	records := make([]Record, max(1, size/(1024+16)))
 	for i := range records {
-		records[i] = Record{Key: []byte(fmt.Sprint(i)), Value: value}
+		var value strings.Builder
+		for value.Len() < 1000 {
+			fmt.Fprintf(&value, `{"%s":"%s","%s":%d},`, words[next(len(words))], words[next(len(words))], words[next(len(words))], next(100000))
+		}
+		records[i] = Record{Key: []byte(fmt.Sprint("key-", next(1000))), Value: []byte(value.String()[:1000])}
 	}
 	b := Build(BuildSpec{Codec: codec, FirstTimestamp: testNowMs, Records: records})
 	SetBaseOffset(b, 0)

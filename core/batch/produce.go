@@ -35,7 +35,7 @@ type ProduceLimits struct {
 	// overhead included. Must be positive.
 	BatchBytesMax int
 	// DecompressedBytesMax bounds the decompressed records section, against
-	// compression bombs. Must be positive. zstd frames are also refused when
+	// compression bombs. Must be positive and at most math.MaxInt32. zstd frames are also refused when
 	// their declared window exceeds it (see decodeZstd). Streaming zstd
 	// encoders, as in the Java client, declare 2 MiB at the default level 3,
 	// 8 MiB at level 19 and up to 128 MiB at levels 20-22, so keep it at
@@ -148,7 +148,7 @@ func CheckProduced(b []byte, limits ProduceLimits) (ProducedInfo, error) {
 
 // mustBeValid panics on limits no configuration should produce.
 func (l *ProduceLimits) mustBeValid() {
-	if l.BatchBytesMax <= 0 || l.DecompressedBytesMax <= 0 || l.TimestampBeforeMaxMs < 0 || l.TimestampAfterMaxMs < 0 ||
+	if l.BatchBytesMax <= 0 || l.DecompressedBytesMax <= 0 || l.DecompressedBytesMax > math.MaxInt32 || l.TimestampBeforeMaxMs < 0 || l.TimestampAfterMaxMs < 0 ||
 		(l.TimestampType != CreateTime && l.TimestampType != LogAppendTime) {
 		panic(fmt.Sprintf("batch: invalid produce limits %+v", *l))
 	}
