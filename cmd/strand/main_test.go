@@ -221,3 +221,18 @@ func TestServeLogsMisspeltKeyWithTheError(t *testing.T) {
 		t.Errorf("status %d, stderr %q", status, stderr)
 	}
 }
+
+// TestFormatIgnoresStaleTempFile: a meta.properties.tmp left by a format that
+// crashed does not make the directory "not empty".
+func TestFormatIgnoresStaleTempFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, metaTempName), []byte("version=1\nnode.id="), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "3", []string{dir})); status != 0 {
+		t.Fatalf("status %d, stderr %s", status, stderr)
+	}
+	if m := readMeta(t, dir); m.NodeID != 3 {
+		t.Errorf("meta %+v", m)
+	}
+}

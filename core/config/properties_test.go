@@ -96,3 +96,28 @@ func TestPropertiesRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParseProperties: any input either fails cleanly or parses to pairs that
+// survive an encode/parse round trip.
+func FuzzParseProperties(f *testing.F) {
+	for _, seed := range []string{"a=b", "a\\\n b", "# c\n!d\ne:f", `k\u0041=\uD83D\uDE00`, "x\\", " = ", "\\u12"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		props, err := ParseProperties(text)
+		if err != nil {
+			return
+		}
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		again, err := ParseProperties(EncodeProperties(keys, props))
+		if err != nil {
+			t.Fatalf("re-parsing encoded properties: %v", err)
+		}
+		if diff := cmp.Diff(props, again); diff != "" {
+			t.Fatalf("round trip (-first +second):\n%s", diff)
+		}
+	})
+}
