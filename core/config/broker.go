@@ -283,9 +283,6 @@ func (b *builder) sortedWarnings() Warnings {
 	return b.warnings
 }
 
-// IsController reports whether this node is a voter of the controller quorum.
-func (b Broker) IsController() bool { return b.Roles.Controller }
-
 // ControllerListener returns the listener controllers talk on: the first of
 // controller.listener.names that this node listens on. ok is false on a
 // broker-only node, which does not listen for controller traffic.

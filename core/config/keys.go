@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"strand/core/env"
 )
@@ -86,13 +87,13 @@ var brokerKeys = map[string]keyDef{
 	"controller.listener.names": {apply: func(b *builder, k, v string) error {
 		names, err := parseList(k, v)
 		for i := range names {
-			names[i] = upper(names[i])
+			names[i] = strings.ToUpper(names[i])
 		}
 		b.ControllerListenerNames = names
 		return err
 	}},
 	"inter.broker.listener.name": {apply: func(b *builder, k, v string) error {
-		b.InterBrokerListenerName = upper(trim(v))
+		b.InterBrokerListenerName = strings.ToUpper(strings.TrimSpace(v))
 		if b.InterBrokerListenerName == "" {
 			return valueError(k, v, "is empty: name a listener, or leave the key out")
 		}
@@ -108,7 +109,7 @@ var brokerKeys = map[string]keyDef{
 		return err
 	}},
 	"log.dir": {defaultValue: "/tmp/kafka-logs", hasDefault: true, apply: func(b *builder, k, v string) error {
-		b.logDir = trim(v)
+		b.logDir = strings.TrimSpace(v)
 		return nil
 	}},
 	"num.partitions": int32Key("1", 1, maxInt32, func(b *Broker) *int32 { return &b.NumPartitions }),

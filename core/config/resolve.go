@@ -6,9 +6,6 @@ import (
 	"strings"
 )
 
-func upper(s string) string { return strings.ToUpper(s) }
-func trim(s string) string  { return strings.TrimSpace(s) }
-
 // resolve derives the effective values of keys that depend on others and
 // checks the combinations Kafka's KafkaConfig.validateValues checks for a
 // KRaft node, each error naming the key to fix.
