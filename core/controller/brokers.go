@@ -110,6 +110,9 @@ func (c *Controller) fenceExpiredBrokers() {
 	}
 	now := c.nowNs()
 	for _, id := range slices.Sorted(maps.Keys(c.brokers.contacts)) {
+		if !c.Active() {
+			return // the last fencing failed to append
+		}
 		b, ok := c.latest.Broker(id)
 		if !ok || b.Fenced || c.sessionValid(id, now) {
 			continue

@@ -38,6 +38,10 @@ type Config struct {
 	FetchWaitersMax int
 	// FetchMaxBytes caps the records in one metadata fetch response.
 	FetchMaxBytes int32
+	// LeaderImbalanceCheckIntervalMs is leader.imbalance.check.interval.ms
+	// (Kafka 300000): how often leadership moves back to preferred
+	// replicas. 0 turns it off (auto.leader.rebalance.enable=false).
+	LeaderImbalanceCheckIntervalMs int64
 }
 
 // DefaultConfig returns Kafka's defaults for a single-node controller.
@@ -52,6 +56,8 @@ func DefaultConfig(nodeID int32) Config {
 		ProducerIDBlockSize:      1000,
 		FetchWaitersMax:          1024,
 		FetchMaxBytes:            8 << 20,
+
+		LeaderImbalanceCheckIntervalMs: 300_000,
 	}
 }
 
@@ -75,6 +81,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("controller config: producer id block size %d is below 1", c.ProducerIDBlockSize)
 	case c.FetchWaitersMax < 0:
 		return fmt.Errorf("controller config: FetchWaitersMax %d is negative", c.FetchWaitersMax)
+	case c.LeaderImbalanceCheckIntervalMs < 0:
+		return fmt.Errorf("controller config: leader.imbalance.check.interval.ms %d is negative", c.LeaderImbalanceCheckIntervalMs)
 	case c.FetchMaxBytes < 1:
 		return fmt.Errorf("controller config: FetchMaxBytes %d is below 1", c.FetchMaxBytes)
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,6 +37,8 @@ type Controller struct {
 
 	brokers brokerTracker
 	fetches fetchWaiters
+	// rebalanceTimer runs preferred-leader elections periodically.
+	rebalanceTimer env.Timer
 }
 
 type offsetRecord struct {
@@ -79,6 +82,7 @@ func New(cfg Config, clock env.Clock, metadataLog *MetadataLog, newTopicID func(
 	}
 	c.brokers.resumeAll(c.latest, c.nowNs())
 	c.armExpiryTimer()
+	c.armRebalanceTimer()
 	q.start()
 	return c, nil
 }
@@ -252,12 +256,29 @@ func (c *Controller) applyCommitted() {
 	}
 }
 
+// errClosed is the failure of a controller stopped by Close.
+var errClosed = errors.New("controller closed")
+
+// Close stops the controller: its timers are cancelled, waiting requests
+// are dropped, and later requests are answered NOT_CONTROLLER. It does not
+// close the metadata log, which the caller opened.
+func (c *Controller) Close() {
+	if c.failed == nil {
+		c.stop(errClosed)
+	}
+}
+
 // onQuorumFailure stops the controller: the metadata log can no longer be
 // written, so no decision can commit. Waiting requests are dropped (their
 // clients time out) and new ones are answered NOT_CONTROLLER.
-func (c *Controller) onQuorumFailure(err error) {
+func (c *Controller) onQuorumFailure(err error) { c.stop(err) }
+
+func (c *Controller) stop(err error) {
 	c.failed = err
 	c.commitWaiters = nil
 	c.brokers.stopTimer()
+	if c.rebalanceTimer != nil {
+		c.rebalanceTimer.Stop()
+	}
 	c.fetches.dropAll()
 }

@@ -408,3 +408,49 @@ func TestNotActiveControllerAnswersNotController(t *testing.T) {
 		t.Fatal("standby controller did not refuse CreateTopics")
 	}
 }
+
+// TestPreferredLeaderElection: a broker that lost leadership while fenced
+// leads its preferred partitions again once it is back in their ISR and the
+// imbalance check runs.
+func TestPreferredLeaderElection(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.LeaderImbalanceCheckIntervalMs = 30_000
+	h := newHarness(t, cfg)
+	epochs := h.startBrokers(3)
+	h.createTopic("a", 3, 3, nil)
+	var mine int32 = -1
+	for p := int32(0); p < 3; p++ {
+		if h.partition("a", p).Replicas[0] == 0 {
+			mine = p
+		}
+	}
+	if mine < 0 {
+		t.Fatal("broker 0 is preferred leader of no partition")
+	}
+	for elapsed := int64(0); elapsed < 10000; elapsed += 2000 {
+		h.advance(2000)
+		h.heartbeat(1, epochs[1], false)
+		h.heartbeat(2, epochs[2], false)
+	}
+	moved := h.partition("a", mine)
+	if moved.Leader == 0 {
+		t.Fatal("fenced broker still leads")
+	}
+	// Broker 0 restarts cleanly, catches up, and its leader adds it back.
+	epochs[0] = h.registerRaw(0, 2, -1).BrokerEpoch
+	h.heartbeat(0, epochs[0], false)
+	if got := h.partition("a", mine); got.Leader == 0 {
+		t.Fatal("leadership moved back before broker 0 rejoined the ISR")
+	}
+	h.alterISR("a", mine, moved.Leader, epochs[moved.Leader], moved.LeaderEpoch, moved.PartitionEpoch, []int32{0, 1, 2})
+	for elapsed := int64(0); elapsed < 30000; elapsed += 2000 {
+		h.advance(2000)
+		for id := int32(0); id < 3; id++ {
+			h.heartbeat(id, epochs[id], false)
+		}
+	}
+	got := h.partition("a", mine)
+	if got.Leader != 0 || got.LeaderEpoch != moved.LeaderEpoch+1 {
+		t.Fatalf("after the imbalance check: %+v, want broker 0 leading in epoch %d", got, moved.LeaderEpoch+1)
+	}
+}

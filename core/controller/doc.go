@@ -39,14 +39,25 @@
 //
 // # API for the node
 //
-//	log, err := controller.OpenMetadataLog(disk, logDir, clock.WallMs())
-//	c, err := controller.New(cfg, clock, log, newTopicID)
+//	ml, err := controller.OpenMetadataLog(disk, logDir, clock.WallMs())
+//	c, err := controller.New(cfg, clock, ml, newTopicID)
 //	if controller.Handles(req) { c.HandleRequest(req, reply) }
+//	c.Close(); ml.Close() // when the node stops
 //
-// reply is called exactly once per request, on the event loop, possibly
-// later (after a commit or a long poll); never for a request the controller
-// does not handle. Image() returns the committed image (for tests and for a
-// node running both roles; do not modify it).
+// reply is called at most once per request, on the event loop, possibly
+// later (after a commit or a long poll). It is not called if the controller
+// stops first (Close, or a failed metadata log): the client's request
+// timeout decides, as with a crashed controller. Image() returns the
+// committed image (for tests and for a node running both roles; do not
+// modify it).
+//
+// What brokers must send: BrokerRegistration v3+ with PreviousBrokerEpoch =
+// the epoch it held when it last shut down cleanly, -1 otherwise (an
+// unclean restart drops it from every ELR, KIP-966); BrokerHeartbeat with
+// CurrentMetadataOffset = the offset of the last metadata record it applied
+// (metadata.Image.Offset); Fetch of __cluster_metadata-0 from
+// Image.Offset()+1. A metadata fetch above the commit offset gets
+// OFFSET_OUT_OF_RANGE.
 //
 // # What it must not do
 //

@@ -145,6 +145,7 @@ func TestCrashLosesOnlyUncommittedRecords(t *testing.T) {
 	if len(*replies) != 0 {
 		t.Fatal("CreateTopics answered before its records were synced")
 	}
+	h.c.Close()
 	h.disk.Crash(nil, memdisk.CrashLoseAll)
 	h.start()
 	if diff := imageDiff(committed, h.c.Image()); diff != "" {

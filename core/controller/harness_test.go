@@ -116,6 +116,7 @@ func (h *harness) start() {
 func (h *harness) restart() {
 	h.t.Helper()
 	h.settle()
+	h.c.Close()
 	if err := h.log.Close(); err != nil {
 		h.t.Fatal(err)
 	}

@@ -248,3 +248,34 @@ func validISR(replicas, isr []int32) bool {
 	}
 	return true
 }
+
+// armRebalanceTimer schedules the next preferred-leader election round.
+func (c *Controller) armRebalanceTimer() {
+	if c.cfg.LeaderImbalanceCheckIntervalMs == 0 {
+		return
+	}
+	c.rebalanceTimer = c.clock.SetTimer(c.cfg.LeaderImbalanceCheckIntervalMs*1e6, func() {
+		if !c.Active() {
+			return
+		}
+		c.electPreferredLeaders()
+		c.armRebalanceTimer()
+	})
+}
+
+// electPreferredLeaders moves leadership back to the preferred replica (the
+// first of the assignment) of every partition where it is in the ISR and may
+// lead, as Kafka's auto leader rebalance does (without its per-broker
+// imbalance threshold: every such partition moves). The preferred replica is
+// in the ISR, so it holds every committed record; the leader epoch grows.
+func (c *Controller) electPreferredLeaders() {
+	t := c.begin()
+	c.latest.EachPartition(func(tp metadata.TopicPartition, s metadata.PartitionState) {
+		preferred := s.Replicas[0]
+		if s.Leader == preferred || !slices.Contains(s.ISR, preferred) || !c.acceptable(preferred) {
+			return
+		}
+		t.add(&metadata.PartitionChangeRecord{TopicID: tp.TopicID, PartitionID: tp.Partition, Leader: preferred})
+	})
+	t.commit(func() {})
+}
