@@ -6,8 +6,12 @@ package broker
 // fenced, controller_ops.go) and unfencing once CurrentMetadataOffset has
 // reached the broker's registration. IsCaughtUp mirrors that.
 //
-// Skipped: WantFence and WantShutdown (controlled shutdown) are not acted
-// on yet; ShouldShutdown is always false.
+// WantFence fences the broker (moving its leaderships away); Strand's
+// brokers ask for it when a log directory has failed, in place of Kafka's
+// OfflineLogDirs, which would need directory ids.
+//
+// Skipped: WantShutdown (controlled shutdown) is not acted on yet;
+// ShouldShutdown is always false; OfflineLogDirs is not read.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,7 +27,7 @@ func (n *Node) handleBrokerHeartbeat(conn env.ConnID, hdr env.RequestHeader, req
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	resp.ErrorCode, resp.IsFenced = n.ctrl.heartbeat(req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset)
+	resp.ErrorCode, resp.IsFenced = n.ctrl.heartbeat(req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset, req.WantFence)
 	resp.IsCaughtUp = !resp.IsFenced
 	n.net.Reply(conn, hdr.CorrelationID, resp)
 }

@@ -32,15 +32,26 @@ func (c *controller) registerBroker(reg brokerRegistration, done func(epoch int6
 }
 
 // heartbeat records a broker's liveness and unfences it once it has caught
-// up with its own registration. It returns the error code to answer with
-// and whether the broker is still fenced.
-func (c *controller) heartbeat(id int32, epoch, metadataOffset int64) (int16, bool) {
+// up with its own registration. A broker that wants to be fenced (its log
+// directory failed: CLARIFICATIONS.md, "Disk faults in the broker") is
+// fenced, so its leaderships move to other replicas. It returns the error
+// code to answer with and whether the broker is fenced.
+func (c *controller) heartbeat(id int32, epoch, metadataOffset int64, wantFence bool) (int16, bool) {
 	reg, ok := c.image.Broker(id)
 	session := c.sessions[id]
 	if !ok || reg.Epoch != epoch || session == nil {
 		return kerr.StaleBrokerEpoch.Code, true
 	}
 	session.lastHeartbeatMs = c.n.nowMs()
+	if wantFence {
+		if !reg.Fenced {
+			records := []metadata.Record{&metadata.BrokerRegistrationChangeRecord{BrokerID: id, BrokerEpoch: epoch, Fenced: metadata.FenceFence}}
+			if err := c.propose(append(records, c.fenceChanges(id)...), nil); err != nil {
+				return kerr.UnknownServerError.Code, true
+			}
+		}
+		return 0, true
+	}
 	if !reg.Fenced || metadataOffset < reg.Epoch {
 		return 0, reg.Fenced
 	}

@@ -91,13 +91,14 @@ func (n *Node) heartbeat() {
 		n.after(int64(n.cfg.Broker.BrokerHeartbeatIntervalMs), n.heartbeat)
 	}
 	if n.ctrl != nil {
-		code, _ := n.ctrl.heartbeat(n.id, epoch, n.image.Offset())
+		code, _ := n.ctrl.heartbeat(n.id, epoch, n.image.Offset(), n.storageFailed())
 		done(code)
 		return
 	}
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(0)
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
+	req.WantFence = n.storageFailed()
 	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
 		if err != nil {
 			done(kerr.NetworkException.Code)
@@ -105,6 +106,18 @@ func (n *Node) heartbeat() {
 		}
 		done(r.(*kmsg.BrokerHeartbeatResponse).ErrorCode)
 	})
+}
+
+// storageFailed reports whether a hosted partition's log has failed. Until
+// log directories have ids, one failed directory fences the whole broker:
+// coarse, but it moves every affected leadership away.
+func (n *Node) storageFailed() bool {
+	for _, p := range n.sortedPartitions() {
+		if p.storageFailed() {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchMetadata sends the next metadata-log fetch to the controller.

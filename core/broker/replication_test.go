@@ -145,3 +145,51 @@ func TestLeaderFailoverWhenFenced(t *testing.T) {
 		t.Fatalf("after failover: %q, want kept,after", got)
 	}
 }
+
+// TestDiskFullGivesStorageErrorAndMovesLeadership: a full disk fails the
+// append with KAFKA_STORAGE_ERROR, the log stays failed, and the broker
+// asks to be fenced so another ISR member takes over.
+func TestDiskFullGivesStorageErrorAndMovesLeadership(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.nodes[2].disk.SetFull(true)
+	if r := c.produce(2, "r", 0, 1, recordBatch("no room")); r.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce on a full disk: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if f := c.fetch(2, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch from a failed log: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(f.ErrorCode))
+	}
+	c.waitFor("leadership moves", 10000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
+	leader := c.leaderOf("r", 0)
+	c.waitFor("new leader takes over", 5000, func() bool {
+		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica
+		return p.LeaderEpoch() == 1 && p.HighWatermark() == 1
+	})
+	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {
+		t.Fatalf("new leader serves %q, want kept", got)
+	}
+}
+
+// TestPlantedBugReachesReplica: Config.Bugs travel to every partition. With
+// early-ack, acks=all is answered although no follower can fetch.
+func TestPlantedBugReachesReplica(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2"})
+	for _, tn := range c.nodes {
+		tn.cfg.Bugs.EarlyAck = true
+		tn.proc.Crash()
+		tn.proc.Restart()
+		c.start(tn)
+	}
+	c.waitRegistered()
+	c.createTopic(2, "b", 1, 3)
+	leader := c.leaderOf("b", 0)
+	c.isolate(leader)
+	req := produceReq("b", 0, -1, recordBatch("acked too early"))
+	req.TimeoutMillis = 500
+	r := c.request(leader, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if r.ErrorCode != 0 {
+		t.Fatalf("with early-ack, acks=all while isolated answered %v; want success (the bug)", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
