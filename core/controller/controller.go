@@ -135,8 +135,8 @@ func Handles(req kmsg.Request) bool {
 }
 
 // HandleRequest handles one controller request (Handles(req) must be true)
-// and calls reply exactly once with its response, now or after the records
-// it caused commit. On a node that is not the active controller every
+// and calls reply once with its response, now or after the records it
+// caused commit (never if the controller stops first, see Close). On a node that is not the active controller every
 // request is answered NOT_CONTROLLER (NOT_LEADER_OR_FOLLOWER for Fetch).
 func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) {
 	switch r := req.(type) {

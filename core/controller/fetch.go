@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,11 +34,17 @@ type fetchWaiters struct {
 	waiting []*fetchWaiter
 }
 
-// wake answers every held fetch: they all wait at the old commit offset,
-// which has just advanced.
+// wake answers the held fetches that the commit offset has passed.
 func (fw *fetchWaiters) wake(c *Controller) {
-	ready := fw.waiting
-	fw.waiting = nil
+	committed := c.quorum.CommittedOffset()
+	var ready []*fetchWaiter
+	fw.waiting = slices.DeleteFunc(fw.waiting, func(w *fetchWaiter) bool {
+		if w.req.Topics[0].Partitions[0].FetchOffset >= committed {
+			return false
+		}
+		ready = append(ready, w)
+		return true
+	})
 	for _, w := range ready {
 		w.timer.Stop()
 		w.done = true
@@ -54,8 +62,10 @@ func (fw *fetchWaiters) dropAll() {
 }
 
 // handleFetch serves the metadata log to a broker following it: committed
-// batches from the fetch offset. A fetch at the commit offset waits up to
-// MaxWaitMillis for new records (bounded by FetchWaitersMax).
+// batches from the fetch offset. A fetch at or above the commit offset (but
+// within the log: a restarted controller commits its log again before it
+// serves it) waits up to MaxWaitMillis for new records, bounded by
+// FetchWaitersMax; beyond the log end it gets OFFSET_OUT_OF_RANGE.
 func (c *Controller) handleFetch(req *kmsg.FetchRequest, reply func(kmsg.Response)) {
 	if !c.Active() {
 		resp, p := fetchResponse(req)
@@ -64,7 +74,7 @@ func (c *Controller) handleFetch(req *kmsg.FetchRequest, reply func(kmsg.Respons
 		return
 	}
 	offset := req.Topics[0].Partitions[0].FetchOffset
-	wait := offset == c.quorum.CommittedOffset() && req.MaxWaitMillis > 0 &&
+	wait := offset >= c.quorum.CommittedOffset() && offset <= c.quorum.EndOffset() && req.MaxWaitMillis > 0 &&
 		len(c.fetches.waiting) < c.cfg.FetchWaitersMax
 	if !wait {
 		c.answerFetch(req, reply)
@@ -102,7 +112,7 @@ func (c *Controller) answerFetch(req *kmsg.FetchRequest, reply func(kmsg.Respons
 	fp := req.Topics[0].Partitions[0]
 	committed := c.quorum.CommittedOffset()
 	p.HighWatermark, p.LastStableOffset, p.LogStartOffset = committed, committed, c.quorum.LogStartOffset()
-	if fp.FetchOffset < p.LogStartOffset || fp.FetchOffset > committed {
+	if fp.FetchOffset < p.LogStartOffset || fp.FetchOffset > c.quorum.EndOffset() {
 		p.ErrorCode = kerr.OffsetOutOfRange.Code
 		reply(resp)
 		return

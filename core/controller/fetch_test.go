@@ -80,7 +80,7 @@ func TestBrokerFollowingTheLogBuildsTheSameImage(t *testing.T) {
 			}
 		}
 	}
-	beyond := fetchedPartition(t, h.send(metadataFetch(12, h.c.CommittedOffset()+1, 0, 1<<20)))
+	beyond := fetchedPartition(t, h.send(metadataFetch(12, h.c.quorum.EndOffset()+1, 0, 1<<20)))
 	if beyond.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("fetch beyond the commit offset: error %d", beyond.ErrorCode)
 	}
@@ -153,5 +153,40 @@ func TestCrashLosesOnlyUncommittedRecords(t *testing.T) {
 	}
 	if rt := h.createTopic("b", 1, 1, nil); rt.ErrorCode != 0 {
 		t.Fatalf("creating the lost topic again: error %d", rt.ErrorCode)
+	}
+}
+
+// TestRestartedControllerHoldsFetchesUntilItsLogIsCommitted: right after a
+// restart nothing is committed until the log is synced again; a broker
+// fetching from where it was is held, not told it is out of range.
+func TestRestartedControllerHoldsFetchesUntilItsLogIsCommitted(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(2)
+	h.createTopic("a", 2, 2, nil)
+	end := h.c.CommittedOffset()
+	h.c.Close()
+	if err := h.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ml, err := OpenMetadataLog(h.disk, "data", h.clock.WallMs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(h.cfg, h.clock, ml, h.newTopicID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c, h.log = c, ml
+	if c.CommittedOffset() >= end {
+		t.Fatalf("committed %d before the startup sync completed", c.CommittedOffset())
+	}
+	replies := h.sendAsync(metadataFetch(12, end, 500, 1<<20))
+	if len(*replies) != 0 {
+		t.Fatalf("fetch at %d answered before the restarted log committed: %+v", end, fetchedPartition(t, (*replies)[0]))
+	}
+	h.settle()
+	h.createTopic("b", 1, 1, nil)
+	if len(*replies) != 1 || len(fetchedPartition(t, (*replies)[0]).RecordBatches) == 0 {
+		t.Fatalf("held fetch: %d answers, want one with the new records", len(*replies))
 	}
 }
