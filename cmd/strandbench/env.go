@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,21 @@ func (e *benchEnv) describe() {
 	fmt.Printf("  filesystem: %s on %s, mounted at %s; the same filesystem as %s (checked on %s)\n",
 		e.filesystem.fsType, e.filesystem.source, e.filesystem.mountPoint, referenceDataDir, e.reference)
 	fmt.Printf("  every figure is the median of %d runs, interleaved with the runs of its limit\n", e.reps)
+	printLoad("at start")
+}
+
+// printLoad prints the load average: the machine is shared, and wall-clock
+// figures mean little when the run queue is long.
+func printLoad(when string) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return // informational only
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 3 {
+		return
+	}
+	fmt.Printf("  load average %s: %s %s %s (1, 5, 15 min) on %d CPUs\n", when, fields[0], fields[1], fields[2], runtime.NumCPU())
 }
 
 // close removes everything the benchmark wrote.

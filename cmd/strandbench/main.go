@@ -49,7 +49,7 @@ func main() {
 func runSections() int {
 	sectionList := flag.String("section", "all", "comma-separated sections to run: all, or any of "+sectionNames())
 	dir := flag.String("dir", "", "directory to write in (default: a temporary directory on the filesystem of ./data)")
-	reps := flag.Int("reps", 3, "repetitions of each measurement; the median is reported")
+	reps := flag.Int("reps", 7, "repetitions of each measurement; the median is reported")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	registerLogFlags()
 	flag.Parse()
@@ -88,6 +88,8 @@ func runSections() int {
 		}
 		allMet = allMet && met
 	}
+	fmt.Println()
+	printLoad("at end")
 	if !allMet {
 		fmt.Println("\nsome goals were missed (FAIL above)")
 		return 1
