@@ -15,8 +15,21 @@
 //     (AdmitProduce, OnLeaderAppend, TakeAckResults, ExpireAcks);
 //   - the follower's fetch requests and what to do with each answer
 //     (NextFetch, OnFetchResponse);
-//   - pure controller-side functions for ISR/ELR bookkeeping and leader
-//     election (elr.go, KIP-966), shared by every controller implementation.
+//   - pure controller-side functions, shared by every controller
+//     implementation: ISR/ELR bookkeeping and leader election (elr.go,
+//     KIP-966) and AlterPartition validation (controller.go).
+//
+// One role per file: state.go (pushed state, roles), leader.go (serving
+// fetches), isr.go (follower progress, ISR proposals), hw.go (the high
+// watermark), acks.go (acks=all waiters), follower.go (fetching and
+// truncating), elr.go and controller.go (the controller's side).
+//
+// The caller's loop, per partition: ApplyState on every pushed state; on the
+// leader, AdmitProduce → append → OnLeaderAppend, OnFollowerFetch and
+// OnConsumerFetch for fetches, MaybeShrinkISR and ExpireAcks on timers,
+// PendingAlterPartition → controller → OnAlterPartitionResponse, and
+// TakeAckResults to answer producers; on a follower, NextFetch → leader →
+// OnFetchResponse → perform the action (→ OnFollowerAppend after appends).
 //
 // What it must not do: any I/O. It reads the local log only through the
 // narrow Log interface and never mutates it: appends, truncations and log

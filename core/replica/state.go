@@ -134,6 +134,7 @@ const (
 	RoleFollower
 )
 
+// String names the role for logs and errors.
 func (r Role) String() string {
 	switch r {
 	case RoleLeader:
