@@ -12,7 +12,8 @@ package broker
 // request waits up to MaxWaitMillis, re-checked whenever a hosted
 // partition's HW or LEO moves; the waiting list is bounded by
 // strand.purgatory.requests.max (beyond it, fetches are answered at once).
-// A fetch of __cluster_metadata-0 goes to the controller role.
+// A fetch of __cluster_metadata-0 goes to the controller role
+// (core/controller).
 //
 // Skipped: fetch sessions (KIP-227: SessionID is always 0, which clients
 // treat as "sessions unsupported" and send full fetches), preferred read
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/log"
 	"strand/core/replica"
@@ -46,12 +48,8 @@ type parkedPartition struct {
 }
 
 func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
-	if isMetadataFetch(req) {
-		if n.ctrl == nil {
-			n.net.Reply(conn, hdr.CorrelationID, fetchError(req, kerr.NotController.Code))
-			return
-		}
-		n.ctrl.handleMetadataFetch(conn, hdr, req)
+	if controller.Handles(req) { // a fetch of the metadata log
+		n.handleControllerRequest(conn, hdr, req)
 		return
 	}
 	if !n.cfg.Broker.Roles.Broker {
@@ -225,10 +223,6 @@ func (n *Node) fetchReady(w *fetchWaiter) bool {
 		bytes += res.Bytes()
 	}
 	return bytes >= int64(w.req.MinBytes) && bytes > 0
-}
-
-func isMetadataFetch(req *kmsg.FetchRequest) bool {
-	return len(req.Topics) == 1 && req.Topics[0].Topic == metadataTopic
 }
 
 // fetchError answers every partition of req with code.

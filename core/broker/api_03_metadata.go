@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/metadata"
 )
@@ -67,7 +68,7 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		if rt.Topic == nil {
 			mt.ErrorCode = kerr.UnknownTopicID.Code
 		} else if n.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
-			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != metadataTopic {
+			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != controller.MetadataTopic {
 			mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			create = append(create, *rt.Topic)
 		}

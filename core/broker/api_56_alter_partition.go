@@ -1,39 +1,16 @@
 package broker
 
-// AlterPartition (key 56), versions 2..3, controller role only.
-//
-// Served: partition leaders' ISR changes, checked as Kafka's controller does
-// (STALE_BROKER_EPOCH, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-// INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA for a fenced or shutting-down
-// replica joining, INVALID_REQUEST), applied with partitionEpoch+1 and
-// answered once committed (controller_ops.go). v3's NewEpochISR is read for
-// its broker ids.
-//
-// Skipped: the broker epochs in v3's NewEpochISR are not checked (KIP-903);
-// LeaderRecoveryState is always RECOVERED.
-//
-// This file also holds the broker side: sending a partition's pending
-// proposal and handing the answer back to its replica.
+// AlterPartition (key 56): the broker side. The controller side (versions
+// 0..3, controller role only) is core/controller's; this file sends a
+// partition leader's pending ISR proposal (core/replica) to the controller
+// and hands the answer back to the replica.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strand/core/env"
 	"strand/core/replica"
 )
-
-func (n *Node) handleAlterPartition(conn env.ConnID, hdr env.RequestHeader, req *kmsg.AlterPartitionRequest) {
-	if n.ctrl == nil {
-		resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
-		resp.ErrorCode = kerr.NotController.Code
-		n.net.Reply(conn, hdr.CorrelationID, resp)
-		return
-	}
-	n.ctrl.alterPartition(req, func(resp *kmsg.AlterPartitionResponse) {
-		n.net.Reply(conn, hdr.CorrelationID, resp)
-	})
-}
 
 // sendAlterPartition sends a replica's ISR proposal to the controller and
 // hands the answer back to the replica.

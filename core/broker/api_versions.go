@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +27,9 @@ type apiRange struct {
 //   - ListOffsets v1..v7: v0 answers with a list of old-style offsets, v8 adds
 //     KIP-405 tiered timestamps.
 //   - OffsetForLeaderEpoch v0..v4 (kgo uses it from v2).
-//   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3).
+//   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3), DeleteTopics v1..v6 and
+//     CreatePartitions v0..v3, served by core/controller (forwarded by
+//     broker-only nodes).
 //   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
 //
 // Never advertise a key that is not served: clients switch behaviour on
@@ -38,15 +41,24 @@ var clientAPIs = []apiRange{
 	{kmsg.Metadata.Int16(), 1, 12},
 	{kmsg.ApiVersions.Int16(), 0, 3},
 	{kmsg.CreateTopics.Int16(), 2, 7},
+	{kmsg.DeleteTopics.Int16(), 1, 6},
+	{kmsg.CreatePartitions.Int16(), 0, 3},
 	{kmsg.OffsetForLeaderEpoch.Int16(), 0, 4},
 }
 
 // controllerAPIs are served only by a node with the controller role: the
-// RPCs brokers send their controller (design-broker.md, controller RPCs).
+// RPCs brokers send their controller (design-broker.md, controller RPCs),
+// the admin requests brokers forward, and the metadata-log Fetch.
 var controllerAPIs = []apiRange{
-	{kmsg.AlterPartition.Int16(), 2, 3},
+	{kmsg.Fetch.Int16(), 4, 12},
+	{kmsg.ApiVersions.Int16(), 0, 3},
+	{kmsg.CreateTopics.Int16(), 2, 7},
+	{kmsg.DeleteTopics.Int16(), 1, 6},
+	{kmsg.CreatePartitions.Int16(), 0, 3},
+	{kmsg.AlterPartition.Int16(), 0, 3},
 	{kmsg.BrokerRegistration.Int16(), 0, 3},
 	{kmsg.BrokerHeartbeat.Int16(), 0, 1},
+	{kmsg.AllocateProducerIDs.Int16(), 0, 0},
 }
 
 // advertisedVersions builds the ApiVersions table for a node's roles,
@@ -55,17 +67,20 @@ func advertisedVersions(brokerRole, controllerRole bool) []kmsg.ApiVersionsRespo
 	var ranges []apiRange
 	if brokerRole {
 		ranges = append(ranges, clientAPIs...)
-	} else {
-		// A controller-only node still answers ApiVersions and the
-		// metadata-log Fetch of its brokers.
-		ranges = append(ranges, apiRange{kmsg.ApiVersions.Int16(), 0, 3}, apiRange{kmsg.Fetch.Int16(), 4, 12})
 	}
 	if controllerRole {
 		ranges = append(ranges, controllerAPIs...)
 	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i].key < ranges[j].key })
+	// Keys in both tables have the same range there; keep one.
+	sort.SliceStable(ranges, func(i, j int) bool { return ranges[i].key < ranges[j].key })
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(ranges))
-	for _, r := range ranges {
+	for i, r := range ranges {
+		if i > 0 && ranges[i-1].key == r.key {
+			if ranges[i-1] != r {
+				panic(fmt.Sprintf("broker: api key %d advertised with two ranges", r.key))
+			}
+			continue
+		}
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = r.key, r.min, r.max
 		out = append(out, k)

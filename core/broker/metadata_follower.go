@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strand/core/env"
+	"strand/core/controller"
 	"strand/core/metadata"
 	"strand/core/replica"
 )
@@ -21,90 +23,63 @@ type metadataFollower struct {
 }
 
 // startBroker registers this broker with the controller, starts following
-// the metadata log and arms the heartbeat and ISR-shrink timers.
+// the metadata log and arms the ISR-shrink timer.
 func (n *Node) startBroker() {
 	n.register()
-	if n.ctrl == nil {
-		n.fetchMetadata()
-	}
+	n.fetchMetadata()
 	n.scheduleISRCheck()
 }
 
-// registration is what this broker registers with.
-func (n *Node) registration() brokerRegistration {
-	reg := brokerRegistration{id: n.id, incarnation: n.incarnation}
+// registrationRequest is this broker's BrokerRegistration. Clean shutdown
+// is not tracked yet, so PreviousBrokerEpoch is -1: the controller treats
+// every restart as unclean (KIP-966), which is the safe side.
+func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.SetVersion(3)
+	req.BrokerID = n.id
+	req.IncarnationID = n.incarnation
+	req.PreviousBrokerEpoch = -1
 	for _, l := range n.cfg.Broker.AdvertisedListeners {
-		reg.endpoints = append(reg.endpoints, metadata.Endpoint{
-			Listener: l.Name, Host: l.Host, Port: l.Port, SecurityProtocol: securityProtocolID(l.SecurityProtocol),
-		})
+		rl := kmsg.NewBrokerRegistrationRequestListener()
+		rl.Name, rl.Host, rl.Port, rl.SecurityProtocol = l.Name, l.Host, l.Port, securityProtocolID(l.SecurityProtocol)
+		req.Listeners = append(req.Listeners, rl)
 	}
-	return reg
+	return req
 }
 
-// register sends BrokerRegistration, retrying until the controller answers.
+// register sends BrokerRegistration, retrying until the controller accepts
+// it (a restarted broker is refused until its old session expires).
 func (n *Node) register() {
-	reg := n.registration()
-	done := func(epoch int64, code int16) {
-		if code != 0 {
+	n.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
+		if err != nil || r.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
 			n.after(replicaFetchBackoffMs, n.register)
 			return
 		}
-		n.brokerEpoch = epoch
+		n.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
 		n.heartbeat()
-	}
-	if n.ctrl != nil {
-		n.ctrl.registerBroker(reg, done)
-		return
-	}
-	req := kmsg.NewPtrBrokerRegistrationRequest()
-	req.SetVersion(0)
-	req.BrokerID = reg.id
-	req.IncarnationID = reg.incarnation
-	for _, e := range reg.endpoints {
-		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port, l.SecurityProtocol = e.Listener, e.Host, e.Port, e.SecurityProtocol
-		req.Listeners = append(req.Listeners, l)
-	}
-	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
-		if err != nil {
-			done(-1, kerr.NetworkException.Code)
-			return
-		}
-		resp := r.(*kmsg.BrokerRegistrationResponse)
-		done(resp.BrokerEpoch, resp.ErrorCode)
 	})
 }
 
 // heartbeat sends one BrokerHeartbeat and schedules the next. A stale
 // epoch (the controller lost or replaced our registration) registers again.
+// A broker with a failed log directory asks to be fenced, so that its
+// leaderships move (CLARIFICATIONS.md, "Disk faults in the broker").
 func (n *Node) heartbeat() {
 	epoch := n.brokerEpoch
-	done := func(code int16) {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
+	req.WantFence = n.storageFailed()
+	n.toController(req, func(r kmsg.Response, err error) {
 		if n.brokerEpoch != epoch {
 			return
 		}
-		if code == kerr.StaleBrokerEpoch.Code {
+		if err == nil && r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.StaleBrokerEpoch.Code {
 			n.brokerEpoch = -1
 			n.register()
 			return
 		}
 		n.after(int64(n.cfg.Broker.BrokerHeartbeatIntervalMs), n.heartbeat)
-	}
-	if n.ctrl != nil {
-		code, _ := n.ctrl.heartbeat(n.id, epoch, n.image.Offset(), n.storageFailed())
-		done(code)
-		return
-	}
-	req := kmsg.NewPtrBrokerHeartbeatRequest()
-	req.SetVersion(0)
-	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
-	req.WantFence = n.storageFailed()
-	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
-		if err != nil {
-			done(kerr.NetworkException.Code)
-			return
-		}
-		done(r.(*kmsg.BrokerHeartbeatResponse).ErrorCode)
 	})
 }
 
@@ -120,7 +95,8 @@ func (n *Node) storageFailed() bool {
 	return false
 }
 
-// fetchMetadata sends the next metadata-log fetch to the controller.
+// fetchMetadata sends the next metadata-log fetch to the controller (the
+// local one in process when this node is it).
 func (n *Node) fetchMetadata() {
 	f := n.metadataFetch
 	if f.inFlight || f.err != nil {
@@ -134,13 +110,13 @@ func (n *Node) fetchMetadata() {
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
 	t := kmsg.NewFetchRequestTopic()
-	t.Topic = metadataTopic
+	t.Topic = controller.MetadataTopic
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.FetchOffset = n.image.Offset() + 1
 	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	n.net.Send(env.NodeID(n.controllerID), req, func(r kmsg.Response, err error) {
+	n.toController(req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
 			n.after(replicaFetchBackoffMs, n.fetchMetadata)
@@ -190,12 +166,16 @@ func (n *Node) applyMetadata(batches []metadata.Batch) {
 }
 
 // reconcilePartitions opens the partitions the image assigns to this broker
-// and hands each its new state (become leader or follower, with the epoch).
-// Partitions the image no longer assigns here are left as they are: topic
-// deletion and reassignment are not served yet.
+// and hands each its new state (become leader or follower, with the epoch),
+// and retires the replicas of deleted topics.
 func (n *Node) reconcilePartitions() {
 	if !n.cfg.Broker.Roles.Broker {
 		return
+	}
+	for _, p := range n.sortedPartitions() {
+		if t, ok := n.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
+			n.retirePartition(p)
+		}
 	}
 	for _, tp := range n.image.PartitionsOf(n.id) {
 		state, ok := n.image.Partition(tp.TopicID, tp.Partition)
@@ -217,6 +197,24 @@ func (n *Node) reconcilePartitions() {
 		n.applyPartitionState(p, state)
 	}
 	n.wakeFetchWaiters()
+}
+
+// retirePartition stops serving a replica of a deleted topic and renames
+// its directory aside, as Kafka does, so that a topic created again under
+// the same name starts empty. Parked fetches notice and answer; acks=all
+// waiters time out.
+func (n *Node) retirePartition(p *partition) {
+	delete(n.partitions, p.key)
+	n.unfollow(p)
+	dir := p.log.Dir()
+	disk, err := n.diskFor(dir)
+	_ = p.log.Close() // errors: the log is going away
+	if err != nil {
+		return
+	}
+	if err := disk.Rename(dir, fmt.Sprintf("%s.%x-delete", dir, p.topicID)); err == nil {
+		disk.SyncDir(".", func(error) {})
+	}
 }
 
 // applyPartitionState performs what ApplyState decides.

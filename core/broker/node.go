@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/config"
+	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/log"
 	"strand/core/metadata"
@@ -41,8 +42,6 @@ const (
 	// decompressedBytesMax bounds decompression while validating a produce
 	// (core/batch keeps zstd windows under it: at least 8 MiB).
 	decompressedBytesMaxFloor = 16 << 20
-	// metadataTopic is the metadata log's partition name (KRaft's).
-	metadataTopic = "__cluster_metadata"
 )
 
 // Node is one Strand process: broker, controller, or both.
@@ -61,8 +60,10 @@ type Node struct {
 	// controllerID is the active controller: until Raft, the voter with the
 	// lowest id (design-broker.md, single-voter quorum).
 	controllerID int32
-	// ctrl is the controller role, when this node is the active controller.
-	ctrl *controller
+	// ctrl is the controller role (core/controller) when process.roles
+	// includes controller; metadataLog is its log on the active controller.
+	ctrl        *controller.Controller
+	metadataLog *controller.MetadataLog
 
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
@@ -119,14 +120,9 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
-	if b.Roles.Controller && n.controllerID == n.id {
-		ctrl, recovered, err := newController(n, disks[0])
-		if err != nil {
+	if b.Roles.Controller {
+		if err := n.startController(disks[0]); err != nil {
 			return nil, err
-		}
-		n.ctrl = ctrl
-		if b.Roles.Broker {
-			n.applyMetadata(recovered)
 		}
 	}
 	if b.Roles.Broker {
@@ -150,6 +146,7 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.net.Close(conn)
 		return
 	}
+
 	if !n.versionAdvertised(hdr.APIKey, hdr.APIVersion) {
 		if hdr.APIKey == kmsg.ApiVersions.Int16() {
 			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised))
@@ -169,19 +166,20 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleMetadata(conn, hdr, r)
 	case *kmsg.ApiVersionsRequest:
 		n.handleAPIVersions(conn, hdr, r)
-	case *kmsg.CreateTopicsRequest:
-		n.handleCreateTopics(conn, hdr, r)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		n.handleOffsetForLeaderEpoch(conn, hdr, r)
-	case *kmsg.AlterPartitionRequest:
-		n.handleAlterPartition(conn, hdr, r)
-	case *kmsg.BrokerRegistrationRequest:
-		n.handleBrokerRegistration(conn, hdr, r)
-	case *kmsg.BrokerHeartbeatRequest:
-		n.handleBrokerHeartbeat(conn, hdr, r)
+	case *kmsg.CreateTopicsRequest:
+		n.handleCreateTopics(conn, hdr, r)
+	case *kmsg.DeleteTopicsRequest:
+		n.handleDeleteTopics(conn, hdr, r)
+	case *kmsg.CreatePartitionsRequest:
+		n.handleCreatePartitions(conn, hdr, r)
 	default:
-		// Advertised but not dispatched would be a table bug.
-		panic(fmt.Sprintf("broker: advertised api key %d has no handler", hdr.APIKey))
+		if !controller.Handles(req) {
+			// Advertised but not dispatched would be a table bug.
+			panic(fmt.Sprintf("broker: advertised api key %d has no handler", hdr.APIKey))
+		}
+		n.handleControllerRequest(conn, hdr, req)
 	}
 }
 
