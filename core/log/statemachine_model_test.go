@@ -198,23 +198,34 @@ func (m *logModel) offsetForTimestamp(timestampMs int64) (offset, timestamp int6
 }
 
 // maxTimestamp is Log.MaxTimestamp by linear scan: the largest max timestamp
-// and the last offset of the first batch that holds it.
-func (m *logModel) maxTimestamp() (offset, timestamp int64, found bool) {
+// and the last offset of the first batch that holds it, over the segments
+// (bases) that hold an offset at or above the log start offset. Like
+// Kafka's, the answer is per segment: when the log start offset lies inside
+// the first segment (a crash brought back an old segment under a
+// TruncateFullyAndStartAt), batches below it count too.
+func (m *logModel) maxTimestamp(bases []int64) (offset, timestamp int64, found bool) {
 	timestamp = noTimestamp
-	for _, b := range m.visible() {
-		if b.maxTs > timestamp {
-			timestamp, offset = b.maxTs, b.last
+	for _, s := range m.segments(bases) {
+		if s.next <= m.lso {
+			continue
+		}
+		for _, b := range s.batches {
+			if b.maxTs > timestamp {
+				timestamp, offset = b.maxTs, b.last
+			}
 		}
 	}
 	return offset, timestamp, timestamp != noTimestamp
 }
 
 // epochAssign is LeaderEpochFileCache.assign for epochs that never
-// decrease: a newer epoch starts an entry.
+// decrease: a newer epoch starts an entry, replacing any entry that starts
+// at or after it (one left at the LEO by retention).
 func (m *logModel) epochAssign(epoch int32, startOffset int64) {
 	if n := len(m.epochCache); epoch < 0 || (n > 0 && epoch <= m.epochCache[n-1].Epoch) {
 		return
 	}
+	m.epochTruncateFromEnd(startOffset)
 	m.epochCache = append(m.epochCache, checkpoint.EpochEntry{Epoch: epoch, StartOffset: startOffset})
 }
 
