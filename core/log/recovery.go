@@ -43,7 +43,11 @@ func Open(disk env.Disk, dir string, cfg Config, opts OpenOptions) (*Log, error)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	epochs, err := loadEpochCache(disk, dir)
-	if err != nil {
+	if errors.Is(err, errBadEpochCheckpoint) {
+		// Rebuild the cache from every batch's epoch: verify from the start.
+		epochs, _ = NewEpochCache(nil)
+		opts.RecoveryPoint = 0
+	} else if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{
@@ -72,10 +76,19 @@ func loadEpochCache(disk env.Disk, dir string) (*EpochCache, error) {
 	}
 	entries, err := checkpoint.ParseEpochs(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EpochCheckpointName, err)
+		return nil, fmt.Errorf("%s: %w: %w", EpochCheckpointName, errBadEpochCheckpoint, err)
 	}
-	return NewEpochCache(entries)
+	cache, err := NewEpochCache(entries)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", EpochCheckpointName, errBadEpochCheckpoint, err)
+	}
+	return cache, nil
 }
+
+// errBadEpochCheckpoint marks a leader-epoch-checkpoint that does not parse
+// or breaks the cache's ordering. Its writes are atomic, so only corruption
+// makes one; Open then rebuilds the cache from the batches.
+var errBadEpochCheckpoint = errors.New("corrupt leader epoch checkpoint")
 
 // loadSegments opens, checks and recovers every segment, then settles the
 // log start offset, recovery point and epoch cache.

@@ -333,3 +333,22 @@ func equalInts(a, b []int64) bool {
 	}
 	return true
 }
+
+func TestCorruptEpochCheckpointRebuiltFromBatches(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{})
+	for i := 0; i < 60; i++ {
+		appendLeader(t, l, 2, 100, int32(i/20*3))
+	}
+	flushAll(t, l, disk)
+	want := l.Epochs().Entries()
+	rp := l.RecoveryPoint()
+	_ = l.Close()
+	if err := disk.FlipBit(testDir+"/"+EpochCheckpointName, 0, 3); err != nil { // version line "0" -> "8"
+		t.Fatal(err)
+	}
+	l = openLog(t, disk, testConfig(), OpenOptions{RecoveryPoint: rp})
+	if got := l.Epochs().Entries(); len(got) != 3 || got[0] != want[0] || got[2] != want[2] {
+		t.Fatalf("epochs rebuilt as %v, want %v", got, want)
+	}
+}
