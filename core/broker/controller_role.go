@@ -11,6 +11,13 @@ import (
 	"strand/core/env"
 )
 
+// metadataLogDir is where the metadata log lives in the first log
+// directory: metadata/__cluster_metadata-0, as if Kafka's metadata.log.dir
+// were set to <first log dir>/metadata. Not at the root, because
+// log.Manager opens every <topic>-<partition> directory there, and the log
+// must have one owner.
+const metadataLogDir = "metadata"
+
 // startController hosts core/controller when process.roles includes
 // controller. Only the active controller (the lowest voter until Raft)
 // opens the metadata log; the other voters answer NOT_CONTROLLER.
@@ -19,7 +26,7 @@ func (n *Node) startController(disk env.Disk) error {
 	var ml *controller.MetadataLog
 	if n.controllerID == n.id {
 		var err error
-		if ml, err = controller.OpenMetadataLog(disk, "", n.wallMs()); err != nil {
+		if ml, err = controller.OpenMetadataLog(disk, metadataLogDir, n.wallMs()); err != nil {
 			return fmt.Errorf("broker: open metadata log: %w", err)
 		}
 	}

@@ -1,12 +1,11 @@
 package broker
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/controller"
+	"strand/core/log"
 	"strand/core/metadata"
 	"strand/core/replica"
 )
@@ -199,22 +198,12 @@ func (n *Node) reconcilePartitions() {
 	n.wakeFetchWaiters()
 }
 
-// retirePartition stops serving a replica of a deleted topic and renames
-// its directory aside, as Kafka does, so that a topic created again under
-// the same name starts empty. Parked fetches notice and answer; acks=all
-// waiters time out.
+// retirePartition stops serving a replica of a deleted topic and deletes
+// its log. Parked fetches notice and answer; acks=all waiters time out.
 func (n *Node) retirePartition(p *partition) {
 	delete(n.partitions, p.key)
 	n.unfollow(p)
-	dir := p.log.Dir()
-	disk, err := n.diskFor(dir)
-	_ = p.log.Close() // errors: the log is going away
-	if err != nil {
-		return
-	}
-	if err := disk.Rename(dir, fmt.Sprintf("%s.%x-delete", dir, p.topicID)); err == nil {
-		disk.SyncDir(".", func(error) {})
-	}
+	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
 }
 
 // applyPartitionState performs what ApplyState decides.

@@ -37,6 +37,8 @@ const (
 	replicaFetchBackoffMs = 1000
 	// replicaFetchResponseMaxBytes is replica.fetch.response.max.bytes.
 	replicaFetchResponseMaxBytes = 10 << 20
+	// hwCheckpointIntervalMs is replica.high.watermark.checkpoint.interval.ms.
+	hwCheckpointIntervalMs = 5000
 	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
 	replicaFetchMaxBytes = 1 << 20
 	// decompressedBytesMax bounds decompression while validating a produce
@@ -72,6 +74,8 @@ type Node struct {
 	brokerEpoch   int64
 	metadataFetch *metadataFollower
 
+	// managers are the log directories, in log.dirs order.
+	managers   []*log.Manager
 	partitions map[partitionKey]*partition
 	fetchers   map[int32]*fetcher
 
@@ -126,6 +130,10 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		}
 	}
 	if b.Roles.Broker {
+		if err := n.openManagers(); err != nil {
+			return nil, err
+		}
+		n.scheduleCheckpoints(0)
 		n.metadataFetch = &metadataFollower{}
 		n.startBroker()
 	}

@@ -28,6 +28,8 @@ type partition struct {
 	key     partitionKey
 	topicID metadata.TopicID
 	log     *log.Log
+	// manager is the log directory holding log.
+	manager *log.Manager
 	replica *replica.Partition
 	// appliedPartitionEpoch and appliedLeaderEpoch are the metadata state
 	// last handed to ApplyState (-1 before the first).
@@ -53,19 +55,25 @@ func (l replicaLog) EndOffsetForEpoch(requested int32) (int32, int64) {
 // directory is offline): every request on it gets KAFKA_STORAGE_ERROR.
 func (p *partition) storageFailed() bool { return p.log.Err() != nil }
 
-// openPartition opens (recovering) or creates the log of tp on the log
-// directory that already holds it, else on the directory hosting the fewest
-// partitions, and wraps it in a replica state machine.
+// openPartition takes tp's log from the log directory that recovered it at
+// start, or creates it in the directory hosting the fewest logs, and wraps
+// it in a replica state machine started from the checkpointed HW.
 func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	key := partitionKey{tp.Topic, tp.Partition}
-	dir := key.String()
-	disk, err := n.diskFor(dir)
-	if err != nil {
-		return nil, err
+	ltp := log.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	m := n.managers[0]
+	for _, candidate := range n.managers {
+		if _, ok := candidate.Log(ltp); ok {
+			m = candidate
+			break
+		}
+		if len(candidate.Partitions()) < len(m.Partitions()) {
+			m = candidate
+		}
 	}
-	l, err := log.Open(disk, dir, n.logConfig, log.OpenOptions{NowMs: n.wallMs()})
+	l, err := m.CreateLog(ltp, n.wallMs())
 	if err != nil {
-		return nil, fmt.Errorf("open log %s: %w", dir, err)
+		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
 	rcfg := replica.Config{
 		ReplicaID:           n.id,
@@ -74,37 +82,62 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		AckWaitersMax:       int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
 		Bugs:                n.cfg.Bugs,
 	}
-	// No replication-offset-checkpoint yet: the HW restarts at the log
-	// start and is re-learnt from the leader (never used to truncate).
-	r, err := replica.New(rcfg, replicaLog{l}, 0)
+	r, err := replica.New(rcfg, replicaLog{l}, m.HighWatermark(ltp))
 	if err != nil {
-		return nil, fmt.Errorf("replica %s: %w", dir, err)
+		return nil, fmt.Errorf("replica %s: %w", key, err)
 	}
-	return &partition{key: key, topicID: tp.TopicID, log: l, replica: r, appliedPartitionEpoch: -1, appliedLeaderEpoch: -1}, nil
+	return &partition{key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, appliedPartitionEpoch: -1, appliedLeaderEpoch: -1}, nil
 }
 
-// diskFor picks the log directory for a partition directory.
-func (n *Node) diskFor(dir string) (env.Disk, error) {
-	counts := make([]int, len(n.disks))
+// openManagers opens every log directory, recovering the logs in it. The
+// metadata log lives in its own subdirectory of the first (see
+// metadataLogDir), out of the Manager's sight.
+func (n *Node) openManagers() error {
 	for i, d := range n.disks {
-		names, err := d.List(".")
-		if err != nil && !errors.Is(err, env.ErrNotExist) {
-			return nil, fmt.Errorf("list log dir %d: %w", i, err)
+		m, err := log.OpenManager(d, "", func(string) log.Config { return n.logConfig }, n.wallMs())
+		if err != nil {
+			return fmt.Errorf("broker: log dir %d: %w", i, err)
 		}
-		for _, name := range names {
-			if name == dir {
-				return d, nil
+		n.managers = append(n.managers, m)
+	}
+	return nil
+}
+
+// scheduleCheckpoints writes each log directory's checkpoints (HW,
+// recovery points, log start offsets) every
+// replica.high.watermark.checkpoint.interval.ms, applies the time flush
+// policy, and deletes segments past retention every
+// log.retention.check.interval.ms.
+func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
+	n.after(hwCheckpointIntervalMs, func() {
+		hws := make([]map[log.TopicPartition]int64, len(n.managers))
+		for i := range hws {
+			hws[i] = map[log.TopicPartition]int64{}
+		}
+		retention := sinceRetentionMs+hwCheckpointIntervalMs >= n.cfg.Broker.LogRetentionCheckIntervalMs
+		for _, p := range n.sortedPartitions() {
+			for i, m := range n.managers {
+				if m == p.manager {
+					hws[i][log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}] = p.replica.HighWatermark()
+				}
+			}
+			if retention && !p.storageFailed() {
+				_, _ = p.log.ApplyRetention(n.wallMs(), p.replica.HighWatermark()) // a failure fails the log
 			}
 		}
-		counts[i] = len(names)
-	}
-	best := 0
-	for i := range counts {
-		if counts[i] < counts[best] {
-			best = i
+		for i, m := range n.managers {
+			m.MaybeFlushByTime(n.wallMs())
+			m.WriteHighWatermarks(hws[i], nil)
+			m.WriteRecoveryPoints(nil)
+			m.WriteLogStartOffsets(nil)
 		}
-	}
-	return n.disks[best], nil
+		if retention {
+			sinceRetentionMs = 0
+		} else {
+			sinceRetentionMs += hwCheckpointIntervalMs
+		}
+		n.scheduleCheckpoints(sinceRetentionMs)
+	})
 }
 
 // errorCodeOf maps an error from the log or the replica to a Kafka code.
