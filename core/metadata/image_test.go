@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 // allFields lets go-cmp look inside the Image's unexported fields.
@@ -144,4 +145,92 @@ func TestAccessorsReturnSnapshots(t *testing.T) {
 	if s, _ := clone.Partition(topicA, 0); s.LeaderEpoch != 0 {
 		t.Fatalf("applying to the image changed its clone: leader epoch %d", s.LeaderEpoch)
 	}
+}
+
+// TestApplyKeepsInvariants applies random records, most of which do not
+// fit, to an image: Apply never panics, a rejected record changes nothing,
+// and after every accepted one every partition is valid and no epoch went
+// back.
+func TestApplyKeepsInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		im := NewImage()
+		ids := []TopicID{{1}, {2}}
+		epochs := map[[2]int64][2]int32{}
+		for range rapid.IntRange(1, 100).Draw(t, "records") {
+			rec := genSmallRecord(t, ids)
+			before := im.Clone()
+			if err := im.Apply(im.Offset()+1, rec); err != nil {
+				if diff := cmp.Diff(before, im, allFields); diff != "" {
+					t.Fatalf("rejected %T (%v) changed the image:\n%s", rec, err, diff)
+				}
+				continue
+			}
+			im.EachPartition(func(tp TopicPartition, s PartitionState) {
+				if err := s.Validate(); err != nil {
+					t.Fatalf("after %T: %s-%d: %v", rec, tp.Topic, tp.Partition, err)
+				}
+				key := [2]int64{int64(tp.TopicID[0]), int64(tp.Partition)}
+				if prev, ok := epochs[key]; ok && (s.LeaderEpoch < prev[0] || s.PartitionEpoch < prev[1]) {
+					t.Fatalf("after %T: %s-%d epochs went back from %v to (%d, %d)", rec, tp.Topic, tp.Partition, prev, s.LeaderEpoch, s.PartitionEpoch)
+				}
+				epochs[key] = [2]int32{s.LeaderEpoch, s.PartitionEpoch}
+			})
+			if _, ok := rec.(*RemoveTopicRecord); ok {
+				// A recreated topic starts its epochs again.
+				for key := range epochs { // order-independent: deleting entries
+					if _, exists := im.TopicByID(TopicID{byte(key[0])}); !exists {
+						delete(epochs, key)
+					}
+				}
+			}
+		}
+	})
+}
+
+// genSmallRecord draws records over a few brokers, topics and partitions,
+// so that many of them fit the image.
+func genSmallRecord(t *rapid.T, ids []TopicID) Record {
+	smallIDs := func(label string) []int32 {
+		out := rapid.SliceOfNDistinct(rapid.Int32Range(0, 3), 0, 3, rapid.ID[int32]).Draw(t, label)
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	change := func(label string) IDsChange {
+		if !rapid.Bool().Draw(t, label+".changed") {
+			return IDsChange{}
+		}
+		return Change(smallIDs(label))
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "topic")
+	switch rapid.IntRange(0, 5).Draw(t, "kind") {
+	case 0:
+		return &TopicRecord{Name: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name"), ID: id}
+	case 1:
+		// Mostly valid: the ISR a subset of the replicas, led by a member.
+		replicas := []int32{0, 1, 2, 3}[:rapid.IntRange(1, 4).Draw(t, "rf")]
+		var isr []int32
+		for _, r := range replicas {
+			if rapid.Bool().Draw(t, "inISR") {
+				isr = append(isr, r)
+			}
+		}
+		leader := NoLeader
+		if len(isr) > 0 && rapid.IntRange(0, 3).Draw(t, "leaderless") > 0 {
+			leader = rapid.SampledFrom(isr).Draw(t, "leader")
+		}
+		return &PartitionRecord{TopicID: id, PartitionID: rapid.Int32Range(0, 2).Draw(t, "p"), Replicas: replicas,
+			ISR: isr, Leader: leader}
+	case 2, 3:
+		leader := NoLeaderChange
+		if rapid.Bool().Draw(t, "newLeader") {
+			leader = rapid.Int32Range(-3, 3).Draw(t, "leader")
+		}
+		return &PartitionChangeRecord{TopicID: id, PartitionID: rapid.Int32Range(0, 2).Draw(t, "p"),
+			Leader: leader, ISR: change("isr"), ELR: change("elr"), LastKnownELR: change("lkelr")}
+	case 4:
+		return &RemoveTopicRecord{TopicID: id}
+	}
+	return &RegisterBrokerRecord{BrokerID: rapid.Int32Range(-1, 3).Draw(t, "broker"), BrokerEpoch: rapid.Int64Range(0, 200).Draw(t, "epoch")}
 }
