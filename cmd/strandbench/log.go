@@ -494,16 +494,17 @@ func (b *logBench) measureMemory(memBytes int64) (*memoryResults, error) {
 // was met.
 func printThroughput(results []*shapeResults) bool {
 	fmt.Println()
-	fmt.Println("Throughput (MB = 10^6 B; medians of the runs; ratio = log / raw):")
+	fmt.Println("Throughput (MB = 10^6 B; MB/s columns: medians of the runs;")
+	fmt.Println("ratio: median over the repetitions of log / raw, each pair run back to back):")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "measurement\tlog MB/s\traw MB/s\tratio\tgoal\tresult\t\tlog MB/cpu-s\traw MB/cpu-s\tcpu ratio\t")
 	met := true
 	row := func(name string, subject, limit series, g goal) {
-		ratio := subject.median() / limit.median()
+		ratio := pairedRatio(subject, limit, run.mbPerSec)
 		verdict := g.verdict(ratio)
 		met = met && verdict != "FAIL"
 		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t%s\t%s\t\t%.0f\t%.0f\t%.2f\t\n", name, subject.median(), limit.median(), ratio,
-			g.describe(), verdict, subject.medianPerCPU(), limit.medianPerCPU(), subject.medianPerCPU()/limit.medianPerCPU())
+			g.describe(), verdict, subject.medianPerCPU(), limit.medianPerCPU(), pairedRatio(subject, limit, run.mbPerCPUSec))
 	}
 	for _, r := range results {
 		size := r.label

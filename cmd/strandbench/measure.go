@@ -75,6 +75,26 @@ func (s series) medianOf(rate func(run) float64) float64 {
 	return (rates[middle-1] + rates[middle]) / 2
 }
 
+// pairedRatio is the median, over the repetitions, of subject/limit for the
+// runs made back to back (subject[i] right after limit[i]): pairing cancels
+// the load that drifts on a shared machine, where a ratio of medians would
+// compare runs made minutes apart.
+func pairedRatio(subject, limit series, rate func(run) float64) float64 {
+	if len(subject) != len(limit) || len(subject) == 0 {
+		panic(fmt.Sprintf("strandbench: %d subject runs paired with %d limit runs", len(subject), len(limit)))
+	}
+	ratios := make([]float64, len(subject))
+	for i := range subject {
+		ratios[i] = rate(subject[i]) / rate(limit[i])
+	}
+	slices.Sort(ratios)
+	middle := len(ratios) / 2
+	if len(ratios)%2 == 1 {
+		return ratios[middle]
+	}
+	return (ratios[middle-1] + ratios[middle]) / 2
+}
+
 // goal is a lower bound on a ratio; a zero goal is informational.
 type goal struct {
 	ratioMin float64
