@@ -203,7 +203,7 @@ func (c *Controller) handleBrokerRegistration(req *kmsg.BrokerRegistrationReques
 		c.removeFromISRs(t, req.BrokerID, unclean)
 	}
 	ct := c.brokers.touch(req.BrokerID, now, -1)
-	ct.shutdownOffset = -1
+	ct.metadataOffset, ct.shutdownOffset = -1, -1 // a new process
 	resp.BrokerEpoch = epoch
 	t.commit(func() { reply(resp) })
 }

@@ -142,11 +142,17 @@ func (im *Image) Apply(offset int64, rec Record) error {
 	return nil
 }
 
-// ApplyBatch applies every record of b at its offset. It stops at the first
-// error: the records before it stay applied.
+// ApplyBatch applies every record of b at its offset, skipping records at
+// or below Offset(): a fetch returns whole batches, so it may start before
+// the next record to apply. It stops at the first error: the records
+// before it stay applied.
 func (im *Image) ApplyBatch(b Batch) error {
 	for i, rec := range b.Records {
-		if err := im.Apply(b.BaseOffset+int64(i), rec); err != nil {
+		offset := b.BaseOffset + int64(i)
+		if offset <= im.offset {
+			continue
+		}
+		if err := im.Apply(offset, rec); err != nil {
 			return err
 		}
 	}

@@ -234,3 +234,24 @@ func genSmallRecord(t *rapid.T, ids []TopicID) Record {
 	}
 	return &RegisterBrokerRecord{BrokerID: rapid.Int32Range(-1, 3).Draw(t, "broker"), BrokerEpoch: rapid.Int64Range(0, 200).Draw(t, "epoch")}
 }
+
+func TestApplyBatchSkipsRecordsAlreadyApplied(t *testing.T) {
+	im := NewImage()
+	b := Batch{BaseOffset: 0, NextOffset: 3, Records: []Record{
+		&RegisterBrokerRecord{BrokerID: 1, BrokerEpoch: 0},
+		&TopicRecord{Name: "a", ID: TopicID{1}},
+		&PartitionRecord{TopicID: TopicID{1}, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1},
+	}}
+	if err := im.Apply(0, b.Records[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.ApplyBatch(b); err != nil {
+		t.Fatalf("applying a batch that starts before the image's offset: %v", err)
+	}
+	if im.Offset() != 2 {
+		t.Fatalf("offset %d, want 2", im.Offset())
+	}
+	if leader, _, ok := im.Leader("a", 0); !ok || leader != 1 {
+		t.Fatalf("Leader(a, 0) = %d, %v", leader, ok)
+	}
+}
