@@ -1,0 +1,21 @@
+// Package models holds the simulator's checkers: pure functions that take a
+// run's history (every client operation with its call and return times) and
+// the cluster's final state, and report violations of Strand's replication
+// guarantees (simulator issue §4, CLARIFICATIONS.md "Checker and simulator
+// traps").
+//
+//   - CheckRegisters: Porcupine, partitioned per (topic, partition, offset).
+//     Each offset is a write-once register: an acknowledged acks=all produce
+//     writes its records at the offsets it was told, a fetch reads the
+//     records at the offsets it returned.
+//   - CheckFetchContiguity, CheckHighWatermarks, CheckLeaders: direct
+//     invariants on the history and on sampled node state.
+//   - CheckFinal: after healing, every partition has a leader, replicas are
+//     identical byte for byte, and every acks=all-acknowledged record sits
+//     at its offset.
+//
+// The package knows nothing of the simulator's internals: the harness
+// translates what it saw into these types. It must not import sim/ or core/
+// packages, start goroutines of its own beyond Porcupine's, or depend on map
+// iteration order in what it reports.
+package models

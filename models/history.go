@@ -1,0 +1,78 @@
+package models
+
+import (
+	"fmt"
+	"math"
+)
+
+// NeverReturnedNs is the return time of an operation that never returned
+// (its client timed out or the run ended first): infinity, as Porcupine
+// wants for operations whose effect is unknown.
+const NeverReturnedNs = math.MaxInt64
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Record is one record as a client saw it: its offset and its value. Values
+// are unique per produced record ("p<client>-<seq>"), so a value names the
+// produce that sent it.
+type Record struct {
+	Offset int64
+	Value  string
+}
+
+// Produce is one produce request for one partition, as its client saw it.
+// Retries of a failed request are separate Produces carrying the same
+// values.
+type Produce struct {
+	// Client numbers the client, from 0 (Porcupine's visualization).
+	Client int
+	TP     TopicPartition
+	// Acks is -1 (all), 0 or 1.
+	Acks   int16
+	Values []string
+	// CallNs is when the request was sent, ReturnNs when its answer came
+	// back (NeverReturnedNs if none did), both in virtual nanoseconds.
+	CallNs, ReturnNs int64
+	// Acked: the answer came back without an error; BaseOffset is then
+	// the offset of Values[0], the others following it.
+	Acked      bool
+	BaseOffset int64
+}
+
+// Fetch is one successful consumer fetch of one partition.
+type Fetch struct {
+	Client int
+	TP     TopicPartition
+	// LeaderEpoch is the leader epoch the consumer sent as
+	// CurrentLeaderEpoch; a successful answer means the leader was in it.
+	LeaderEpoch      int32
+	FetchOffset      int64
+	CallNs, ReturnNs int64
+	// Records are the records returned at or above FetchOffset, in the
+	// order returned.
+	Records       []Record
+	HighWatermark int64
+}
+
+// History is everything the clients did in one run.
+type History struct {
+	Produces []Produce
+	Fetches  []Fetch
+}
+
+// Violation is one broken guarantee.
+type Violation struct {
+	// Check names the checker ("linearizability", "contiguity", ...).
+	Check string
+	TP    TopicPartition
+	// Detail says what was seen, with offsets, values and times.
+	Detail string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Check, v.TP, v.Detail) }

@@ -1,0 +1,241 @@
+package models
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// registerKey names one write-once register: an offset of a partition.
+type registerKey struct {
+	tp     TopicPartition
+	offset int64
+}
+
+// registerInput is one operation on a register: a write of value (a
+// produce) or a read that returned value (a fetch).
+type registerInput struct {
+	key   registerKey
+	write bool
+	value string
+}
+
+// registerModel is the write-once register: its state is the value written
+// ("" before any write). A write succeeds on an empty register or one that
+// already holds the same value (a duplicate of a retried produce landing
+// where it already is); a read must return the value written.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[registerKey][]porcupine.Operation{}
+		var keys []registerKey
+		for _, op := range history {
+			k := op.Input.(registerInput).key
+			if _, seen := byKey[k]; !seen {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() interface{} { return "" },
+	Step: func(state, input, _ interface{}) (bool, interface{}) {
+		written, in := state.(string), input.(registerInput)
+		if in.write {
+			return written == "" || written == in.value, in.value
+		}
+		return written == in.value, written
+	},
+	Equal: func(a, b interface{}) bool { return a.(string) == b.(string) },
+	DescribeOperation: func(input, _ interface{}) string {
+		in := input.(registerInput)
+		if in.write {
+			return fmt.Sprintf("write %s@%d = %s", in.key.tp, in.key.offset, in.value)
+		}
+		return fmt.Sprintf("read %s@%d = %s", in.key.tp, in.key.offset, in.value)
+	},
+	DescribeState: func(state interface{}) string {
+		if state.(string) == "" {
+			return "(unwritten)"
+		}
+		return state.(string)
+	},
+}
+
+// RegisterOptions bound the Porcupine check.
+type RegisterOptions struct {
+	// Timeout bounds Porcupine per partition; a timeout (Unknown) is a
+	// violation, never a pass. Zero means 10 s.
+	Timeout time.Duration
+	// UnreturnedPerOffsetMax caps the writes of unknown outcome (return
+	// time infinity) per offset (CLARIFICATIONS.md: cap their number);
+	// more distinct values seen at one offset than this is reported
+	// directly. Zero means 4.
+	UnreturnedPerOffsetMax int
+	// HTMLDir, if set, receives one Porcupine visualization per partition
+	// that failed: linearizability-<topic>-<partition>.html.
+	HTMLDir string
+}
+
+// CheckRegisters checks the history against the write-once register per
+// (partition, offset) with Porcupine:
+//   - an acks=all produce that was acknowledged writes Values[i] at
+//     BaseOffset+i, between its call and return;
+//   - every other produce whose values a fetch saw at some offset wrote
+//     them there at an unknown time after its call (return = infinity):
+//     acks=0 and acks=1 promise nothing, and a failed or timed-out request
+//     may have been appended anyway;
+//   - every record a fetch returned is a read of its offset.
+//
+// So an acknowledged record that moves or vanishes from a read, two reads
+// that disagree about an offset, or a read of a value nobody produced, is a
+// violation. The HTML visualization of each failed partition is written
+// to opts.HTMLDir; the paths written are returned.
+func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.UnreturnedPerOffsetMax == 0 {
+		opts.UnreturnedPerOffsetMax = 4
+	}
+	opsByTP, violations := registerOperations(h, opts.UnreturnedPerOffsetMax)
+	tps := make([]TopicPartition, 0, len(opsByTP))
+	for tp := range opsByTP { // order-independent: sorted below
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	var htmlPaths []string
+	for _, tp := range tps {
+		result, info := porcupine.CheckOperationsVerbose(registerModel, opsByTP[tp], opts.Timeout)
+		if result == porcupine.Ok {
+			continue
+		}
+		detail := "no linearization of produces and fetches per offset"
+		if result == porcupine.Unknown {
+			detail = fmt.Sprintf("Porcupine timed out after %v (counted as a failure)", opts.Timeout)
+		} else {
+			detail += ": " + firstBadOffset(opsByTP[tp])
+		}
+		violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: detail})
+		if opts.HTMLDir != "" {
+			p := filepath.Join(opts.HTMLDir, fmt.Sprintf("linearizability-%s-%d.html", tp.Topic, tp.Partition))
+			if err := porcupine.VisualizePath(registerModel, info, p); err != nil {
+				violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: "writing visualization: " + err.Error()})
+			} else {
+				htmlPaths = append(htmlPaths, p)
+			}
+		}
+	}
+	return violations, htmlPaths
+}
+
+// registerOperations builds the Porcupine operations of each partition.
+func registerOperations(h History, unreturnedMax int) (map[TopicPartition][]porcupine.Operation, []Violation) {
+	ops := map[TopicPartition][]porcupine.Operation{}
+	// ackedAt holds the acknowledged acks=all writes, so that reads of
+	// them add no write of unknown outcome.
+	ackedAt := map[registerKey]string{}
+	// producedBy finds the first produce that sent a value.
+	producedBy := map[string]int{}
+	for i, p := range h.Produces {
+		for j, v := range p.Values {
+			if _, seen := producedBy[v]; !seen {
+				producedBy[v] = i
+			}
+			if p.Acks == -1 && p.Acked {
+				k := registerKey{p.TP, p.BaseOffset + int64(j)}
+				ackedAt[k] = v
+				ops[p.TP] = append(ops[p.TP], porcupine.Operation{
+					ClientId: p.Client, Input: registerInput{key: k, write: true, value: v},
+					Call: p.CallNs, Return: p.ReturnNs,
+				})
+			}
+		}
+	}
+	var violations []Violation
+	unknownWrites := map[registerKey][]string{}
+	for _, f := range h.Fetches {
+		for _, r := range f.Records {
+			k := registerKey{f.TP, r.Offset}
+			ops[f.TP] = append(ops[f.TP], porcupine.Operation{
+				ClientId: f.Client, Input: registerInput{key: k, value: r.Value},
+				Call: f.CallNs, Return: f.ReturnNs,
+			})
+			if ackedAt[k] == r.Value {
+				continue
+			}
+			i, produced := producedBy[r.Value]
+			if !produced || containsString(unknownWrites[k], r.Value) {
+				continue // a read of a value nobody sent fails in Porcupine
+			}
+			if len(unknownWrites[k]) == unreturnedMax {
+				violations = append(violations, Violation{Check: "linearizability", TP: f.TP,
+					Detail: fmt.Sprintf("more than %d distinct values read at offset %d", unreturnedMax, r.Offset)})
+				continue
+			}
+			unknownWrites[k] = append(unknownWrites[k], r.Value)
+			p := h.Produces[i]
+			ops[f.TP] = append(ops[f.TP], porcupine.Operation{
+				ClientId: p.Client, Input: registerInput{key: k, write: true, value: r.Value},
+				Call: p.CallNs, Return: NeverReturnedNs,
+			})
+		}
+	}
+	return ops, violations
+}
+
+// firstBadOffset names the lowest offset whose operations disagree, for
+// the report: two different values read, or a read that contradicts an
+// acknowledged write, or a value nobody wrote.
+func firstBadOffset(ops []porcupine.Operation) string {
+	byKey := map[int64][]registerInput{}
+	var offsets []int64
+	for _, op := range ops {
+		in := op.Input.(registerInput)
+		if _, seen := byKey[in.key.offset]; !seen {
+			offsets = append(offsets, in.key.offset)
+		}
+		byKey[in.key.offset] = append(byKey[in.key.offset], in)
+	}
+	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
+	for _, o := range offsets {
+		values := map[string]bool{}
+		written := false
+		var seen []string
+		for _, in := range byKey[o] {
+			written = written || in.write
+			if !values[in.value] {
+				values[in.value] = true
+				seen = append(seen, in.value)
+			}
+		}
+		if len(values) > 1 || !written {
+			return fmt.Sprintf("offset %d saw %v (written: %v)", o, seen, written)
+		}
+	}
+	return "the order of operations cannot be linearized"
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortTPs(tps []TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
