@@ -139,19 +139,32 @@ func (c *Controller) removeFromISRs(t *txn, id int32, unclean bool) {
 	if unclean {
 		uncleanIDs = []int32{id}
 	}
-	c.latest.EachPartition(func(tp metadata.TopicPartition, s metadata.PartitionState) {
-		inISR, inELR := slices.Contains(s.ISR, id), slices.Contains(s.ELR, id)
-		if !inISR && !(unclean && inELR) {
-			return
-		}
-		target := s.ISR
-		if inISR {
-			target = without(s.ISR, id)
-		}
-		if change := c.partitionChange(tp, s, target, uncleanIDs); change != nil {
+	for _, p := range c.partitionsWhere(func(s metadata.PartitionState) bool {
+		return slices.Contains(s.ISR, id) || (unclean && slices.Contains(s.ELR, id))
+	}) {
+		if change := c.partitionChange(p.tp, p.state, without(p.state.ISR, id), uncleanIDs); change != nil {
 			t.add(change)
 		}
+	}
+}
+
+// partitionAt is one partition and its state in the latest image.
+type partitionAt struct {
+	tp    metadata.TopicPartition
+	state metadata.PartitionState
+}
+
+// partitionsWhere lists the partitions of the latest image whose state
+// satisfies keep, sorted by topic and partition. Callers add records only
+// after listing, so that no record is applied during the iteration.
+func (c *Controller) partitionsWhere(keep func(metadata.PartitionState) bool) []partitionAt {
+	var out []partitionAt
+	c.latest.EachPartition(func(tp metadata.TopicPartition, s metadata.PartitionState) {
+		if keep(s) {
+			out = append(out, partitionAt{tp: tp, state: s})
+		}
 	})
+	return out
 }
 
 func (c *Controller) handleBrokerRegistration(req *kmsg.BrokerRegistrationRequest, reply func(kmsg.Response)) {
@@ -284,14 +297,13 @@ func (c *Controller) handleBrokerHeartbeat(req *kmsg.BrokerHeartbeatRequest, rep
 // leaderless partitions it may now lead.
 func (c *Controller) unfenceBroker(t *txn, b metadata.Broker) {
 	t.add(&metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: metadata.FenceUnfence})
-	c.latest.EachPartition(func(tp metadata.TopicPartition, s metadata.PartitionState) {
-		if s.Leader != metadata.NoLeader || !slices.Contains(s.Replicas, b.ID) {
-			return
-		}
-		if change := c.partitionChange(tp, s, s.ISR, nil); change != nil {
+	for _, p := range c.partitionsWhere(func(s metadata.PartitionState) bool {
+		return s.Leader == metadata.NoLeader && slices.Contains(s.Replicas, b.ID)
+	}) {
+		if change := c.partitionChange(p.tp, p.state, p.state.ISR, nil); change != nil {
 			t.add(change)
 		}
-	})
+	}
 }
 
 // enterControlledShutdown marks b as shutting down and moves its leadership
@@ -305,11 +317,7 @@ func (c *Controller) enterControlledShutdown(t *txn, b metadata.Broker) {
 
 // leadsAny reports whether broker id leads a partition in the latest image.
 func (c *Controller) leadsAny(id int32) bool {
-	leads := false
-	c.latest.EachPartition(func(_ metadata.TopicPartition, s metadata.PartitionState) {
-		leads = leads || s.Leader == id
-	})
-	return leads
+	return len(c.partitionsWhere(func(s metadata.PartitionState) bool { return s.Leader == id })) > 0
 }
 
 // checkBrokerEpoch is Kafka's ClusterControlManager.checkBrokerEpoch for

@@ -270,12 +270,11 @@ func (c *Controller) armRebalanceTimer() {
 // in the ISR, so it holds every committed record; the leader epoch grows.
 func (c *Controller) electPreferredLeaders() {
 	t := c.begin()
-	c.latest.EachPartition(func(tp metadata.TopicPartition, s metadata.PartitionState) {
+	for _, p := range c.partitionsWhere(func(s metadata.PartitionState) bool {
 		preferred := s.Replicas[0]
-		if s.Leader == preferred || !slices.Contains(s.ISR, preferred) || !c.acceptable(preferred) {
-			return
-		}
-		t.add(&metadata.PartitionChangeRecord{TopicID: tp.TopicID, PartitionID: tp.Partition, Leader: preferred})
-	})
+		return s.Leader != preferred && slices.Contains(s.ISR, preferred) && c.acceptable(preferred)
+	}) {
+		t.add(&metadata.PartitionChangeRecord{TopicID: p.tp.TopicID, PartitionID: p.tp.Partition, Leader: p.state.Replicas[0]})
+	}
 	t.commit(func() {})
 }
