@@ -108,7 +108,8 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 	var d replica.FetchDecision
 	if replicaID >= 0 {
 		d = p.replica.OnFollowerFetch(replica.FetchRequest{
-			ReplicaID: replicaID, FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
+			// Fetch v12 carries no broker epoch (ReplicaState is v15+).
+			ReplicaID: replicaID, ReplicaEpoch: -1, FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
 			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
 		}, n.nowMs())
 		defer n.afterReplicaChange(p)

@@ -44,13 +44,19 @@ type testNode struct {
 // newCluster starts size nodes with the given extra server.properties.
 func newCluster(t *testing.T, size int, extra map[string]string) *cluster {
 	t.Helper()
+	return newClusterRoles(t, size, "broker,controller", extra)
+}
+
+// newClusterRoles is newCluster with node 1's process.roles given.
+func newClusterRoles(t *testing.T, size int, node1Roles string, extra map[string]string) *cluster {
+	t.Helper()
 	s := sched.New(sched.Options{})
 	streams := sched.NewStreams(1)
 	c := &cluster{t: t, s: s, net: simnet.New(s, streams.Get("net"), simnet.Calm()), nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}}
 	for id := int32(1); id <= int32(size); id++ {
 		roles := "broker"
 		if id == 1 {
-			roles = "broker,controller"
+			roles = node1Roles
 		}
 		props := map[string]string{
 			"node.id":                   fmt.Sprint(id),
@@ -61,7 +67,10 @@ func newCluster(t *testing.T, size int, extra map[string]string) *cluster {
 			"log.dirs":                  fmt.Sprintf("/data/node%d", id),
 			"auto.create.topics.enable": "true",
 		}
-		if id == 1 {
+		if id == 1 && roles == "controller" {
+			props["listeners"] = "CONTROLLER://127.0.0.1:9003"
+			props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		} else if id == 1 {
 			props["listeners"] += ",CONTROLLER://127.0.0.1:9003"
 			props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
 		}
@@ -172,7 +181,7 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 	}
 	c.waitFor("topic "+name+" everywhere", 10000, func() bool {
 		for _, tn := range c.nodes {
-			if !tn.proc.Up() {
+			if !tn.proc.Up() || !tn.cfg.Broker.Roles.Broker {
 				continue
 			}
 			for p := range partitions {
@@ -186,21 +195,25 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 	})
 }
 
-// leaderOf returns the leader of a partition as node 1's image says.
+// leaderOf returns the leader of a partition as the controller's
+// committed image says.
 func (c *cluster) leaderOf(topic string, p int32) int32 {
-	s, ok := c.nodes[1].node.image.PartitionByName(topic, p)
+	s, ok := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
 	if !ok {
 		c.t.Fatalf("no partition %s-%d", topic, p)
 	}
 	return s.Leader
 }
 
-// waitRegistered waits until every node is registered and unfenced.
+// waitRegistered waits until every broker is registered and unfenced.
 func (c *cluster) waitRegistered() {
 	c.t.Helper()
 	c.waitFor("brokers unfenced", 10000, func() bool {
-		im := c.nodes[1].node.image
-		for id := range c.nodes {
+		im := c.nodes[1].node.ctrl.Image()
+		for id, tn := range c.nodes {
+			if !tn.cfg.Broker.Roles.Broker {
+				continue
+			}
 			if b, ok := im.Broker(id); !ok || b.Fenced {
 				return false
 			}

@@ -146,6 +146,8 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 // applyMetadata applies committed metadata batches to the image, then
 // brings the hosted partitions in line with it.
 func (n *Node) applyMetadata(batches []metadata.Batch) {
+	usableBefore := n.usableBrokers()
+apply:
 	for _, b := range batches {
 		for i, rec := range b.Records {
 			offset := b.BaseOffset + int64(i)
@@ -153,15 +155,49 @@ func (n *Node) applyMetadata(batches []metadata.Batch) {
 				continue
 			}
 			if err := n.image.Apply(offset, rec); err != nil {
-				if n.metadataFetch != nil {
-					n.metadataFetch.err = err
-				}
-				n.reconcilePartitions()
-				return
+				n.metadataFetch.err = err
+				break apply
 			}
 		}
 	}
 	n.reconcilePartitions()
+	n.reconsiderUnfenced(usableBefore)
+}
+
+// usableBrokers is the set of registered, unfenced brokers not shutting
+// down: those a leader may add to an ISR (KIP-841).
+func (n *Node) usableBrokers() map[int32]bool {
+	usable := map[int32]bool{}
+	for _, id := range n.image.BrokerIDs() {
+		if b, _ := n.image.Broker(id); !b.Fenced && !b.InControlledShutdown {
+			usable[id] = true
+		}
+	}
+	return usable
+}
+
+// reconsiderUnfenced hands the current state again to every partition this
+// node leads that has a replica which just became usable. A leader whose
+// ISR expansion the controller refused (INELIGIBLE_REPLICA, the replica was
+// still fenced) proposes that replica again only after a pushed state, and
+// unfencing is a broker record, not a partition change: Kafka's leader
+// reads the fenced flag from its metadata cache instead.
+func (n *Node) reconsiderUnfenced(usableBefore map[int32]bool) {
+	usableNow := n.usableBrokers()
+	for _, p := range n.sortedPartitions() {
+		if p.replica.Role() != replica.RoleLeader {
+			continue
+		}
+		s := p.replica.State()
+		for _, r := range s.Replicas {
+			if usableNow[r] && !usableBefore[r] {
+				if _, err := p.replica.ApplyState(s, n.nowMs()); err == nil {
+					n.afterReplicaChange(p)
+				}
+				break
+			}
+		}
+	}
 }
 
 // reconcilePartitions opens the partitions the image assigns to this broker

@@ -80,7 +80,10 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		MinInsyncReplicas:   int(n.cfg.Broker.MinInsyncReplicas),
 		ReplicaLagTimeMaxMs: n.cfg.Broker.ReplicaLagTimeMaxMs,
 		AckWaitersMax:       int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
-		Bugs:                n.cfg.Bugs,
+		// -1 before registration; AlterPartition v2 carries no broker
+		// epochs anyway (KIP-903 needs v3 and Fetch v15).
+		BrokerEpoch: max(n.brokerEpoch, -1),
+		Bugs:        n.cfg.Bugs,
 	}
 	r, err := replica.New(rcfg, replicaLog{l}, m.HighWatermark(ltp))
 	if err != nil {
