@@ -48,7 +48,7 @@ func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, nowMs int64) (AppendRe
 	if err := l.appendBatch(b, h, nowMs); err != nil {
 		return AppendResult{}, err
 	}
-	if l.epochs.Assign(leaderEpoch, base) {
+	if l.epochs.assign(leaderEpoch, base) {
 		l.persistEpochs(nil)
 	}
 	l.maybeFlushByMessages(int64(h.LastOffsetDelta) + 1)
@@ -76,7 +76,7 @@ func (l *Log) AppendAsFollower(b []byte, nowMs int64) (AppendResult, error) {
 		if err := l.appendBatch(b[at.position:end:end], at.header, nowMs); err != nil {
 			return AppendResult{}, err
 		}
-		l.epochs.Assign(at.header.PartitionLeaderEpoch, at.header.BaseOffset)
+		l.epochs.assign(at.header.PartitionLeaderEpoch, at.header.BaseOffset)
 		records += int64(at.header.LastOffsetDelta) + 1
 		result.LastOffset = at.header.LastOffset()
 	}

@@ -17,7 +17,8 @@ const (
 // EpochCache maps each leader epoch to the first offset written in it, as
 // Kafka's LeaderEpochFileCache does. Epochs and start offsets are strictly
 // increasing. It is in memory; the Log persists it to
-// leader-epoch-checkpoint whenever it changes.
+// leader-epoch-checkpoint whenever it changes, which is why only the Log
+// changes it (see Log.AssignEpochStartOffset).
 type EpochCache struct {
 	entries []checkpoint.EpochEntry
 	// version counts changes, so that the Log knows what is persisted.
@@ -52,12 +53,12 @@ func (c *EpochCache) LatestEpoch() int32 {
 	return c.entries[len(c.entries)-1].Epoch
 }
 
-// Assign records that epoch starts at startOffset, as Kafka's assign does:
+// assign records that epoch starts at startOffset, as Kafka's assign does:
 // nothing happens if epoch is already the latest and starts no later;
 // otherwise every entry with an epoch >= epoch or a start offset >=
 // startOffset is dropped (they can no longer be true) and the entry added.
 // It reports whether the cache changed.
-func (c *EpochCache) Assign(epoch int32, startOffset int64) bool {
+func (c *EpochCache) assign(epoch int32, startOffset int64) bool {
 	if epoch < 0 || startOffset < 0 {
 		return false // Kafka ignores batches without a leader epoch
 	}
@@ -99,9 +100,9 @@ func (c *EpochCache) EndOffsetFor(requested int32, logEndOffset int64) (epoch in
 	return c.entries[higher-1].Epoch, c.entries[higher].StartOffset
 }
 
-// TruncateFromEnd drops every entry that starts at or after endOffset, after
+// truncateFromEnd drops every entry that starts at or after endOffset, after
 // the log is truncated to endOffset.
-func (c *EpochCache) TruncateFromEnd(endOffset int64) {
+func (c *EpochCache) truncateFromEnd(endOffset int64) {
 	keep := len(c.entries)
 	for keep > 0 && c.entries[keep-1].StartOffset >= endOffset {
 		keep--
@@ -112,10 +113,10 @@ func (c *EpochCache) TruncateFromEnd(endOffset int64) {
 	}
 }
 
-// TruncateFromStart drops the entries wholly before startOffset, after the
+// truncateFromStart drops the entries wholly before startOffset, after the
 // log start offset moves there: the last entry starting at or before it is
 // kept, moved to start at startOffset, as Kafka does.
-func (c *EpochCache) TruncateFromStart(startOffset int64) {
+func (c *EpochCache) truncateFromStart(startOffset int64) {
 	covering := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset > startOffset }) - 1
 	if covering < 0 || (covering == 0 && c.entries[0].StartOffset == startOffset) {
 		return

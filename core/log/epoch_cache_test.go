@@ -37,7 +37,7 @@ func TestEpochCacheAssign(t *testing.T) {
 		{5, 3, true, eps(1, 0, 5, 3)}, // earlier start: entries starting later dropped
 	}
 	for i, s := range steps {
-		if got := c.Assign(s.epoch, s.start); got != s.changed {
+		if got := c.assign(s.epoch, s.start); got != s.changed {
 			t.Fatalf("step %d: Assign(%d, %d) changed=%v", i, s.epoch, s.start, got)
 		}
 		if diff := cmp.Diff(s.want, c.Entries()); diff != "" {
@@ -79,20 +79,20 @@ func TestEpochCacheEndOffsetFor(t *testing.T) {
 
 func TestEpochCacheTruncation(t *testing.T) {
 	c, _ := NewEpochCache(eps(2, 10, 4, 30, 7, 50))
-	c.TruncateFromEnd(30)
+	c.truncateFromEnd(30)
 	if diff := cmp.Diff(eps(2, 10), c.Entries()); diff != "" {
 		t.Fatalf("TruncateFromEnd(30):\n%s", diff)
 	}
 	c, _ = NewEpochCache(eps(2, 10, 4, 30, 7, 50))
-	c.TruncateFromStart(35)
+	c.truncateFromStart(35)
 	if diff := cmp.Diff(eps(4, 35, 7, 50), c.Entries()); diff != "" {
 		t.Fatalf("TruncateFromStart(35):\n%s", diff)
 	}
-	c.TruncateFromStart(50)
+	c.truncateFromStart(50)
 	if diff := cmp.Diff(eps(7, 50), c.Entries()); diff != "" {
 		t.Fatalf("TruncateFromStart(50):\n%s", diff)
 	}
-	c.TruncateFromStart(5) // before everything: nothing changes
+	c.truncateFromStart(5) // before everything: nothing changes
 	if len(c.Entries()) != 1 {
 		t.Fatal("TruncateFromStart below the first entry changed the cache")
 	}
@@ -139,5 +139,26 @@ func TestEpochCacheReconciledWithRecoveredData(t *testing.T) {
 	l = openLog(t, disk, testConfig(), OpenOptions{RecoveryPoint: rp})
 	if diff := cmp.Diff(eps(1, 0, 2, 2), l.Epochs().Entries()); diff != "" {
 		t.Fatalf("epochs:\n%s", diff)
+	}
+}
+
+func TestAssignEpochStartOffsetPersists(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{})
+	appendLeader(t, l, 3, 100, 1)
+	if err := l.AssignEpochStartOffset(4, l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if e, end := l.EndOffsetForEpoch(1); e != 1 || end != 3 {
+		t.Fatalf("EndOffsetForEpoch(1) after a new leader epoch = (%d, %d), want (1, 3)", e, end)
+	}
+	if err := l.AssignEpochStartOffset(5, l.LogEndOffset()+1); err == nil {
+		t.Fatal("assigned an epoch beyond the LEO")
+	}
+	for disk.RunPending() > 0 {
+	}
+	data, _ := disk.ReadFile(testDir + "/" + EpochCheckpointName)
+	if string(data) != "0\n2\n1 0\n4 3\n" {
+		t.Fatalf("leader-epoch-checkpoint = %q", data)
 	}
 }

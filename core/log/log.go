@@ -83,6 +83,23 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs.EndOffsetFor(epoch, l.LogEndOffset())
 }
 
+// AssignEpochStartOffset records that leader epoch starts at startOffset,
+// with Kafka's assign semantics (see EpochCache), and persists the cache. A
+// new leader calls it with its epoch and its LEO, as Kafka's makeLeader does.
+func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if epoch < 0 || startOffset < l.logStartOffset || startOffset > l.LogEndOffset() {
+		return fmt.Errorf("assign epoch %d at %d in %s: must be a valid epoch at an offset in [%d, %d]",
+			epoch, startOffset, l.dir, l.logStartOffset, l.LogEndOffset())
+	}
+	if l.epochs.assign(epoch, startOffset) {
+		l.persistEpochs(nil)
+	}
+	return nil
+}
+
 // Err returns the error that failed the log, or nil while it is healthy.
 func (l *Log) Err() error { return l.failed }
 

@@ -105,7 +105,7 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 	}
 	recoverFrom := l.loadTrusted(opts.RecoveryPoint)
 	if len(l.segments) > 0 {
-		l.epochs.TruncateFromEnd(l.segments[recoverFrom].baseOffset)
+		l.epochs.truncateFromEnd(l.segments[recoverFrom].baseOffset)
 		if err := l.recoverFrom(recoverFrom); err != nil {
 			return err
 		}
@@ -127,13 +127,13 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 		}
 	}
 	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
-	l.epochs.TruncateFromEnd(l.LogEndOffset())
-	l.epochs.TruncateFromStart(l.logStartOffset)
+	l.epochs.truncateFromEnd(l.LogEndOffset())
+	l.epochs.truncateFromStart(l.logStartOffset)
 	if l.LogEndOffset() == l.logStartOffset {
 		// No batch implies any epoch. An entry left here can only come
 		// from a checkpoint whose clearing (TruncateFullyAndStartAt) a
 		// crash undid.
-		l.epochs.TruncateFromEnd(0)
+		l.epochs.truncateFromEnd(0)
 	}
 	return nil
 }

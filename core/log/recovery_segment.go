@@ -169,7 +169,7 @@ func (l *Log) recoverSegment(s *segment) (complete bool, err error) {
 			return false, err
 		}
 		if h.PartitionLeaderEpoch > l.epochs.LatestEpoch() {
-			l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 		}
 		s.nextOffset = h.NextOffset()
 		position += h.TotalBytes()

@@ -99,7 +99,7 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 
 func (l *Log) setLogStartOffset(offset int64) {
 	l.logStartOffset = offset
-	l.epochs.TruncateFromStart(offset)
+	l.epochs.truncateFromStart(offset)
 	l.persistEpochs(nil)
 	l.checkInvariants()
 }

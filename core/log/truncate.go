@@ -72,7 +72,7 @@ func (l *Log) afterTruncation() {
 	l.recoveryPoint = min(l.recoveryPoint, leo)
 	l.logStartOffset = min(l.logStartOffset, leo)
 	l.flush.truncations++
-	l.epochs.TruncateFromEnd(leo)
+	l.epochs.truncateFromEnd(leo)
 	l.persistEpochs(nil)
 	l.checkInvariants()
 }
@@ -95,7 +95,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64, nowMs int64) error {
 	}
 	l.logStartOffset, l.recoveryPoint = offset, offset
 	l.flush.truncations++
-	l.epochs.TruncateFromEnd(0)
+	l.epochs.truncateFromEnd(0)
 	l.persistEpochs(nil)
 	l.checkInvariants()
 	return nil
