@@ -40,8 +40,12 @@ import (
 //
 // Run longer with: go test ./core/log -run TestLogStateMachine -rapid.checks=2000 -rapid.steps=100
 func TestLogStateMachine(t *testing.T) {
+	var stats machineStats
+	defer func() { t.Logf("%s", stats) }()
 	rapid.Check(t, func(t *rapid.T) {
 		sm := newLogMachine(t)
+		sm.stats = &stats
+		stats.checks++
 		t.Repeat(map[string]func(*rapid.T){
 			"appendLeader":   sm.appendLeader,
 			"appendFollower": sm.appendFollower,
@@ -68,6 +72,7 @@ func TestLogStateMachine(t *testing.T) {
 // logMachine is the state of one run: the disk, the log under test, the
 // model, and the disk completions waiting to run.
 type logMachine struct {
+	stats   *machineStats
 	disk    *memdisk.Disk
 	cfg     Config
 	log     *Log
@@ -93,6 +98,21 @@ func newLogMachine(t *rapid.T) *logMachine {
 	}
 	sm.log = l
 	return sm
+}
+
+// machineStats counts what the runs exercised, so that a reader can see
+// that the interesting cases happen. Shrinking runs count too.
+type machineStats struct {
+	checks, steps, crashes, crashesWithSynced, damaged, ghostsKept, tailKept, tailLost int
+	failures, multiSegmentSteps, retentionDeletes, truncations                         int
+}
+
+func (s machineStats) String() string {
+	return fmt.Sprintf("%d checks, %d steps (%d with several segments); %d crashes (%d with synced batches, %d with damage): "+
+		"unsynced batches kept %d, lost %d, truncated batches resurrected %d; %d injected storage failures; "+
+		"%d segments deleted by retention; %d truncations",
+		s.checks, s.steps, s.multiSegmentSteps, s.crashes, s.crashesWithSynced, s.damaged, s.tailKept, s.tailLost,
+		s.ghostsKept, s.failures, s.retentionDeletes, s.truncations)
 }
 
 // ---- Disk completions ----
@@ -142,6 +162,7 @@ func (sm *logMachine) expectFailure(t *rapid.T, err error) {
 		t.Fatalf("an operation failed with %v, but the log is not failed", err)
 	}
 	sm.m.failed = true
+	sm.stats.failures++
 }
 
 // ---- Batches ----
@@ -321,6 +342,9 @@ func (sm *logMachine) truncateTo(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("TruncateTo(%d): %v", offset, err)
 	}
+	if offset < sm.m.leo {
+		sm.stats.truncations++
+	}
 	sm.m.truncateTo(offset)
 }
 
@@ -334,6 +358,7 @@ func (sm *logMachine) truncateFully(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("TruncateFullyAndStartAt(%d): %v", offset, err)
 	}
+	sm.stats.truncations++
 	sm.m.truncateFullyAndStartAt(offset)
 }
 
@@ -371,6 +396,7 @@ func (sm *logMachine) retention(t *rapid.T) {
 		t.Fatalf("ApplyRetention(now %d, HW %d) with retention.ms %d, retention.bytes %d on segments %v: deleted %d, want %d",
 			sm.nowMs, highWatermark, sm.cfg.RetentionMs, sm.cfg.RetentionBytes, describeSegments(segs), deleted, want)
 	}
+	sm.stats.retentionDeletes += deleted
 	if deleted > 0 {
 		sm.m.lso = max(sm.m.lso, segs[deleted].base)
 		sm.m.batches = sm.m.batches[len(sm.m.batches)-countBatches(segs[deleted:]):]
@@ -488,6 +514,10 @@ func (sm *logMachine) crash(t *rapid.T) {
 	trace := sm.disk.Crash(rand.New(rand.NewPCG(seed, 0x5eed)), mode)
 	sm.pending = nil
 	damage := sm.damageUnsynced(t, crashRP, reopenRP)
+	sm.stats.crashes++
+	if damage != "" {
+		sm.stats.damaged++
+	}
 	l, err := Open(sm.disk, testDir, sm.cfg, OpenOptions{RecoveryPoint: reopenRP, LogStartOffset: sm.m.lso, NowMs: sm.nowMs})
 	if err != nil {
 		t.Fatalf("Open after crash (%s%s): %v", trace, damage, err)
@@ -516,6 +546,16 @@ func (sm *logMachine) reopen(t *rapid.T) {
 		t.Fatalf("Open after a clean close: %v", err)
 	}
 	sm.log = l
+	// Segments wholly below the log start offset (left by a crash under a
+	// retention) go at open.
+	first := l.SegmentBaseOffsets()[0]
+	for len(sm.m.batches) > 0 && sm.m.batches[0].base < first {
+		if sm.m.batches[0].next() > sm.m.lso {
+			t.Fatalf("a clean reopen dropped the batch at %d, log start offset %d", sm.m.batches[0].base, sm.m.lso)
+		}
+		sm.m.batches = sm.m.batches[1:]
+	}
+	sm.adoptEpochs(t, "clean reopen")
 	if l.RecoveryPoint() < rp {
 		t.Fatalf("recovery point %d after a clean reopen, was %d", l.RecoveryPoint(), rp)
 	}
@@ -667,8 +707,19 @@ func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, trace 
 		}
 	}
 	sm.m.lso = l.LogStartOffset()
+	if len(synced) > 0 {
+		sm.stats.crashesWithSynced++
+	}
+	unsynced := map[int64][]byte{} // the model's batches beyond the synced ones
+	for _, b := range sm.m.visible()[len(synced):] {
+		unsynced[b.base] = b.bytes
+	}
 	recovered := sm.segmentFileBatches(t, trace)
-	kept := 0
+	kept, tailKept := 0, 0
+	defer func() {
+		sm.stats.tailKept += tailKept
+		sm.stats.tailLost += len(unsynced) - tailKept
+	}()
 	for _, b := range recovered {
 		if b.last < sm.m.lso {
 			if !sm.m.isIncarnation(b.bytes) {
@@ -683,9 +734,14 @@ func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, trace 
 			kept++
 			continue
 		}
+		if want, ok := unsynced[b.base]; ok && bytes.Equal(want, b.bytes) {
+			tailKept++
+			continue
+		}
 		if !sm.m.isIncarnation(b.bytes) {
 			t.Fatalf("recovery kept a batch at %d that no append wrote there (%s)", b.base, trace)
 		}
+		sm.stats.ghostsKept++
 	}
 	if kept < len(synced) {
 		t.Fatalf("recovery dropped the synced batch at %d (recovery point at the crash %d, given %d, LEO now %d) (%s)",
@@ -754,6 +810,10 @@ func (sm *logMachine) segmentFileBatches(t *rapid.T, trace string) []modelBatch 
 
 func (sm *logMachine) check(t *rapid.T) {
 	l := sm.log
+	sm.stats.steps++
+	if l.SegmentCount() > 1 {
+		sm.stats.multiSegmentSteps++
+	}
 	if sm.m.failed {
 		if err := l.Err(); !errors.Is(err, env.ErrIO) {
 			t.Fatalf("failed log reports %v, want env.ErrIO", err)
