@@ -13,7 +13,7 @@ import (
 // fuzzLimits keeps decompression small so the fuzzer stays fast.
 func fuzzLimits() ProduceLimits {
 	l := testLimits()
-	l.DecompressedBytesMax = 1 << 20
+	l.DecompressedBytesMax = 256 << 10
 	return l
 }
 

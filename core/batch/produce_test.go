@@ -510,3 +510,25 @@ func TestCheckProducedRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckProducedPanicsOnImpossibleLimits(t *testing.T) {
+	b := Build(BuildSpec{Records: []Record{{Key: []byte("k")}}})
+	for name, mutate := range map[string]func(*ProduceLimits){ // order-independent: subtests are independent
+		"zero batch max":        func(l *ProduceLimits) { l.BatchBytesMax = 0 },
+		"zero decompressed max": func(l *ProduceLimits) { l.DecompressedBytesMax = 0 },
+		"huge decompressed max": func(l *ProduceLimits) { l.DecompressedBytesMax = math.MaxInt32 + 1 },
+		"negative before":       func(l *ProduceLimits) { l.TimestampBeforeMaxMs = -1 },
+		"unknown type":          func(l *ProduceLimits) { l.TimestampType = 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			limits := testLimits()
+			mutate(&limits)
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			_, _ = CheckProduced(b, limits)
+		})
+	}
+}

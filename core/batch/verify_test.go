@@ -106,3 +106,16 @@ func TestVerifyRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyDoesNotOrderTimestamps pins a decision: Kafka does not require
+// MaxTimestamp >= FirstTimestamp (a LogAppendTime batch may carry a broker
+// clock behind the producer's), so neither does Verify.
+func TestVerifyDoesNotOrderTimestamps(t *testing.T) {
+	b := kmsgBatch(t, 2)
+	binary.BigEndian.PutUint64(b[offsetMaxTimestamp:], 10) // FirstTimestamp is 1000
+	b[offsetAttributes+1] |= AttrLogAppendTime
+	fixCRC(b)
+	if _, err := Verify(b); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+}
