@@ -454,3 +454,40 @@ func TestPreferredLeaderElection(t *testing.T) {
 		t.Fatalf("after the imbalance check: %+v, want broker 0 leading in epoch %d", got, moved.LeaderEpoch+1)
 	}
 }
+
+// TestLastReplicaStandingAfterUncleanRestart is KIP-966's scenario: with RF
+// 3 and min.insync.replicas 2 every replica goes down; the one that comes
+// back after an unclean shutdown (it may have lost acknowledged records) is
+// not elected, the one that shut down cleanly is.
+func TestLastReplicaStandingAfterUncleanRestart(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	epochs := h.startBrokers(3)
+	h.createTopic("a", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	s := h.partition("a", 0)
+	last := s.Leader
+	// The ISR shrinks to the leader alone: the HW stops (strict min ISR),
+	// the others keep every committed record and enter the ELR.
+	h.alterISR("a", 0, last, epochs[last], s.LeaderEpoch, s.PartitionEpoch, []int32{last})
+	// Every broker goes silent and is fenced.
+	h.advance(10_000)
+	got := h.partition("a", 0)
+	if got.Leader != metadata.NoLeader || len(got.ISR) != 0 || !sameIDs(got.ELR, []int32{0, 1, 2}) {
+		t.Fatalf("all fenced: %+v, want no leader, empty ISR, ELR of all three", got)
+	}
+	// The last leader comes back after an unclean shutdown: it leaves the
+	// ELR and must not lead, although it is the only live replica.
+	unclean := h.registerRaw(last, 2, -1).BrokerEpoch
+	h.heartbeat(last, unclean, false)
+	got = h.partition("a", 0)
+	if got.Leader != metadata.NoLeader || slices.Contains(got.ELR, last) {
+		t.Fatalf("after the unclean restart of %d: %+v, want no leader and %d out of the ELR", last, got, last)
+	}
+	// A replica that shut down cleanly comes back: it leads from the ELR.
+	clean := without(s.Replicas, last)[0]
+	cleanEpoch := h.registerRaw(clean, 2, epochs[clean]).BrokerEpoch
+	h.heartbeat(clean, cleanEpoch, false)
+	got = h.partition("a", 0)
+	if got.Leader != clean || !sameIDs(got.ISR, []int32{clean}) {
+		t.Fatalf("after the clean restart of %d: %+v, want it leading with ISR = {%d}", clean, got, clean)
+	}
+}
