@@ -68,7 +68,9 @@ func (m *MetadataLog) parentDirs() []string {
 // Contract: Append assigns consecutive offsets from EndOffset(); records
 // become committed in offset order, and the quorum reports each advance of
 // CommittedOffset through the onCommit callback it was built with, on the
-// event loop, never from inside Append. Committed records never change.
+// event loop, except an advance during Append itself, which the caller
+// reads from CommittedOffset after Append returns. Committed records never
+// change.
 type quorum interface {
 	// Append appends records as one batch and returns the offset of the
 	// first. An error means nothing was appended and this node can no
@@ -104,13 +106,12 @@ type localQuorum struct {
 	// are synced too, or a power loss could lose the whole directory.
 	durable int64
 	started bool
-	// inAppend is set while Append runs, so that a Sync completing at once
-	// defers its commit report until Append has returned.
-	inAppend       bool
-	deferredCommit bool
-	onCommit       func(committedOffset int64)
-	onFailure      func(error)
-	failed         error
+	// inAppend is set while Append runs: a Sync completing at once then
+	// advances the commit offset without calling onCommit.
+	inAppend  bool
+	onCommit  func(committedOffset int64)
+	onFailure func(error)
+	failed    error
 }
 
 // newLocalQuorum wraps the opened metadata log. Everything already in the
@@ -169,10 +170,6 @@ func (q *localQuorum) Append(records []metadata.Record) (int64, error) {
 	q.inAppend = true
 	q.flush()
 	q.inAppend = false
-	if q.deferredCommit {
-		q.deferredCommit = false
-		q.onCommit(q.committed)
-	}
 	return result.BaseOffset, nil
 }
 
@@ -189,11 +186,9 @@ func (q *localQuorum) flush() {
 			return
 		}
 		q.committed = q.durable
-		if q.inAppend {
-			q.deferredCommit = true
-			return
+		if !q.inAppend {
+			q.onCommit(q.committed)
 		}
-		q.onCommit(q.committed)
 	})
 }
 
