@@ -56,8 +56,11 @@
 // unclean restart drops it from every ELR, KIP-966); BrokerHeartbeat with
 // CurrentMetadataOffset = the offset of the last metadata record it applied
 // (metadata.Image.Offset); Fetch of __cluster_metadata-0 from
-// Image.Offset()+1. A metadata fetch above the commit offset gets
-// OFFSET_OUT_OF_RANGE.
+// Image.Offset()+1 (records come in whole batches: metadata.Image.ApplyBatch
+// skips those already applied). A fetch at or above the commit offset waits
+// (MaxWaitMs) for new commits; one beyond the end of the controller's log
+// gets OFFSET_OUT_OF_RANGE. The node's log manager must not load
+// MetadataLogDir as a partition log: the controller owns it.
 //
 // # What it must not do
 //
