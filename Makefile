@@ -30,9 +30,16 @@ sim-bugs:
 bench: build
 	$(GO) run ./cmd/strandbench
 
+# Each Go fuzz target for FUZZTIME. -fuzzminimizetime keeps a busy machine from
+# spending minutes shrinking one new corpus entry.
+FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/log:FuzzRecover \
+	./core/wire:FuzzParseRequest ./core/config:FuzzParseProperties
 fuzz:
-	$(GO) test ./core/batch -run '^$$' -fuzz FuzzCheck -fuzztime $(FUZZTIME)
-	$(GO) test ./core/log -run '^$$' -fuzz FuzzRecover -fuzztime $(FUZZTIME)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "== $$fn in $$pkg"; \
+	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; \
+	done
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
