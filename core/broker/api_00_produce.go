@@ -42,6 +42,8 @@ type pendingProduce struct {
 type produceSlot struct {
 	pending *pendingProduce
 	part    *kmsg.ProduceResponseTopicPartition
+	// timeout expires the wait after the request's TimeoutMillis.
+	timeout env.Timer
 }
 
 func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest) {
@@ -130,7 +132,7 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	if req.Acks == replica.AcksAll {
 		n.produceWaits[id] = slot
 		slot.pending.remaining++
-		n.after(timeoutMs, func() {
+		slot.timeout = n.after(timeoutMs, func() {
 			p.replica.ExpireAcks(n.nowMs())
 			n.afterReplicaChange(p)
 		})
@@ -187,6 +189,7 @@ func (n *Node) completeAcks(results []replica.AckResult) {
 			continue
 		}
 		delete(n.produceWaits, r.RequestID)
+		slot.timeout.Stop()
 		if r.Error != 0 {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1

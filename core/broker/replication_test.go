@@ -193,3 +193,53 @@ func TestPlantedBugReachesReplica(t *testing.T) {
 		t.Fatalf("with early-ack, acks=all while isolated answered %v; want success (the bug)", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestProduceManyPartitionsOneRequest: one acks=all request spanning two
+// topics and several partitions with different leaders is answered once,
+// when every partition is committed, with each partition's own offset.
+func TestProduceManyPartitionsOneRequest(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2"})
+	c.waitRegistered()
+	c.createTopic(1, "a", 3, 3)
+	c.createTopic(1, "b", 2, 3)
+	// Pick a node that leads at least one partition, and send it every
+	// partition: the ones it does not lead get NOT_LEADER_OR_FOLLOWER.
+	node := c.leaderOf("a", 0)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 5000
+	for _, topic := range []struct {
+		name       string
+		partitions int32
+	}{{"a", 3}, {"b", 2}} {
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic.name
+		for p := range topic.partitions {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, recordBatch(topic.name)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := c.request(node, req).(*kmsg.ProduceResponse)
+	led := 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			want := int16(0)
+			if c.leaderOf(rt.Topic, rp.Partition) != node {
+				want = kerr.NotLeaderForPartition.Code
+			} else {
+				led++
+				if hw := c.nodes[node].node.partitions[partitionKey{rt.Topic, rp.Partition}].replica.HighWatermark(); hw < 1 {
+					t.Errorf("%s-%d answered with HW %d: not committed", rt.Topic, rp.Partition, hw)
+				}
+			}
+			if rp.ErrorCode != want || (want == 0 && rp.BaseOffset != 0) {
+				t.Errorf("%s-%d: error %v offset %d, want %v", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode), rp.BaseOffset, kerr.ErrorForCode(want))
+			}
+		}
+	}
+	if led == 0 {
+		t.Fatal("the node led none of the partitions")
+	}
+}
