@@ -150,10 +150,17 @@ func (q *localQuorum) start() {
 	done(nil)
 }
 
-func (q *localQuorum) EndOffset() int64       { return q.log.LogEndOffset() }
-func (q *localQuorum) CommittedOffset() int64 { return q.committed }
-func (q *localQuorum) LogStartOffset() int64  { return q.log.LogStartOffset() }
+// EndOffset implements quorum: the log end offset.
+func (q *localQuorum) EndOffset() int64 { return q.log.LogEndOffset() }
 
+// CommittedOffset implements quorum: the end of the synced prefix.
+func (q *localQuorum) CommittedOffset() int64 { return q.committed }
+
+// LogStartOffset implements quorum.
+func (q *localQuorum) LogStartOffset() int64 { return q.log.LogStartOffset() }
+
+// Append implements quorum: it appends the batch and syncs the log; the
+// Sync's completion commits it.
 func (q *localQuorum) Append(records []metadata.Record) (int64, error) {
 	if q.failed != nil {
 		return 0, q.failed
@@ -200,6 +207,8 @@ func (q *localQuorum) fail(err error) {
 	q.onFailure(q.failed)
 }
 
+// ReadCommitted implements quorum by copying the log's regions (the
+// simulator has no sendfile; realnet can serve regions later).
 func (q *localQuorum) ReadCommitted(fetchOffset int64, maxBytes int32) ([]byte, error) {
 	r, err := q.log.Read(fetchOffset, maxBytes, q.committed, true)
 	if err != nil {
@@ -208,6 +217,7 @@ func (q *localQuorum) ReadCommitted(fetchOffset int64, maxBytes int32) ([]byte, 
 	return log.CopyRegions(r.Regions)
 }
 
+// Replay implements quorum, reading the log 1 MiB at a time.
 func (q *localQuorum) Replay(fn func(metadata.Batch) error) error {
 	const chunkBytes = 1 << 20
 	for offset := q.log.LogStartOffset(); offset < q.log.LogEndOffset(); {

@@ -24,6 +24,7 @@ const (
 	TypeNoOp                     RecordType = 20
 )
 
+// String is Kafka's name for the record type.
 func (t RecordType) String() string {
 	switch t {
 	case TypeRegisterBroker:
@@ -210,18 +211,35 @@ type ProducerIdsRecord struct {
 // commit offset.
 type NoOpRecord struct{}
 
-// Type implementations.
+// Type is TypeRegisterBroker.
+func (*RegisterBrokerRecord) Type() RecordType { return TypeRegisterBroker }
 
-func (*RegisterBrokerRecord) Type() RecordType           { return TypeRegisterBroker }
-func (*UnregisterBrokerRecord) Type() RecordType         { return TypeUnregisterBroker }
+// Type is TypeUnregisterBroker.
+func (*UnregisterBrokerRecord) Type() RecordType { return TypeUnregisterBroker }
+
+// Type is TypeBrokerRegistrationChange.
 func (*BrokerRegistrationChangeRecord) Type() RecordType { return TypeBrokerRegistrationChange }
-func (*TopicRecord) Type() RecordType                    { return TypeTopic }
-func (*PartitionRecord) Type() RecordType                { return TypePartition }
-func (*PartitionChangeRecord) Type() RecordType          { return TypePartitionChange }
-func (*RemoveTopicRecord) Type() RecordType              { return TypeRemoveTopic }
-func (*ConfigRecord) Type() RecordType                   { return TypeConfig }
-func (*ProducerIdsRecord) Type() RecordType              { return TypeProducerIDs }
-func (*NoOpRecord) Type() RecordType                     { return TypeNoOp }
+
+// Type is TypeTopic.
+func (*TopicRecord) Type() RecordType { return TypeTopic }
+
+// Type is TypePartition.
+func (*PartitionRecord) Type() RecordType { return TypePartition }
+
+// Type is TypePartitionChange.
+func (*PartitionChangeRecord) Type() RecordType { return TypePartitionChange }
+
+// Type is TypeRemoveTopic.
+func (*RemoveTopicRecord) Type() RecordType { return TypeRemoveTopic }
+
+// Type is TypeConfig.
+func (*ConfigRecord) Type() RecordType { return TypeConfig }
+
+// Type is TypeProducerIDs.
+func (*ProducerIdsRecord) Type() RecordType { return TypeProducerIDs }
+
+// Type is TypeNoOp.
+func (*NoOpRecord) Type() RecordType { return TypeNoOp }
 
 // newRecord returns an empty record of type t, or nil for an unknown type.
 func newRecord(t RecordType) Record {
