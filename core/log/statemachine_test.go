@@ -974,3 +974,39 @@ func TestMaxTimestampOffsetSurvivesReopen(t *testing.T) {
 		t.Fatalf("MaxTimestamp after a clean reopen (%d at %d), was (%d at %d)", ts, o, timestamp, offset)
 	}
 }
+
+// TestRecoveryCutIsNotTrustedAfterRoll: recovery cuts a corrupt tail off the
+// segment holding the recovery point, but the cut is not durable. After a
+// roll at the recovery point and another crash, that segment lies wholly
+// below the recovery point and is trusted: its stale tail must not become
+// part of the log. Found by TestLogStateMachine.
+func TestRecoveryCutIsNotTrustedAfterRoll(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	cfg := testConfig()
+	l := openLog(t, disk, cfg, OpenOptions{NowMs: 1})
+	want := []appended{appendLeader(t, l, 1, 100, 0), appendLeader(t, l, 1, 101, 0)}
+	flushAll(t, l, disk)
+	rp := l.RecoveryPoint()
+	appendLeader(t, l, 1, 102, 0) // unsynced, then damaged on the medium
+	disk.Writeback()
+	logPath := testDir + "/" + segmentFileName(0, logSuffix)
+	data, _ := disk.ReadFile(logPath)
+	if err := disk.FlipBit(logPath, int64(len(data)-1), 0); err != nil {
+		t.Fatal(err)
+	}
+	disk.Crash(nil, memdisk.CrashLoseAll)
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp, NowMs: 2})
+	if n := checkPrefixOf(t, l, want); n != 2 || l.LogEndOffset() != rp {
+		t.Fatalf("first recovery kept %d batches, LEO %d, want 2 and %d", n, l.LogEndOffset(), rp)
+	}
+	if err := l.Roll(3); err != nil {
+		t.Fatal(err)
+	}
+	for disk.RunPending() > 0 {
+	}
+	disk.Crash(nil, memdisk.CrashLoseAll)
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: l.RecoveryPoint(), NowMs: 4})
+	if n := checkPrefixOf(t, l, want); n != 2 || l.LogEndOffset() != rp {
+		t.Fatalf("second recovery kept %d batches, LEO %d, want 2 and %d", n, l.LogEndOffset(), rp)
+	}
+}
