@@ -7,7 +7,7 @@ package broker
 // (answered once the HW passes the batch, or REQUEST_TIMED_OUT after
 // TimeoutMillis); per-partition errors UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), CORRUPT_MESSAGE,
-// INVALID_RECORD, MESSAGE_TOO_LARGE (message.max.bytes) and
+// INVALID_RECORD, MESSAGE_TOO_LARGE (the topic's max.message.bytes) and
 // KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for an acks value Kafka refuses.
 //
 // Skipped: transactions (TransactionID is ignored) and idempotent producer
@@ -17,13 +17,11 @@ package broker
 
 import (
 	"errors"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
-	"strand/core/config"
 	"strand/core/env"
 	"strand/core/replica"
 )
@@ -100,14 +98,14 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	if p.storageFailed() {
 		return kerr.KafkaStorageError.Code
 	}
-	if len(records) > int(n.cfg.Broker.MessageMaxBytes) {
+	limits := n.produceLimits(key.topic)
+	if len(records) > limits.BatchBytesMax {
 		return kerr.MessageTooLarge.Code
 	}
 	epoch, err := p.replica.AdmitProduce(req.Acks)
 	if err != nil {
 		return errorCodeOf(err)
 	}
-	limits := n.produceLimits()
 	info, err := batch.CheckProduced(records, limits)
 	if err != nil {
 		var berr *batch.Error
@@ -153,32 +151,6 @@ func (n *Node) notHostedCode(key partitionKey) int16 {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code
-}
-
-// produceLimits are the topic settings a produced batch is judged by.
-// Per-topic overrides are not applied yet: the broker's log.* defaults are.
-func (n *Node) produceLimits() batch.ProduceLimits {
-	b := n.cfg.Broker
-	tsType := batch.CreateTime
-	if b.LogMessageTimestampType == config.TimestampLogAppendTime {
-		tsType = batch.LogAppendTime
-	}
-	before, after := b.LogMessageTimestampBeforeMaxMs, b.LogMessageTimestampAfterMaxMs
-	if before < 0 {
-		before = math.MaxInt64
-	}
-	if after < 0 {
-		after = math.MaxInt64
-	}
-	return batch.ProduceLimits{
-		BatchBytesMax:        int(b.MessageMaxBytes),
-		DecompressedBytesMax: max(decompressedBytesMaxFloor, 4*int(b.MessageMaxBytes)),
-		RequireKeys:          b.LogCleanupPolicy.Compact,
-		TimestampType:        tsType,
-		TimestampBeforeMaxMs: before,
-		TimestampAfterMaxMs:  after,
-		NowMs:                n.wallMs(),
-	}
 }
 
 // completeAcks answers the acks=all produces the replica has completed.

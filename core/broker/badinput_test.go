@@ -150,3 +150,46 @@ func setCRC(b []byte) {
 	crc := batch.ComputeCRC(b)
 	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
 }
+
+// TestTopicConfigOverrides: a topic's own settings (ConfigRecords written by
+// CreateTopics) govern its produce validation, not the broker defaults.
+func TestTopicConfigOverrides(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	for _, spec := range []struct{ name, key, value string }{
+		{"small", "max.message.bytes", "200"},
+		{"compacted", "cleanup.policy", "compact"},
+	} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = spec.name, 1, 1
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = spec.key, &spec.value
+		rt.Configs = append(rt.Configs, cfg)
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, rt := range c.request(1, req).(*kmsg.CreateTopicsResponse).Topics {
+		if rt.ErrorCode != 0 {
+			t.Fatalf("create %s: %v", rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
+		}
+	}
+	c.createTopic(1, "plain", 1, 1)
+	c.waitFor("topics hosted", 5000, func() bool {
+		return c.nodes[1].node.partitions[partitionKey{"small", 0}] != nil && c.nodes[1].node.partitions[partitionKey{"compacted", 0}] != nil
+	})
+	big := recordBatch(string(make([]byte, 300)))
+	if r := c.produce(1, "small", 0, 1, big); r.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Errorf("300 bytes to max.message.bytes=200: %v, want MESSAGE_TOO_LARGE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := c.produce(1, "plain", 0, 1, big); r.ErrorCode != 0 {
+		t.Errorf("300 bytes to a default topic: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	nullKey := batch.Build(batch.BuildSpec{Records: []batch.Record{{Value: []byte("no key")}}})
+	if r := c.produce(1, "compacted", 0, 1, nullKey); r.ErrorCode != kerr.InvalidRecord.Code {
+		t.Errorf("null key to a compacted topic: %v, want INVALID_RECORD", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := c.produce(1, "compacted", 0, 1, recordBatch("keyed")); r.ErrorCode != 0 {
+		t.Errorf("keyed record to a compacted topic: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

@@ -113,7 +113,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		newID:        ids,
 		incarnation:  ids(),
 		advertised:   advertisedVersions(b.Roles.Broker, b.Roles.Controller),
-		logConfig:    logConfigOf(b),
+		logConfig:    logConfigOf(b.TopicDefaults()),
 		controllerID: lowestVoter(b.QuorumVoters),
 		image:        metadata.NewImage(),
 		brokerEpoch:  -1,
@@ -223,19 +223,4 @@ func lowestVoter(voters []config.Voter) int32 {
 		lowest = min(lowest, int32(v.ID))
 	}
 	return lowest
-}
-
-// logConfigOf maps the broker's log.* defaults onto a partition log's
-// settings. Per-topic overrides are not applied yet.
-func logConfigOf(b config.Broker) log.Config {
-	c := log.DefaultConfig()
-	c.SegmentBytes = int64(b.LogSegmentBytes)
-	c.SegmentMs = b.LogRollMs
-	c.SegmentIndexBytes = int64(b.LogIndexSizeMaxBytes)
-	c.IndexIntervalBytes = int64(b.LogIndexIntervalBytes)
-	c.RetentionMs = b.LogRetentionMs
-	c.RetentionBytes = b.LogRetentionBytes
-	c.FlushIntervalMessages = b.LogFlushIntervalMessages
-	c.FlushIntervalMs = b.LogFlushIntervalMs
-	return c
 }

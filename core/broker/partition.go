@@ -77,7 +77,7 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	}
 	rcfg := replica.Config{
 		ReplicaID:           n.id,
-		MinInsyncReplicas:   int(n.cfg.Broker.MinInsyncReplicas),
+		MinInsyncReplicas:   int(n.topicConfig(tp.Topic).MinInsyncReplicas),
 		ReplicaLagTimeMaxMs: n.cfg.Broker.ReplicaLagTimeMaxMs,
 		AckWaitersMax:       int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
 		// -1 before registration; AlterPartition v2 carries no broker
@@ -97,7 +97,7 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 // metadataLogDir), out of the Manager's sight.
 func (n *Node) openManagers() error {
 	for i, d := range n.disks {
-		m, err := log.OpenManager(d, "", func(string) log.Config { return n.logConfig }, n.wallMs())
+		m, err := log.OpenManager(d, "", n.logConfigFor, n.wallMs())
 		if err != nil {
 			return fmt.Errorf("broker: log dir %d: %w", i, err)
 		}

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"math"
+
+	"strand/core/batch"
+	"strand/core/config"
+	"strand/core/log"
+	"strand/core/metadata"
+)
+
+// topicConfig is a topic's effective configuration: its ConfigRecords in
+// the metadata image over the broker's defaults. Overrides that do not
+// resolve (the controller validated them, so only a newer Strand could have
+// written them) fall back to the defaults.
+func (n *Node) topicConfig(topic string) config.TopicConfig {
+	overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
+	t, err := n.cfg.Broker.ResolveTopicConfig(overrides)
+	if err != nil {
+		return n.cfg.Broker.TopicDefaults()
+	}
+	return t
+}
+
+// logConfigFor is the log configuration of a topic's partitions. It is read
+// when a log is opened or created: later AlterConfigs changes reach a log
+// only when it is opened again (core/log has no reconfiguration yet).
+func (n *Node) logConfigFor(topic string) log.Config {
+	if c := logConfigOf(n.topicConfig(topic)); c.Validate() == nil {
+		return c
+	}
+	return n.logConfig
+}
+
+// logConfigOf maps a topic's settings onto its logs' configuration.
+func logConfigOf(t config.TopicConfig) log.Config {
+	c := log.DefaultConfig()
+	c.SegmentBytes = int64(t.SegmentBytes)
+	c.SegmentMs = t.SegmentMs
+	c.SegmentIndexBytes = int64(t.SegmentIndexBytes)
+	c.IndexIntervalBytes = int64(t.IndexIntervalBytes)
+	c.RetentionMs = t.RetentionMs
+	c.RetentionBytes = t.RetentionBytes
+	c.FlushIntervalMessages = t.FlushMessages
+	c.FlushIntervalMs = t.FlushMs
+	return c
+}
+
+// produceLimits are the topic settings a produced batch is judged by.
+func (n *Node) produceLimits(topic string) batch.ProduceLimits {
+	t := n.topicConfig(topic)
+	tsType := batch.CreateTime
+	if t.MessageTimestampType == config.TimestampLogAppendTime {
+		tsType = batch.LogAppendTime
+	}
+	before, after := t.MessageTimestampBeforeMaxMs, t.MessageTimestampAfterMaxMs
+	if before < 0 {
+		before = math.MaxInt64
+	}
+	if after < 0 {
+		after = math.MaxInt64
+	}
+	return batch.ProduceLimits{
+		BatchBytesMax:        int(t.MaxMessageBytes),
+		DecompressedBytesMax: max(decompressedBytesMaxFloor, 4*int(t.MaxMessageBytes)),
+		RequireKeys:          t.CleanupPolicy.Compact,
+		TimestampType:        tsType,
+		TimestampBeforeMaxMs: before,
+		TimestampAfterMaxMs:  after,
+		NowMs:                n.wallMs(),
+	}
+}
