@@ -16,11 +16,11 @@ func (l *Log) loadTrusted(recoveryPoint int64) int {
 		recoverFrom++
 	}
 	for i := 0; i < recoverFrom; i++ {
+		// A trusted segment must end where the next one begins. Anything
+		// else is a gap, or the stale tail of a cut (an earlier recovery's)
+		// that was never synced: recover the segment up to the next base.
 		s := l.segments[i]
-		if i > 0 && s.baseOffset != l.segments[i-1].nextOffset {
-			return i
-		}
-		if err := l.loadTrustedSegment(s); err != nil {
+		if err := l.loadTrustedSegment(s); err != nil || s.nextOffset != l.segments[i+1].baseOffset {
 			return i
 		}
 	}
@@ -122,7 +122,11 @@ func (l *Log) recoverFrom(first int) error {
 		if i > 0 && s.baseOffset != l.segments[i-1].nextOffset {
 			return l.removeSegments(i)
 		}
-		complete, err := l.recoverSegment(s)
+		endOffset := int64(math.MaxInt64)
+		if i+1 < len(l.segments) {
+			endOffset = l.segments[i+1].baseOffset
+		}
+		complete, err := l.recoverSegment(s, endOffset)
 		if err != nil {
 			return err
 		}
@@ -140,16 +144,17 @@ func (l *Log) recoverFrom(first int) error {
 
 // recoverSegment verifies every batch of s from the start, rebuilding its
 // indexes and assigning epochs newer than the cache's latest, as Kafka's
-// LogSegment.recover does. It cuts the file after the last good batch and
-// reports whether the whole file was good.
-func (l *Log) recoverSegment(s *segment) (complete bool, err error) {
+// LogSegment.recover does. It cuts the file after the last good batch, or at
+// endOffset (the next segment's base: bytes beyond it are a stale tail), and
+// reports whether the segment was whole.
+func (l *Log) recoverSegment(s *segment, endOffset int64) (complete bool, err error) {
 	size := s.log.Size()
 	if err := s.truncateFiles(size); err != nil {
 		return false, err
 	}
 	s.resetStats()
 	position, buf := int64(0), l.scratch
-	for position < size {
+	for position < size && s.nextOffset < endOffset {
 		h, grown, err := readVerified(s.log, position, size, buf)
 		buf = grown
 		if errors.Is(err, errCorruptData) {
@@ -180,5 +185,5 @@ func (l *Log) recoverSegment(s *segment) (complete bool, err error) {
 		}
 	}
 	s.bytes = position
-	return position == size, nil
+	return position == size || s.nextOffset == endOffset, nil
 }
