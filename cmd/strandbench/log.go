@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -403,10 +404,15 @@ func rawWriteSyncedAtEnd(dir string, writeBytes int, totalBytes int64) (result r
 		chunk := buf[:min(int64(writeBytes), totalBytes-off)]
 		for written := 0; written < len(chunk); {
 			n, err := unix.Pwrite(fd, chunk[written:], off+int64(written))
-			if err != nil && err != unix.EINTR {
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
 				return run{}, fmt.Errorf("raw write %s at %d: %w", f.Name(), off, err)
+			case n == 0:
+				return run{}, fmt.Errorf("raw write %s at %d: %w", f.Name(), off, io.ErrShortWrite)
 			}
-			written += max(n, 0)
+			written += n
 		}
 	}
 	if err := unix.Fdatasync(fd); err != nil {
