@@ -1010,3 +1010,32 @@ func TestRecoveryCutIsNotTrustedAfterRoll(t *testing.T) {
 		t.Fatalf("second recovery kept %d batches, LEO %d, want 2 and %d", n, l.LogEndOffset(), rp)
 	}
 }
+
+// TestRetentionBytesCountsWhatTheTimePassLeft: retention.bytes compares the
+// size left after the retention.ms pass with the limit, as Kafka's
+// deleteRetentionSizeBreachedSegments computes it when it runs. Found by
+// TestLogStateMachine: the size was taken before the time pass, so segments
+// within the size limit were deleted too.
+func TestRetentionBytesCountsWhatTheTimePassLeft(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	cfg := testConfig()
+	cfg.RetentionMs = 500
+	l := openLog(t, disk, cfg, OpenOptions{NowMs: 1})
+	for i, ts := range []int64{100, 100, 1000, 1000} { // two expired segments, two recent
+		if i > 0 {
+			if err := l.Roll(ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		appendLeader(t, l, 1, ts, 0)
+	}
+	segmentBytes := l.SizeBytes() / 4
+	l.cfg.RetentionBytes = 2 * segmentBytes // exactly what the recent segments hold
+	deleted, err := l.ApplyRetention(1000, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 2 || l.LogStartOffset() != 2 {
+		t.Fatalf("retention deleted %d segments, log start %d; want the 2 expired ones, log start 2", deleted, l.LogStartOffset())
+	}
+}
