@@ -16,12 +16,15 @@ func (l *Log) ApplyRetention(nowMs, highWatermark int64) (deleted int, err error
 	if l.failed != nil {
 		return 0, l.failed
 	}
-	passes := []func(*segment) bool{
-		l.retentionMsBreached(nowMs),
-		l.retentionBytesBreached(),
-		func(s *segment) bool { return s.nextOffset <= l.logStartOffset },
+	// Each pass measures the log as the previous passes left it, as Kafka's
+	// do: retention.bytes counts only what retention.ms kept.
+	passes := []func() func(*segment) bool{
+		func() func(*segment) bool { return l.retentionMsBreached(nowMs) },
+		l.retentionBytesBreached,
+		func() func(*segment) bool { return func(s *segment) bool { return s.nextOffset <= l.logStartOffset } },
 	}
-	for _, breached := range passes {
+	for _, pass := range passes {
+		breached := pass()
 		n := 0
 		for n < len(l.segments)-1 && l.segments[n].nextOffset <= highWatermark && breached(l.segments[n]) {
 			n++
