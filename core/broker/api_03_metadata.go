@@ -30,24 +30,7 @@ import (
 
 func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	listener := ""
-	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
-		listener = n.cfg.Broker.AdvertisedListeners[0].Name
-	}
-	resp.ControllerID = -1
-	for _, id := range n.image.BrokerIDs() {
-		b, _ := n.image.Broker(id)
-		e, ok := n.image.BrokerEndpoint(id, listener)
-		if b.Fenced || !ok {
-			continue
-		}
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
-		resp.Brokers = append(resp.Brokers, mb)
-		if resp.ControllerID == -1 || id == n.controllerID {
-			resp.ControllerID = id
-		}
-	}
+	resp.Brokers, resp.ControllerID = n.liveBrokers()
 	if req.Topics == nil {
 		for _, t := range n.image.Topics() {
 			resp.Topics = append(resp.Topics, n.topicMetadata(t))
@@ -78,6 +61,34 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		n.autoCreate(create)
 	}
 	n.net.Reply(conn, hdr.CorrelationID, resp)
+}
+
+// liveBrokers lists the unfenced brokers with their endpoint on the first
+// advertised listener, and the id to give clients as the controller: the
+// controller node if it is a broker, else the lowest-id live broker, which
+// forwards admin requests (clients send admin requests to the id they get,
+// so it must be a reachable broker).
+func (n *Node) liveBrokers() ([]kmsg.MetadataResponseBroker, int32) {
+	listener := ""
+	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
+		listener = n.cfg.Broker.AdvertisedListeners[0].Name
+	}
+	var brokers []kmsg.MetadataResponseBroker
+	controllerID := int32(-1)
+	for _, id := range n.image.BrokerIDs() {
+		b, _ := n.image.Broker(id)
+		e, ok := n.image.BrokerEndpoint(id, listener)
+		if b.Fenced || !ok {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
+		brokers = append(brokers, mb)
+		if controllerID == -1 || id == n.controllerID {
+			controllerID = id
+		}
+	}
+	return brokers, controllerID
 }
 
 // lookupTopic finds a requested topic by name, or by id when no name is

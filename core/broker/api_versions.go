@@ -31,6 +31,8 @@ type apiRange struct {
 //     CreatePartitions v0..v3, served by core/controller (forwarded by
 //     broker-only nodes).
 //   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
+//   - DeleteRecords v0..v2, DescribeConfigs v0..v4, DescribeCluster v0..v1:
+//     admin tools (kcat -L, kgo's kadm).
 //
 // Never advertise a key that is not served: clients switch behaviour on
 // what they see (kgo on key 68, KIP-848).
@@ -44,6 +46,9 @@ var clientAPIs = []apiRange{
 	{kmsg.DeleteTopics.Int16(), 1, 6},
 	{kmsg.CreatePartitions.Int16(), 0, 3},
 	{kmsg.OffsetForLeaderEpoch.Int16(), 0, 4},
+	{kmsg.DeleteRecords.Int16(), 0, 2},
+	{kmsg.DescribeConfigs.Int16(), 0, 4},
+	{kmsg.DescribeCluster.Int16(), 0, 1},
 }
 
 // controllerAPIs are served only by a node with the controller role: the

@@ -182,6 +182,12 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDeleteTopics(conn, hdr, r)
 	case *kmsg.CreatePartitionsRequest:
 		n.handleCreatePartitions(conn, hdr, r)
+	case *kmsg.DeleteRecordsRequest:
+		n.handleDeleteRecords(conn, hdr, r)
+	case *kmsg.DescribeConfigsRequest:
+		n.handleDescribeConfigs(conn, hdr, r)
+	case *kmsg.DescribeClusterRequest:
+		n.handleDescribeCluster(conn, hdr, r)
 	default:
 		if !controller.Handles(req) {
 			// Advertised but not dispatched would be a table bug.

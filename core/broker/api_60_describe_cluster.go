@@ -1,0 +1,36 @@
+package broker
+
+// DescribeCluster (key 60), versions 0..1 (KIP-700, KIP-919's EndpointType).
+//
+// Served: the unfenced brokers with their endpoint on the first advertised
+// listener, and the controller id chosen as Metadata chooses it
+// (api_03_metadata.go). EndpointType 2 (controllers) is refused with
+// UNSUPPORTED_ENDPOINT_TYPE.
+//
+// Skipped: the cluster id (empty until meta.properties reaches the core),
+// authorized operations, racks, fenced brokers (v2).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+func (n *Node) handleDescribeCluster(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeClusterRequest) {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	brokers, controllerID := n.liveBrokers()
+	resp.ControllerID = controllerID
+	for _, b := range brokers {
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	n.net.Reply(conn, hdr.CorrelationID, resp)
+}
