@@ -124,3 +124,31 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 		t.Fatalf("restarted follower holds %q", got)
 	}
 }
+
+// TestControlledShutdownMovesLeadership: a broker shutting down keeps
+// serving until the controller has moved its leaderships, then is told to
+// stop; acknowledged records stay readable on the new leader.
+func TestControlledShutdownMovesLeadership(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	stopped := false
+	c.nodes[2].node.BeginShutdown(func() { stopped = true })
+	c.waitFor("shutdown allowed", 10000, func() bool { return stopped })
+	leader := c.leaderOf("r", 0)
+	if leader == 2 || leader < 0 {
+		t.Fatalf("after controlled shutdown the leader is %d", leader)
+	}
+	if err := c.nodes[2].node.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[2].proc.Crash() // the process exits
+	c.waitFor("new leader serves", 5000, func() bool {
+		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica
+		return p.LeaderEpoch() >= 1 && p.HighWatermark() >= 1
+	})
+	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {
+		t.Fatalf("new leader serves %q", got)
+	}
+}

@@ -69,16 +69,33 @@ func (n *Node) heartbeat() {
 	req.SetVersion(1)
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
 	req.WantFence = n.storageFailed()
+	req.WantShutdown = n.shutdownDone != nil
+	n.heartbeatSeq++
+	seq := n.heartbeatSeq
 	n.toController(req, func(r kmsg.Response, err error) {
-		if n.brokerEpoch != epoch {
-			return
+		if n.brokerEpoch != epoch || n.heartbeatSeq != seq {
+			return // superseded by a newer heartbeat or registration
 		}
-		if err == nil && r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.StaleBrokerEpoch.Code {
+		var resp *kmsg.BrokerHeartbeatResponse
+		if err == nil {
+			resp = r.(*kmsg.BrokerHeartbeatResponse)
+		}
+		switch {
+		case resp != nil && resp.ErrorCode == kerr.StaleBrokerEpoch.Code:
 			n.brokerEpoch = -1
 			n.register()
 			return
+		case resp != nil && resp.ErrorCode == 0 && resp.ShouldShutdown && n.shutdownDone != nil:
+			done := n.shutdownDone
+			n.shutdownDone = nil
+			done()
+			return
 		}
-		n.after(int64(n.cfg.Broker.BrokerHeartbeatIntervalMs), n.heartbeat)
+		interval := int64(n.cfg.Broker.BrokerHeartbeatIntervalMs)
+		if n.shutdownDone != nil {
+			interval = min(interval, shutdownHeartbeatIntervalMs)
+		}
+		n.after(interval, n.heartbeat)
 	})
 }
 

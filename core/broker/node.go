@@ -37,6 +37,9 @@ const (
 	replicaFetchBackoffMs = 1000
 	// replicaFetchResponseMaxBytes is replica.fetch.response.max.bytes.
 	replicaFetchResponseMaxBytes = 10 << 20
+	// shutdownHeartbeatIntervalMs paces heartbeats during a controlled
+	// shutdown, so leadership moves and the answer comes promptly.
+	shutdownHeartbeatIntervalMs = 100
 	// hwCheckpointIntervalMs is replica.high.watermark.checkpoint.interval.ms.
 	hwCheckpointIntervalMs = 5000
 	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
@@ -73,6 +76,11 @@ type Node struct {
 	// until registered.
 	brokerEpoch   int64
 	metadataFetch *metadataFollower
+	// heartbeatSeq numbers heartbeats, so that only the newest one's answer
+	// schedules the next (BeginShutdown sends one out of turn).
+	heartbeatSeq uint64
+	// shutdownDone is set during a controlled shutdown.
+	shutdownDone func()
 
 	// managers are the log directories, in log.dirs order.
 	managers   []*log.Manager
