@@ -150,3 +150,22 @@ func (x *offsetIndex) load(nextOffset, logBytes int64) error {
 	}
 	return nil
 }
+
+// searchPositionAfter returns the index of the first entry whose position is
+// beyond position, or entries if there is none.
+func (x *offsetIndex) searchPositionAfter(position int64) (int64, error) {
+	low, high := int64(0), x.entries
+	for low < high {
+		mid := low + (high-low)/2
+		_, entryPosition, err := x.entry(mid)
+		if err != nil {
+			return 0, err
+		}
+		if entryPosition > position {
+			high = mid
+		} else {
+			low = mid + 1
+		}
+	}
+	return low, nil
+}

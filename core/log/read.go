@@ -96,33 +96,6 @@ type reader struct {
 	done        bool
 }
 
-func (r *reader) readSegment(s *segment, fetchOffset int64) error {
-	start, found, err := s.findBatch(fetchOffset, r.log.scratch)
-	if err != nil || !found {
-		return err
-	}
-	region := Region{File: s.log, Position: start.position}
-	err = s.walkHeaders(start.position, r.log.scratch, func(b batchAt) bool {
-		size := b.header.TotalBytes()
-		first := len(r.result.Regions) == 0 && region.Bytes == 0
-		if b.header.LastOffset() >= r.maxOffset || (size > r.bytesLeft && !(first && r.minOneBatch)) {
-			r.done = true
-			return false
-		}
-		if first {
-			r.result.FirstOffset = b.header.BaseOffset
-		}
-		region.Bytes += size
-		r.bytesLeft -= size
-		r.result.NextOffset = b.header.NextOffset()
-		return true
-	})
-	if region.Bytes > 0 {
-		r.result.Regions = append(r.result.Regions, region)
-	}
-	return err
-}
-
 // CopyRegions reads the regions into one new buffer: for the simulator and
 // tests, which have no sendfile.
 func CopyRegions(regions []Region) ([]byte, error) {

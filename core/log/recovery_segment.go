@@ -183,6 +183,7 @@ func (l *Log) recoverSegment(s *segment, endOffset int64) (complete bool, err er
 		if err := s.log.Truncate(position); err != nil {
 			return false, fmt.Errorf("truncate %s at %d: %w", s.log.Path(), position, err)
 		}
+		s.truncated = true // the next flush makes the cut durable
 	}
 	s.bytes = position
 	return position == size || s.nextOffset == endOffset, nil
