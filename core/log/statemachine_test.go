@@ -47,7 +47,9 @@ func TestLogStateMachine(t *testing.T) {
 		sm.stats = &stats
 		stats.checks++
 		t.Repeat(map[string]func(*rapid.T){
+			// Actions listed twice are drawn twice as often.
 			"appendLeader":   sm.appendLeader,
+			"appendLeader2":  sm.appendLeader,
 			"appendFollower": sm.appendFollower,
 			"appendRejected": sm.appendRejected,
 			"read":           sm.read,
@@ -57,12 +59,13 @@ func TestLogStateMachine(t *testing.T) {
 			"roll":           sm.roll,
 			"retention":      sm.retention,
 			"flush":          sm.flush,
+			"flush2":         sm.flush,
 			"runCompletions": sm.runSomeCompletions,
 			"writeback":      sm.writeback,
 			"crash":          sm.crash,
+			"crash2":         sm.crash,
 			"reopen":         sm.reopen,
-			"diskFull":       sm.diskFull,
-			"failNextSync":   sm.failNextSync,
+			"storageFault":   sm.storageFault,
 			"advanceTime":    sm.advanceTime,
 			"":               sm.check,
 		})
@@ -453,6 +456,15 @@ func (sm *logMachine) writeback(t *rapid.T) {
 
 func (sm *logMachine) advanceTime(t *rapid.T) {
 	sm.nowMs += rapid.Int64Range(0, 400).Draw(t, "advanceMs")
+}
+
+// storageFault injects a full disk or a failed sync.
+func (sm *logMachine) storageFault(t *rapid.T) {
+	if rapid.Bool().Draw(t, "diskFull") {
+		sm.diskFull(t)
+	} else {
+		sm.failNextSync(t)
+	}
 }
 
 // diskFull fills the disk and appends: the append must fail with env.ErrIO
