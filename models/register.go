@@ -239,3 +239,17 @@ func sortTPs(tps []TopicPartition) {
 		return tps[i].Partition < tps[j].Partition
 	})
 }
+
+// VisualizePartition writes Porcupine's visualization of one partition's
+// operations to dir/history-<topic>-<partition>.html and returns the path:
+// what a violation's reader opens to see who wrote and read which offset
+// when.
+func VisualizePartition(h History, tp TopicPartition, dir string) (string, error) {
+	opsByTP, _ := registerOperations(h, 1<<20)
+	_, info := porcupine.CheckOperationsVerbose(registerModel, opsByTP[tp], 10*time.Second)
+	p := filepath.Join(dir, fmt.Sprintf("history-%s-%d.html", tp.Topic, tp.Partition))
+	if err := porcupine.VisualizePath(registerModel, info, p); err != nil {
+		return "", fmt.Errorf("visualize %s: %w", tp, err)
+	}
+	return p, nil
+}

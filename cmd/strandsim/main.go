@@ -1,0 +1,237 @@
+// Command strandsim runs Strand's deterministic simulator (simulator issue
+// §5): one seed, a range of seeds, or every planted bug over a sweep. Each
+// seed prints its trace hash and result; the last line is
+// "seeds=K violations=V sim_s=… wall_s=… events_per_s=…". The exit status
+// is 1 when any violation was found. On a violation the run's Porcupine
+// visualizations and its full trace are written under -out, and the exact
+// command that reproduces it is printed.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"strand/sim/cluster"
+)
+
+func main() {
+	seed := flag.Uint64("seed", 0, "first seed (default: a short sweep from 1)")
+	count := flag.Int("count", 1, "number of seeds, from -seed on")
+	bug := flag.String("bug", "", "planted bug: "+strings.Join(cluster.BugNames, ", "))
+	shape := flag.String("shape", "", "scenario shape: mixed, "+strings.Join(cluster.ShapeNames(), ", ")+" (default standard; mixed for the short sweep)")
+	verbose := flag.Bool("verbose", false, "print the event trace")
+	planted := flag.Bool("planted-bugs", false, "run every planted bug over a sweep; fail unless each is caught")
+	bugSeedsMax := flag.Int("bug-seeds-max", 200, "with -planted-bugs: seeds to try per bug before giving up")
+	out := flag.String("out", "sim-out", "directory for visualizations and traces of failing seeds")
+	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	flag.Parse()
+
+	seedSet := false
+	flag.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	if *planted {
+		os.Exit(plantedBugs(*shape, *bugSeedsMax, *parallel, *out))
+	}
+	if !seedSet {
+		// make sim with no arguments: a short sweep.
+		*seed, *count = 1, max(*count, 20)
+		if *shape == "" {
+			*shape = "mixed"
+		}
+	}
+	if *count < 1 {
+		fmt.Fprintln(os.Stderr, "strandsim: -count must be at least 1")
+		os.Exit(2)
+	}
+	if _, err := cluster.ParseBug(*bug); err != nil {
+		fmt.Fprintln(os.Stderr, "strandsim:", err)
+		os.Exit(2)
+	}
+	os.Exit(sweep(*seed, *count, *shape, *bug, *verbose, *parallel, *out))
+}
+
+// sweep runs seeds first..first+count-1 and prints their results in seed
+// order.
+func sweep(first uint64, count int, shape, bug string, verbose bool, parallel int, out string) int {
+	start := time.Now()
+	if verbose {
+		parallel = 1
+	}
+	results := runSeeds(first, count, shape, bug, verbose, parallel)
+	violations := 0
+	var simNs int64
+	var events uint64
+	for _, res := range results {
+		simNs += res.SimNs
+		events += res.Events
+		printResult(res)
+		if len(res.Violations) > 0 {
+			violations++
+			report(res, shape, out)
+		}
+	}
+	wall := time.Since(start).Seconds()
+	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f\n",
+		len(results), violations, float64(simNs)/1e9, wall, float64(events)/wall)
+	if violations > 0 {
+		return 1
+	}
+	return 0
+}
+
+// runSeeds runs the seeds, parallel at a time, each on its own goroutine
+// with its own scheduler, and returns the results in seed order.
+func runSeeds(first uint64, count int, shape, bug string, verbose bool, parallel int) []cluster.Result {
+	results := make([]cluster.Result, count)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < max(parallel, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				opts := cluster.Options{Seed: first + uint64(i), Shape: shape, Bug: bug}
+				if verbose {
+					opts.TraceWriter = os.Stdout
+				}
+				results[i] = cluster.Run(opts)
+			}
+		}()
+	}
+	for i := 0; i < count; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+func printResult(res cluster.Result) {
+	status := "ok"
+	if len(res.Violations) > 0 {
+		status = fmt.Sprintf("VIOLATION (%d)", len(res.Violations))
+	} else if res.OverBudget {
+		status = fmt.Sprintf("ok, loss over budget: %d acknowledged records", res.LostOverBudget)
+	}
+	fmt.Printf("seed=%d shape=%s trace_hash=%016x sim_s=%.1f events=%d %s %s\n",
+		res.Seed, res.Shape, res.TraceHash, float64(res.SimNs)/1e9, res.Events, res.Stats, status)
+}
+
+// reproduceCommand is the exact command that replays a seed.
+func reproduceCommand(res cluster.Result, shape string) string {
+	cmd := fmt.Sprintf("make sim SEED=%d", res.Seed)
+	if res.Bug != "" {
+		cmd += " BUG=" + res.Bug
+	}
+	if shape != "" && shape != "standard" {
+		cmd += " SHAPE=" + res.Shape
+	}
+	return cmd
+}
+
+// report prints a failing seed's violations and reproduce command, and
+// writes its visualizations and full trace under out/seed-N/ (the seed is
+// run again with the trace on: same seed, same run).
+func report(res cluster.Result, shape, out string) {
+	fmt.Printf("  %s\n", res.Header)
+	for i, v := range res.Violations {
+		if i == 10 {
+			fmt.Printf("  … and %d more\n", len(res.Violations)-10)
+			break
+		}
+		fmt.Printf("  violation: %s\n", v)
+	}
+	dir := filepath.Join(out, fmt.Sprintf("seed-%d", res.Seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Printf("  cannot write %s: %v\n", dir, err)
+	} else {
+		writeArtifacts(res, dir)
+	}
+	fmt.Printf("  reproduce: %s\n", reproduceCommand(res, shape))
+}
+
+func writeArtifacts(res cluster.Result, dir string) {
+	tracePath := filepath.Join(dir, "trace.txt")
+	f, err := os.Create(tracePath)
+	if err != nil {
+		fmt.Printf("  cannot write trace: %v\n", err)
+		return
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	again := cluster.Run(cluster.Options{Seed: res.Seed, Shape: res.Shape, Bug: res.Bug, TraceWriter: w, HTMLDir: dir})
+	w.Flush()
+	f.Close()
+	if again.TraceHash != res.TraceHash {
+		fmt.Printf("  NONDETERMINISM: the rerun's trace hash is %016x, not %016x\n", again.TraceHash, res.TraceHash)
+	}
+	fmt.Printf("  trace: %s\n", tracePath)
+	for _, p := range again.HTML {
+		fmt.Printf("  html: %s\n", p)
+	}
+}
+
+// plantedBugs runs each planted bug over seeds from 1 until a violation
+// is found, and fails unless every bug is caught.
+func plantedBugs(shape string, seedsMax, parallel int, out string) int {
+	start := time.Now()
+	failed := 0
+	var simNs int64
+	var events uint64
+	seeds := 0
+	for _, bug := range cluster.BugNames {
+		bugShape := shape
+		if bugShape == "" {
+			bugShape = PlantedBugShape(bug)
+		}
+		caughtAt := 0
+		var caught cluster.Result
+		for first := 1; first <= seedsMax && caughtAt == 0; first += parallel {
+			n := min(parallel, seedsMax-first+1)
+			for _, res := range runSeeds(uint64(first), n, bugShape, bug, false, parallel) {
+				seeds++
+				simNs += res.SimNs
+				events += res.Events
+				if caughtAt == 0 && len(res.Violations) > 0 {
+					caughtAt, caught = int(res.Seed), res
+				}
+			}
+		}
+		if caughtAt == 0 {
+			failed++
+			fmt.Printf("bug=%s NOT CAUGHT in %d seeds (shape %s)\n", bug, seedsMax, bugShape)
+			continue
+		}
+		fmt.Printf("bug=%s caught at seed %d (%d seeds needed, shape %s): %s\n", bug, caughtAt, caughtAt, bugShape, caught.Violations[0].Check)
+		fmt.Printf("  first violation: %s\n", firstLine(caught.Violations[0].String()))
+		fmt.Printf("  reproduce: %s\n", reproduceCommand(caught, bugShape))
+	}
+	wall := time.Since(start).Seconds()
+	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f\n",
+		seeds, len(cluster.BugNames)-failed, float64(simNs)/1e9, wall, float64(events)/wall)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// PlantedBugShape is the shape a planted bug is hunted in: lost-fsync only
+// shows when the log syncs every batch.
+func PlantedBugShape(bug string) string {
+	if bug == "lost-fsync" {
+		return "sync"
+	}
+	return "mixed"
+}

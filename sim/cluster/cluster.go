@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/broker"
+	"strand/core/config"
+	"strand/core/env"
+	"strand/models"
+	"strand/sim/memdisk"
+	"strand/sim/sched"
+	"strand/sim/simclock"
+	"strand/sim/simnet"
+)
+
+// ControllerID is the controller-only node's node.id; brokers follow it.
+const ControllerID = 1
+
+// Node is one simulated Strand process and the environment that outlives
+// its incarnations.
+type Node struct {
+	ID    int32
+	Proc  *sched.Node
+	Net   *simnet.NodeNet
+	Clock *simclock.Clock
+	Disk  *memdisk.Disk
+	// Core is the current incarnation's broker.Node.
+	Core *broker.Node
+	cfg  broker.Config
+	// envDisk is what the core is given: Disk, or a lying wrapper.
+	envDisk env.Disk
+	// nextCrash is the crash mode MayCrash chose for the coming crash.
+	nextCrash memdisk.CrashMode
+	// lostData: this broker lost unsynced data in a crash and has not yet
+	// recovered (the fault budget): rejoined every ISR with its log back
+	// past mustReach, what was acknowledged when it crashed.
+	lostData  bool
+	mustReach map[models.TopicPartition]int64
+	// failNextSync arms an fsync failure on the next file Sync.
+	failNextSync bool
+	// diskFaulted: a disk fault may have taken its log directory offline;
+	// the liveness phase restarts it.
+	diskFaulted bool
+}
+
+// Cluster is the nodes of one run on one scheduler.
+type Cluster struct {
+	S       *sched.Scheduler
+	Streams *sched.Streams
+	Net     *simnet.Network
+	// Nodes holds the controller first, then the brokers by id.
+	Nodes []*Node
+	shape Shape
+	bugs  Bugs
+	idSeq uint64
+	// fail records a harness-level violation (a node that cannot restart)
+	// and halts the run.
+	fail func(check, detail string)
+}
+
+// Brokers returns the broker nodes.
+func (c *Cluster) Brokers() []*Node { return c.Nodes[1:] }
+
+// BrokerIDs returns the brokers' node.ids.
+func (c *Cluster) BrokerIDs() []env.NodeID {
+	var ids []env.NodeID
+	for _, n := range c.Brokers() {
+		ids = append(ids, env.NodeID(n.ID))
+	}
+	return ids
+}
+
+// newCluster builds and starts the nodes on a network with faults f.
+func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
+	fail func(check, detail string)) (*Cluster, error) {
+	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail}
+	for id := int32(ControllerID); id <= int32(shape.Brokers)+ControllerID; id++ {
+		b, err := brokerConfig(id, shape)
+		if err != nil {
+			return nil, err
+		}
+		proc := s.NewNode(id)
+		n := &Node{ID: id, Proc: proc, Net: c.Net.AddNode(env.NodeID(id), proc),
+			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
+			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
+			cfg:   broker.Config{Broker: b, Bugs: bugs.Replica}}
+		n.envDisk = n.Disk
+		if id != ControllerID {
+			n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
+		}
+		crashStream := streams.Getf("crash/%d", id)
+		node := n
+		proc.OnCrash(func() {
+			what := node.Disk.Crash(crashStream, node.nextCrash)
+			s.Trace(sched.Record{Kind: "disk.crash", Node: node.ID, A: int64(node.nextCrash), B: int64(len(what))})
+		})
+		c.Nodes = append(c.Nodes, n)
+		if err := c.start(n); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// brokerConfig is node id's server.properties for the shape.
+func brokerConfig(id int32, shape Shape) (config.Broker, error) {
+	props := map[string]string{
+		"node.id":                        fmt.Sprint(id),
+		"process.roles":                  "broker",
+		"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
+		"controller.listener.names":      "CONTROLLER",
+		"controller.quorum.voters":       fmt.Sprintf("%d@127.0.0.1:9003", ControllerID),
+		"log.dirs":                       fmt.Sprintf("/data/node%d", id),
+		"auto.create.topics.enable":      "false",
+		"min.insync.replicas":            fmt.Sprint(shape.MinInsyncReplicas),
+		"default.replication.factor":     fmt.Sprint(shape.ReplicationFactor),
+		"broker.session.timeout.ms":      "3000",
+		"broker.heartbeat.interval.ms":   "500",
+		"replica.lag.time.max.ms":        "3000",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+	}
+	if id == ControllerID {
+		props["process.roles"] = "controller"
+		props["listeners"] = "CONTROLLER://127.0.0.1:9003"
+	}
+	if shape.SyncEveryBatch {
+		props["log.flush.interval.messages"] = "1"
+	}
+	b, _, err := config.FromProperties(props)
+	if err != nil {
+		return b, fmt.Errorf("node %d config: %w", id, err)
+	}
+	return b, nil
+}
+
+// start builds the node's core from its disk, as a process start does.
+func (c *Cluster) start(n *Node) error {
+	core, err := broker.New(n.cfg, n.Clock, n.Net, []env.Disk{n.envDisk}, c.newID)
+	if err != nil {
+		return fmt.Errorf("node %d: start: %w", n.ID, err)
+	}
+	n.Core = core
+	n.Net.SetHandler(core)
+	return nil
+}
+
+// restart brings a crashed node back in a new incarnation.
+func (c *Cluster) restart(n *Node) {
+	n.Proc.Restart()
+	// A crash ends the disk's armed faults: the new incarnation starts
+	// with a working log directory.
+	n.diskFaulted, n.failNextSync = false, false
+	n.Disk.SetFull(false)
+	if err := c.start(n); err != nil {
+		n.Net.SetHandler(refusingHandler{net: n.Net})
+		c.fail("restart", err.Error())
+	}
+}
+
+// newID is the cluster's IDSource: deterministic, distinct ids.
+func (c *Cluster) newID() [16]byte {
+	c.idSeq++
+	var id [16]byte
+	for i := 0; i < 8; i++ {
+		id[i] = byte(c.Streams.Seed() >> (8 * i))
+		id[8+i] = byte(c.idSeq >> (8 * i))
+	}
+	id[0] |= 1
+	return id
+}
+
+// refusingHandler stands in for a node that failed to start: it closes
+// every connection.
+type refusingHandler struct{ net *simnet.NodeNet }
+
+func (h refusingHandler) HandleRequest(conn env.ConnID, _ env.RequestHeader, _ kmsg.Request) {
+	h.net.Close(conn)
+}
+
+func (h refusingHandler) HandleClosed(env.ConnID) {}
+
+// faultDisk is a broker's disk as its core sees it: the memdisk, with two
+// harness-controlled twists on file Syncs. When the node's failNextSync is
+// armed, the next Sync fails with env.ErrIO and makes nothing durable (the
+// harness disarms it when healing, which memdisk.FailNextSync cannot).
+// With lie set (the lost-fsync planted bug) every Sync reports success
+// without making anything durable. SyncDir stays honest.
+type faultDisk struct {
+	*memdisk.Disk
+	node *Node
+	lie  bool
+}
+
+// Open wraps the file so that its Syncs go through the twists.
+func (d faultDisk) Open(path string, opts env.OpenOptions) (env.File, error) {
+	f, err := d.Disk.Open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return faultFile{File: f, disk: d}, nil
+}
+
+type faultFile struct {
+	env.File
+	disk faultDisk
+}
+
+// Sync fails when armed, lies under lost-fsync, and is honest otherwise.
+func (f faultFile) Sync(done func(error)) {
+	n := f.disk.node
+	switch {
+	case n.failNextSync:
+		n.failNextSync = false
+		path := f.Path()
+		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
+	case f.disk.lie:
+		n.Proc.Post(func() { done(nil) })
+	default:
+		f.File.Sync(done)
+	}
+}

@@ -1,0 +1,62 @@
+// Package cluster is the simulator's harness: it builds a Strand cluster
+// for a scenario on one seeded scheduler (sim/sched), with a network
+// (sim/simnet), per-node clocks (sim/simclock) and disks (sim/memdisk),
+// runs the clients of sim/workload against it under swarm faults, heals
+// everything, demands convergence within a bounded simulated time, and
+// hands the history and the final state to the checkers of models/.
+//
+// # The cluster
+//
+// Node 1 runs only the controller role (the minimal single-voter
+// controller of core/controller): it may be partitioned and clock-skewed
+// but is never crashed or paused until Raft lands. Nodes 2.. are brokers.
+// Each node is a sched.Node with its simclock, its memdisk (completions
+// posted to the node, crashes hooked through OnCrash) and a simnet NodeNet
+// that outlives incarnations; a restart rebuilds core/broker's Node from
+// what the disk kept.
+//
+// # Faults (simulator issue §2), each class's rate drawn from the seed
+//
+//   - network: simnet.DrawFaults and StartChaos (latency, tails, resets,
+//     black holes, partitions symmetric or not, isolation, clogs);
+//   - process: sched.StartProcessChaos over the brokers (pauses, crashes,
+//     restarts). Each crash is a process crash that keeps the page cache
+//     or a power loss (memdisk CrashLoseAll or CrashTorn), after which the
+//     disk may also show a corrupted or truncated log tail beyond the
+//     recovery point;
+//   - disk: ENOSPC periods, failed fsyncs, and background writeback now
+//     and then;
+//   - clock: simclock.DrawFaults and StartChaos (skew, drift, jumps).
+//
+// # The fault budget (CLARIFICATIONS.md)
+//
+// Each seed draws "within budget" or "over budget". Within budget, a
+// crash that would lose unsynced data is turned into a process crash
+// whenever min.insync.replicas−1 brokers have already lost data and not
+// yet rejoined every ISR; over budget, every crash may lose data, and if
+// the budget was in fact exceeded, lost acknowledged records are reported
+// as "loss over budget" instead of violations. The sync-every-batch shape
+// lets every crash lose data and still demands that nothing acknowledged
+// is lost.
+//
+// # The liveness phase
+//
+// At a drawn time every fault heals: network, clocks, disks; crashed
+// brokers restart and brokers whose log directory failed are restarted.
+// Producers stop shortly after; then every partition must accept an
+// acks=all write again, every request must be answered, and the replicas
+// must converge (identical logs ending at the high watermark, one leader
+// everyone agrees on) within the convergence window. Failing to converge
+// is a violation.
+//
+// # Timeouts scaled down (they keep the protocol's behaviour)
+//
+// broker.session.timeout.ms 3000 (Kafka 9000), broker.heartbeat.interval.ms
+// 500 (2000), replica.lag.time.max.ms 3000 (30000): so that fencing and ISR
+// shrinking happen within a 30-second run. Produce TimeoutMillis is 2000
+// and the clients' own request timeout 5 s.
+//
+// This package must not start goroutines while a run is in progress (a run
+// belongs to one goroutine; separate seeds may run in parallel), read real
+// time inside a run, or let map iteration order reach the schedule.
+package cluster

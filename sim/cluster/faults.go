@@ -1,0 +1,368 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"strand/core/batch"
+	"strand/core/log"
+	"strand/core/log/checkpoint"
+	"strand/models"
+	"strand/sim/memdisk"
+	"strand/sim/sched"
+	"strand/sim/simclock"
+	"strand/sim/simnet"
+)
+
+// DiskFaults are one run's disk-fault settings, drawn from the seed.
+type DiskFaults struct {
+	// KeepCachePerMille is the chance a crash is a process crash that
+	// keeps the page cache; otherwise it is a power loss, torn half the
+	// time.
+	KeepCachePerMille sched.PerMille
+	// TailDamagePerMille is the chance a power loss also corrupts or
+	// truncates a log tail beyond the recovery point.
+	TailDamagePerMille sched.PerMille
+	// TickNs is how often ENOSPC and fsync faults are considered.
+	TickNs int64
+	// FullPerMille is the chance per tick that a broker's disk fills for up
+	// to FullNsMax.
+	FullPerMille sched.PerMille
+	FullNsMax    int64
+	// FailSyncPerMille is the chance per tick that a broker's next fsync
+	// of a segment fails.
+	FailSyncPerMille sched.PerMille
+	// WritebackNs is how often the kernel writes the page cache back
+	// without fsync; 0 never.
+	WritebackNs int64
+}
+
+func (f DiskFaults) String() string {
+	return fmt.Sprintf("disk{keep_cache=%d‰ tail_damage=%d‰ full=%d‰/%dms≤%dms fail_sync=%d‰ writeback_ms=%d}",
+		f.KeepCachePerMille, f.TailDamagePerMille, f.FullPerMille, f.TickNs/1e6, f.FullNsMax/1e6, f.FailSyncPerMille, f.WritebackNs/1e6)
+}
+
+// drawDiskFaults draws the disk faults, swarm style. The sync-every-batch
+// shape gets no tail damage: synced records above a stale recovery-point
+// checkpoint are durable, and a medium destroying them is beyond what any
+// broker can survive.
+func drawDiskFaults(r *rand.Rand, shape Shape) DiskFaults {
+	f := DiskFaults{TickNs: 1e9}
+	f.KeepCachePerMille = sched.PerMille(r.IntN(1001))
+	if !shape.SyncEveryBatch {
+		f.TailDamagePerMille = sched.SwarmPerMille(r, 500, 1000)
+	}
+	f.FullPerMille = sched.SwarmPerMille(r, 600, 100)
+	f.FullNsMax = sched.Int64Between(r, 100e6, 3e9)
+	f.FailSyncPerMille = sched.SwarmPerMille(r, 600, 100)
+	if sched.Chance(r, 500) {
+		f.WritebackNs = sched.Int64Between(r, 500e6, 10e9)
+	}
+	return f
+}
+
+// faults drives every fault class of a run and keeps the budget.
+type faults struct {
+	c          *Cluster
+	overBudget bool
+	// budgetExceeded: at some point more brokers had lost data than the
+	// budget allows.
+	budgetExceeded bool
+	net            simnet.Faults
+	process        sched.ProcessFaults
+	clock          simclock.Faults
+	disk           DiskFaults
+	crashR, diskR  *rand.Rand
+	processChaos   *sched.ProcessChaos
+	clockChaos     *simclock.Chaos
+	diskTick       sched.Handle
+	writebackTick  sched.Handle
+	healed         bool
+	tps            []models.TopicPartition
+	// acked returns the produces recorded so far (the workload's history).
+	acked func() []models.Produce
+}
+
+// drawFaults draws every class; the network's are drawn before the cluster
+// exists, since the network is built with them.
+func drawFaults(streams *sched.Streams, shape Shape) *faults {
+	f := &faults{
+		net:     simnet.DrawFaults(streams.Get("faults/net")),
+		process: sched.DrawProcessFaults(streams.Get("faults/process")),
+		clock:   simclock.DrawFaults(streams.Get("faults/clock")),
+		disk:    drawDiskFaults(streams.Get("faults/disk"), shape),
+		crashR:  streams.Get("crash"),
+		diskR:   streams.Get("disk"),
+	}
+	f.overBudget = sched.Chance(streams.Get("faults/budget"), 300)
+	return f
+}
+
+func (f *faults) String() string {
+	mode := "within-budget"
+	if f.overBudget {
+		mode = "over-budget"
+	}
+	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String()}, " ")
+}
+
+// start begins the process, clock and disk faults (the network's chaos is
+// started here too).
+func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() []models.Produce) {
+	f.c, f.tps, f.acked = c, tps, produces
+	c.Net.StartChaos()
+	var procs []*sched.Node
+	for _, n := range c.Brokers() {
+		procs = append(procs, n.Proc)
+	}
+	f.processChaos = sched.StartProcessChaos(c.S, c.Streams.Get("process"), procs, f.process, sched.ProcessHooks{
+		MayCrash: f.mayCrash,
+		Restart:  func(i int) { c.restart(c.Brokers()[i]) },
+	})
+	var clocks []*simclock.Clock
+	for _, n := range c.Nodes {
+		clocks = append(clocks, n.Clock)
+	}
+	f.clockChaos = simclock.StartChaos(c.S, c.Streams.Get("clock"), clocks, f.clock)
+	if f.disk.FullPerMille > 0 || f.disk.FailSyncPerMille > 0 {
+		f.diskTick = c.S.After(f.disk.TickNs, f.diskStep)
+	}
+	if f.disk.WritebackNs > 0 {
+		f.writebackTick = c.S.After(f.disk.WritebackNs, f.writeback)
+	}
+}
+
+// mayCrash chooses the coming crash's mode, keeping the budget: within it,
+// a crash that would lose data becomes a process crash once
+// min.insync.replicas−1 other brokers have lost data and not recovered.
+func (f *faults) mayCrash(i int) bool {
+	c := f.c
+	n := c.Brokers()[i]
+	f.refreshRecovered()
+	mode := memdisk.CrashKeepAll
+	if !sched.Chance(f.crashR, f.disk.KeepCachePerMille) {
+		mode = memdisk.CrashLoseAll
+		if f.crashR.IntN(2) == 0 {
+			mode = memdisk.CrashTorn
+		}
+	}
+	if mode != memdisk.CrashKeepAll && !n.lostData {
+		lost := 0
+		for _, other := range c.Brokers() {
+			if other.lostData {
+				lost++
+			}
+		}
+		if lost+1 > c.shape.MinInsyncReplicas-1 {
+			if !f.overBudget && !c.shape.SyncEveryBatch {
+				mode = memdisk.CrashKeepAll
+			} else if !c.shape.SyncEveryBatch {
+				f.budgetExceeded = true
+			}
+		}
+	}
+	n.nextCrash = mode
+	if mode != memdisk.CrashKeepAll {
+		n.lostData = true
+		n.mustReach = f.ackedEnds()
+		if sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
+			// Damage the tail once the crash has reverted the disk.
+			c.S.After(0, func() { f.damageTail(n) })
+		}
+	}
+	c.S.Trace(sched.Record{Kind: "fault.crash_mode", Node: n.ID, A: int64(mode)})
+	return true
+}
+
+// refreshRecovered clears lostData for brokers that are up, in the ISR of
+// every partition as every running broker's metadata says, and whose logs
+// hold every record acknowledged before they lost data. ISR membership
+// alone is not enough: a broker that lost data and kept its place in the
+// ISR is the kind of bug the run is looking for, and must not widen the
+// budget.
+func (f *faults) refreshRecovered() {
+	c := f.c
+	for _, n := range c.Brokers() {
+		if !n.lostData || !n.Proc.Up() {
+			continue
+		}
+		recovered := true
+		for _, tp := range f.tps {
+			if c.logEnd(n, tp) < n.mustReach[tp] {
+				recovered = false
+			}
+		}
+		for _, viewer := range c.Brokers() {
+			if !viewer.Proc.Up() || viewer.Core == nil {
+				continue
+			}
+			for _, tp := range f.tps {
+				s, ok := viewer.Core.Image().PartitionByName(tp.Topic, tp.Partition)
+				if !ok || !containsID(s.ISR, n.ID) {
+					recovered = false
+				}
+			}
+		}
+		if recovered {
+			n.lostData = false
+			c.S.Trace(sched.Record{Kind: "fault.recovered", Node: n.ID})
+		}
+	}
+}
+
+// ackedEnds is, per partition, one past the highest offset acknowledged
+// to an acks=all produce so far.
+func (f *faults) ackedEnds() map[models.TopicPartition]int64 {
+	ends := map[models.TopicPartition]int64{}
+	for _, p := range f.acked() {
+		if p.Acks == -1 && p.Acked {
+			ends[p.TP] = max(ends[p.TP], p.BaseOffset+int64(len(p.Values)))
+		}
+	}
+	return ends
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// damageTail corrupts or truncates the newest segment of a random
+// partition of n beyond its checkpointed recovery point, as a power loss
+// in the middle of writeback can leave it.
+func (f *faults) damageTail(n *Node) {
+	if len(f.tps) == 0 {
+		return
+	}
+	tp := f.tps[f.diskR.IntN(len(f.tps))]
+	dir := fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)
+	names, err := n.Disk.List(dir)
+	if err != nil {
+		return
+	}
+	var segments []string
+	for _, name := range names {
+		if strings.HasSuffix(name, ".log") {
+			segments = append(segments, name)
+		}
+	}
+	if len(segments) == 0 {
+		return
+	}
+	sort.Strings(segments)
+	path := dir + "/" + segments[len(segments)-1]
+	data, err := n.Disk.ReadFile(path)
+	if err != nil {
+		return
+	}
+	start := int64(positionOfOffset(data, recoveryPoint(n.Disk, tp)))
+	if start >= int64(len(data)) {
+		return
+	}
+	at := sched.Int64Between(f.diskR, start, int64(len(data))-1)
+	if f.diskR.IntN(2) == 0 {
+		_ = n.Disk.FlipBit(path, at, uint(f.diskR.IntN(8)))
+		f.c.S.Trace(sched.Record{Kind: "fault.disk_flip", Node: n.ID, A: at, Text: path})
+	} else {
+		_ = n.Disk.TruncateFile(path, at)
+		f.c.S.Trace(sched.Record{Kind: "fault.disk_truncate", Node: n.ID, A: at, Text: path})
+	}
+}
+
+// recoveryPoint reads tp's checkpointed recovery point from the disk, 0 if
+// none.
+func recoveryPoint(d *memdisk.Disk, tp models.TopicPartition) int64 {
+	data, err := d.ReadFile(log.RecoveryPointCheckpointName)
+	if err != nil {
+		return 0
+	}
+	entries, err := checkpoint.ParseOffsets(data)
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		if e.Topic == tp.Topic && e.Partition == tp.Partition {
+			return e.Offset
+		}
+	}
+	return 0
+}
+
+// positionOfOffset is the byte position of the first batch of a segment's
+// data holding offsets at or above offset, or the data's size.
+func positionOfOffset(data []byte, offset int64) int {
+	pos := 0
+	for pos < len(data) {
+		h, err := batch.ParseHeader(data[pos:])
+		if err != nil {
+			return pos
+		}
+		if h.BaseOffset+int64(h.LastOffsetDelta) >= offset {
+			return pos
+		}
+		pos += int(h.Length) + 12
+	}
+	return len(data)
+}
+
+// diskStep considers an ENOSPC period and an fsync failure on a random
+// broker.
+func (f *faults) diskStep() {
+	c := f.c
+	brokers := c.Brokers()
+	n := brokers[f.diskR.IntN(len(brokers))]
+	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FullPerMille) {
+		n.Disk.SetFull(true)
+		n.diskFaulted = true
+		incarnation := n.Proc.Incarnation()
+		c.S.Trace(sched.Record{Kind: "fault.disk_full", Node: n.ID})
+		c.S.After(sched.Int64Between(f.diskR, 1, f.disk.FullNsMax), func() {
+			if n.Proc.Incarnation() == incarnation {
+				n.Disk.SetFull(false)
+			}
+		})
+	}
+	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FailSyncPerMille) {
+		n.failNextSync = true
+		n.diskFaulted = true
+		c.S.Trace(sched.Record{Kind: "fault.fail_sync", Node: n.ID})
+	}
+	f.diskTick = c.S.After(f.disk.TickNs, f.diskStep)
+}
+
+func (f *faults) writeback() {
+	for _, n := range f.c.Nodes {
+		n.Disk.Writeback()
+	}
+	f.writebackTick = f.c.S.After(f.disk.WritebackNs, f.writeback)
+}
+
+// heal ends every fault for the liveness phase. Brokers whose log
+// directory may have failed are restarted (a process restart keeps the
+// page cache), as an operator would after replacing the disk.
+func (f *faults) heal() {
+	c := f.c
+	f.healed = true
+	c.Net.Heal()
+	f.clockChaos.Heal()
+	f.diskTick.Cancel()
+	for _, n := range c.Brokers() {
+		n.Disk.SetFull(false)
+		n.failNextSync = false
+	}
+	f.processChaos.Heal()
+	for _, n := range c.Brokers() {
+		if n.diskFaulted && n.Proc.Up() {
+			n.nextCrash = memdisk.CrashKeepAll
+			n.Proc.Crash()
+			c.restart(n)
+		}
+	}
+	c.S.Trace(sched.Record{Kind: "fault.heal", Node: -1})
+}

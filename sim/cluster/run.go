@@ -1,0 +1,354 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"strand/models"
+	"strand/sim/sched"
+	"strand/sim/workload"
+)
+
+// Options choose one run.
+type Options struct {
+	Seed uint64
+	// Shape is a shape name or "mixed" (drawn from the seed); "" is
+	// "standard".
+	Shape string
+	// Bug is a planted bug's name, or "".
+	Bug string
+	// TraceWriter receives the event trace as text (VERBOSE).
+	TraceWriter io.Writer
+	// HTMLDir, if set, receives the Porcupine visualizations of the
+	// partitions involved in violations.
+	HTMLDir string
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed  uint64
+	Shape string
+	Bug   string
+	// Header describes the drawn faults and workload.
+	Header string
+	// TraceHash fingerprints the run; Summary is the scheduler's line.
+	TraceHash uint64
+	Summary   string
+	SimNs     int64
+	Events    uint64
+	// Violations found; empty means every check passed.
+	Violations []models.Violation
+	// OverBudget: the run exceeded the fault budget; LostOverBudget counts
+	// acknowledged records lost (allowed then, and reported).
+	OverBudget     bool
+	LostOverBudget int
+	// HTML are the visualizations written.
+	HTML []string
+	// Stats counts the clients' operations.
+	Stats string
+}
+
+// Timings of the run, in virtual time.
+const (
+	setupDeadlineNs    = 30e9
+	produceAfterHealNs = 2e9
+	convergePollNs     = 500e6
+	leaderSampleNs     = 100e6
+)
+
+// run is one run's state.
+type run struct {
+	opts   Options
+	shape  Shape
+	s      *sched.Scheduler
+	c      *Cluster
+	w      *workload.Workload
+	f      *faults
+	res    *Result
+	tps    []models.TopicPartition
+	done   bool
+	healNs int64
+	// lastSample is the last leader each node reported per partition.
+	lastSample map[sampleKey]models.LeaderSample
+	samples    []models.LeaderSample
+	// notConverged says why the last convergence poll failed.
+	notConverged string
+	final        map[models.TopicPartition]models.PartitionFinal
+}
+
+type sampleKey struct {
+	node int32
+	tp   models.TopicPartition
+}
+
+// Run runs one seed to the end and checks it. A panic anywhere in the run
+// is reported as a violation, not propagated.
+func Run(opts Options) (res Result) {
+	if opts.Shape == "" {
+		opts.Shape = "standard"
+	}
+	res = Result{Seed: opts.Seed, Bug: opts.Bug}
+	shape, err := ShapeFor(opts.Shape, opts.Seed)
+	if err != nil {
+		res.Violations = append(res.Violations, models.Violation{Check: "options", Detail: err.Error()})
+		return res
+	}
+	res.Shape = shape.Name
+	bugs, err := ParseBug(opts.Bug)
+	if err != nil {
+		res.Violations = append(res.Violations, models.Violation{Check: "options", Detail: err.Error()})
+		return res
+	}
+	r := &run{opts: opts, shape: shape, res: &res, lastSample: map[sampleKey]models.LeaderSample{}}
+	r.s = sched.New(sched.Options{TraceWriter: opts.TraceWriter})
+	defer func() {
+		if p := recover(); p != nil {
+			res.Violations = append(res.Violations, models.Violation{Check: "panic",
+				Detail: fmt.Sprintf("%v\n%s", p, firstLines(string(debug.Stack()), 40))})
+		}
+		res.TraceHash, res.Summary = r.s.TraceHash(), r.s.Summary()
+		res.SimNs, res.Events = r.s.NowNs(), r.s.EventsRun()
+		if r.w != nil {
+			res.Stats = r.w.Stats()
+		}
+	}()
+	r.execute(bugs)
+	return res
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (r *run) violate(check, detail string) {
+	r.res.Violations = append(r.res.Violations, models.Violation{Check: check, Detail: detail})
+	r.s.Halt(check + ": " + detail)
+}
+
+func (r *run) execute(bugs Bugs) {
+	streams := sched.NewStreams(r.opts.Seed)
+	r.f = drawFaults(streams, r.shape)
+	c, err := newCluster(r.s, streams, r.f.net, r.shape, bugs, r.violate)
+	if err != nil {
+		r.violate("setup", err.Error())
+		return
+	}
+	r.c = c
+	var topics []string
+	for i := 0; i < r.shape.Topics; i++ {
+		topics = append(topics, fmt.Sprintf("t%d", i))
+	}
+	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), workload.Config{
+		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
+		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
+		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
+	})
+	if err != nil {
+		r.violate("setup", err.Error())
+		return
+	}
+	r.tps = r.w.Partitions()
+	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s", r.shape.Name, r.opts.Bug, r.f, r.w.Describe())
+	healDelayNs := sched.Int64Between(streams.Get("faults/heal"), r.shape.FaultPhaseNs/2, r.shape.FaultPhaseNs)
+	setupDone := false
+	r.w.Start(func() {
+		setupDone = true
+		r.f.start(c, r.tps, func() []models.Produce { return r.w.History().Produces })
+		r.sampleLeaders()
+		r.s.After(healDelayNs, r.heal)
+	})
+	r.s.After(setupDeadlineNs, func() {
+		if !setupDone {
+			r.violate("setup", "topics not created and led within the setup deadline")
+		}
+	})
+	for !r.done && r.s.Halted() == "" {
+		if !r.s.Step() {
+			r.violate("liveness", "the event queue ran dry")
+		}
+	}
+	if r.s.Halted() != "" {
+		return
+	}
+	r.check()
+}
+
+// sampleLeaders records, every leaderSampleNs, each running broker's view
+// of each partition's leader when it changed.
+func (r *run) sampleLeaders() {
+	for _, n := range r.c.Brokers() {
+		if !n.Proc.Up() || n.Core == nil {
+			continue
+		}
+		im := n.Core.Image()
+		for _, tp := range r.tps {
+			st, ok := im.PartitionByName(tp.Topic, tp.Partition)
+			if !ok {
+				continue
+			}
+			k := sampleKey{n.ID, tp}
+			last, seen := r.lastSample[k]
+			if seen && last.Leader == st.Leader && last.LeaderEpoch == st.LeaderEpoch {
+				continue
+			}
+			smp := models.LeaderSample{AtNs: r.s.NowNs(), Node: n.ID, TP: tp, LeaderEpoch: st.LeaderEpoch, Leader: st.Leader}
+			r.lastSample[k] = smp
+			r.samples = append(r.samples, smp)
+		}
+	}
+	if !r.done {
+		r.s.After(leaderSampleNs, r.sampleLeaders)
+	}
+}
+
+// heal starts the liveness phase.
+func (r *run) heal() {
+	r.healNs = r.s.NowNs()
+	r.f.refreshRecovered()
+	r.f.heal()
+	r.s.After(produceAfterHealNs, func() {
+		r.w.StopProducing()
+		deadlineNs := r.healNs + r.shape.ConvergeNs
+		r.w.ProbeProduce(deadlineNs, func(unacked []models.TopicPartition) {
+			if len(unacked) > 0 {
+				r.violate("liveness", fmt.Sprintf("partitions %v accept no acks=all write %d s after healing",
+					unacked, r.shape.ConvergeNs/1e9))
+				return
+			}
+			r.pollConvergence(deadlineNs)
+		})
+	})
+}
+
+// pollConvergence checks, every convergePollNs, that the cluster has
+// converged; past deadlineNs it is a violation.
+func (r *run) pollConvergence(deadlineNs int64) {
+	if r.s.NowNs() > deadlineNs {
+		r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s", r.shape.ConvergeNs/1e9, r.notConverged))
+		return
+	}
+	retry := func(why string) {
+		r.notConverged = why
+		r.s.After(convergePollNs, func() { r.pollConvergence(deadlineNs) })
+	}
+	if n := r.w.Outstanding(); n > 0 {
+		retry(fmt.Sprintf("%d produce requests unanswered", n))
+		return
+	}
+	r.w.ProbeHighWatermarks(func(views []workload.LeaderView) {
+		final, why := r.converged(views)
+		if why != "" {
+			retry(why)
+			return
+		}
+		r.final = final
+		r.done = true
+	})
+}
+
+// converged compares the leaders' answers with every broker's metadata and
+// every replica's log; it returns the final state, or why not yet.
+func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
+	final := map[models.TopicPartition]models.PartitionFinal{}
+	for i, tp := range r.tps {
+		v := views[i]
+		if !v.OK {
+			return nil, fmt.Sprintf("%s: no leader answered", tp)
+		}
+		var replicas []int32
+		for _, n := range r.c.Brokers() {
+			if !n.Proc.Up() {
+				return nil, fmt.Sprintf("broker %d down", n.ID)
+			}
+			st, ok := n.Core.Image().PartitionByName(tp.Topic, tp.Partition)
+			if !ok || st.Leader != v.Leader || st.LeaderEpoch != v.LeaderEpoch {
+				return nil, fmt.Sprintf("%s: broker %d's metadata disagrees with leader %d epoch %d", tp, n.ID, v.Leader, v.LeaderEpoch)
+			}
+			replicas = st.Replicas
+		}
+		pf := models.PartitionFinal{Leader: v.Leader, HighWatermark: v.HighWatermark}
+		for _, id := range replicas {
+			rl, err := r.c.readReplica(id, tp)
+			if err != nil {
+				return nil, fmt.Sprintf("%s: replica %d: %v", tp, id, err)
+			}
+			if end := logEnd(rl); end != v.HighWatermark {
+				return nil, fmt.Sprintf("%s: replica %d ends at %d, high watermark %d", tp, id, end, v.HighWatermark)
+			}
+			pf.Replicas = append(pf.Replicas, rl)
+		}
+		final[tp] = pf
+	}
+	return final, ""
+}
+
+func logEnd(rl models.ReplicaLog) int64 {
+	if len(rl.Batches) == 0 {
+		return 0
+	}
+	return rl.Batches[len(rl.Batches)-1].LastOffset + 1
+}
+
+// check runs every checker over the finished run.
+func (r *run) check() {
+	h := r.w.History()
+	res := r.res
+	res.OverBudget = r.f.budgetExceeded
+	var vs []models.Violation
+	regs, _ := models.CheckRegisters(h, models.RegisterOptions{})
+	if res.OverBudget {
+		res.LostOverBudget += len(regs)
+	} else {
+		vs = append(vs, regs...)
+	}
+	vs = append(vs, models.CheckFetchContiguity(h)...)
+	vs = append(vs, models.CheckHighWatermarks(h)...)
+	vs = append(vs, models.CheckLeaders(r.samples)...)
+	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget})
+	vs = append(vs, fin.Violations...)
+	res.LostOverBudget += fin.LostOverBudget
+	for _, e := range r.w.DecodeErrors() {
+		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
+	}
+	if n := r.c.Net.Stats().MalformedFrames; n > 0 {
+		vs = append(vs, models.Violation{Check: "wire", Detail: fmt.Sprintf("%d malformed frames", n)})
+	}
+	res.Violations = append(res.Violations, vs...)
+	if len(res.Violations) > 0 && r.opts.HTMLDir != "" {
+		res.HTML = r.visualize(h)
+	}
+}
+
+// visualize writes the Porcupine visualization of each partition named by
+// a violation (every partition when a violation names none).
+func (r *run) visualize(h models.History) []string {
+	want := map[models.TopicPartition]bool{}
+	for _, v := range r.res.Violations {
+		if v.TP.Topic == "" {
+			for _, tp := range r.tps {
+				want[tp] = true
+			}
+			break
+		}
+		want[v.TP] = true
+	}
+	var paths []string
+	for _, tp := range r.tps {
+		if !want[tp] {
+			continue
+		}
+		p, err := models.VisualizePartition(h, tp, r.opts.HTMLDir)
+		if err != nil {
+			r.res.Violations = append(r.res.Violations, models.Violation{Check: "visualize", TP: tp, Detail: err.Error()})
+			continue
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}

@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"strand/core/replica"
+)
+
+// Shape is a scenario: the cluster's size, the topics, the clients, and how
+// long the fault phase lasts.
+type Shape struct {
+	Name    string
+	Brokers int
+	// Topics × Partitions partitions of ReplicationFactor replicas.
+	Topics            int
+	Partitions        int32
+	ReplicationFactor int16
+	MinInsyncReplicas int
+	Producers         int
+	RecordsPerSec     int
+	Consumers         int
+	// FaultPhaseNs is how long the run lasts before healing; the heal time
+	// is drawn in [FaultPhaseNs/2, FaultPhaseNs].
+	FaultPhaseNs int64
+	// ConvergeNs bounds the liveness phase.
+	ConvergeNs int64
+	// SyncEveryBatch sets log.flush.interval.messages=1: every crash may
+	// then lose unsynced data, and no acknowledged record may be lost.
+	SyncEveryBatch bool
+}
+
+// Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
+var Shapes = map[string]Shape{
+	"standard": {Name: "standard", Brokers: 3, Topics: 3, Partitions: 3, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 10, RecordsPerSec: 1000, Consumers: 3, FaultPhaseNs: 30e9, ConvergeNs: 30e9},
+	"small": {Name: "small", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9},
+	"hot": {Name: "hot", Brokers: 3, Topics: 1, Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 4, RecordsPerSec: 300, Consumers: 2, FaultPhaseNs: 10e9, ConvergeNs: 30e9},
+	"sync": {Name: "sync", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, SyncEveryBatch: true},
+}
+
+// MixedShapes are the shapes a "mixed" sweep draws from, by seed.
+var MixedShapes = []string{"small", "hot", "sync", "small", "hot"}
+
+// ShapeFor resolves a shape name; "mixed" picks one of MixedShapes from the
+// seed, so that a seed names its shape.
+func ShapeFor(name string, seed uint64) (Shape, error) {
+	if name == "mixed" {
+		name = MixedShapes[seed%uint64(len(MixedShapes))]
+	}
+	s, ok := Shapes[name]
+	if !ok {
+		return Shape{}, fmt.Errorf("unknown shape %q (have mixed, %s)", name, strings.Join(ShapeNames(), ", "))
+	}
+	return s, nil
+}
+
+// ShapeNames lists the shapes, sorted.
+func ShapeNames() []string {
+	var names []string
+	for n := range Shapes { // order-independent: sorted below
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Bugs are a run's planted bugs: the replication ones reach every
+// partition through broker.Config; LostFsync is the harness's disk lying.
+type Bugs struct {
+	Replica replica.Bugs
+	// LostFsync: every file Sync on a broker's disk reports success
+	// without making anything durable (implemented in the harness's disk,
+	// not in core/log).
+	LostFsync bool
+}
+
+// BugNames are the planted bugs' names, as -bug takes them.
+var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync"}
+
+// ParseBug turns a bug name into the switches it sets; "" is no bug.
+func ParseBug(name string) (Bugs, error) {
+	var b Bugs
+	switch name {
+	case "":
+	case "hw-truncation":
+		b.Replica.HWTruncation = true
+	case "early-ack":
+		b.Replica.EarlyAck = true
+	case "no-fencing":
+		b.Replica.NoFencing = true
+	case "isr-min-ignored":
+		b.Replica.ISRMinIgnored = true
+	case "lost-fsync":
+		b.LostFsync = true
+	default:
+		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
+	}
+	return b, nil
+}

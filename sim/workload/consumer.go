@@ -1,0 +1,146 @@
+package workload
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/models"
+)
+
+// consumer fetches its partitions from their leaders, each partition in
+// its own loop of one fetch at a time, from offset 0 up to the high
+// watermark.
+type consumer struct {
+	w      *Workload
+	client *client
+	tps    []models.TopicPartition
+	// next is the next offset to fetch, per partition, indexed like tps.
+	next []int64
+}
+
+func (c *consumer) start() {
+	c.next = make([]int64, len(c.tps))
+	for i := range c.tps {
+		c.fetchLoop(i)
+	}
+}
+
+// fetchLoop fetches partition i once, then again, forever.
+func (c *consumer) fetchLoop(i int) {
+	tp := c.tps[i]
+	never := func() bool { return false }
+	c.client.withLeader(tp, never, func(li leaderInfo) {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, c.w.cfg.FetchMaxWaitMs, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp.Topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = tp.Partition, c.next[i], 1<<18
+		fp.CurrentLeaderEpoch = li.epoch
+		rt.Partitions = append(rt.Partitions, fp)
+		req.Topics = append(req.Topics, rt)
+		callNs := c.w.s.NowNs()
+		c.client.send(li.leader, req, c.w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
+			if c.handleFetch(i, li, callNs, fp.FetchOffset, resp, err) {
+				c.fetchLoop(i)
+				return
+			}
+			c.client.forgetLeader(tp)
+			c.client.proc.After(c.w.cfg.BackoffNs, func() { c.fetchLoop(i) })
+		})
+	})
+}
+
+// handleFetch records a successful fetch and advances the position; it
+// reports whether the fetch succeeded.
+func (c *consumer) handleFetch(i int, li leaderInfo, callNs, fetchOffset int64, resp kmsg.Response, err error) bool {
+	if err != nil {
+		return false
+	}
+	r := resp.(*kmsg.FetchResponse)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return false
+	}
+	rp := r.Topics[0].Partitions[0]
+	if rp.ErrorCode != 0 {
+		// Stale leader, fenced epoch, storage error, or (after an
+		// over-budget loss) OFFSET_OUT_OF_RANGE: the position is kept and
+		// the fetch retried once the log grows past it.
+		return false
+	}
+	records, decodeErr := decodeRecords(rp.RecordBatches, fetchOffset)
+	f := models.Fetch{Client: c.client.index, TP: c.tps[i], LeaderEpoch: li.epoch, FetchOffset: fetchOffset,
+		CallNs: callNs, ReturnNs: c.w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}
+	c.w.history.Fetches = append(c.w.history.Fetches, f)
+	if decodeErr != nil {
+		c.w.decodeErrors = append(c.w.decodeErrors, fmt.Sprintf("client %d fetch %s at %d: %v", c.client.index, c.tps[i], fetchOffset, decodeErr))
+		return false
+	}
+	if n := len(records); n > 0 {
+		c.next[i] = records[n-1].Offset + 1
+		return true
+	}
+	return true
+}
+
+// decodeRecords returns the records at or above fromOffset in fetched
+// batches, in order. A batch cut short at the end of the response (the
+// size limit) is skipped, as clients do.
+func decodeRecords(b []byte, fromOffset int64) ([]models.Record, error) {
+	var out []models.Record
+	for len(b) > 0 {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			if len(b) < 61 {
+				return out, nil // a partial header at the end
+			}
+			return out, err
+		}
+		size := int(h.Length) + 12
+		if size > len(b) {
+			return out, nil
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b[:size]); err != nil {
+			return out, fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+		}
+		if rb.Attributes&0x07 != 0 {
+			return out, fmt.Errorf("batch at %d: compressed (attributes %#x), the workload never compresses", h.BaseOffset, rb.Attributes)
+		}
+		recs, err := DecodeBatchRecords(rb)
+		if err != nil {
+			return out, err
+		}
+		for _, r := range recs {
+			if r.Offset >= fromOffset {
+				out = append(out, r)
+			}
+		}
+		b = b[size:]
+	}
+	return out, nil
+}
+
+// DecodeBatchRecords decodes the records of an uncompressed batch: their
+// offsets and values. The harness uses it to read replicas' logs.
+func DecodeBatchRecords(rb kmsg.RecordBatch) ([]models.Record, error) {
+	out := make([]models.Record, 0, rb.NumRecords)
+	raw := rb.Records
+	for i := int32(0); i < rb.NumRecords; i++ {
+		length, n := binary.Varint(raw)
+		if n <= 0 || length < 0 || int64(len(raw)-n) < length {
+			return out, fmt.Errorf("batch at %d: record %d: bad length", rb.FirstOffset, i)
+		}
+		var rec kmsg.Record
+		if err := rec.ReadFrom(raw[:n+int(length)]); err != nil {
+			return out, fmt.Errorf("batch at %d: record %d: %w", rb.FirstOffset, i, err)
+		}
+		out = append(out, models.Record{Offset: rb.FirstOffset + int64(rec.OffsetDelta), Value: string(rec.Value)})
+		raw = raw[n+int(length):]
+	}
+	return out, nil
+}

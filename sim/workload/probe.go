@@ -1,0 +1,108 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/models"
+)
+
+// ProbeProduce is the liveness phase's check that every partition accepts
+// acks=all writes again: the admin client produces one record to each
+// partition, retrying every error until it is acknowledged or deadlineNs
+// (virtual time) passes, then calls done with the partitions that never
+// acknowledged. The probes are recorded in the history like any produce.
+func (w *Workload) ProbeProduce(deadlineNs int64, done func(unacked []models.TopicPartition)) {
+	tps := w.Partitions()
+	acked := make([]bool, len(tps))
+	remaining := len(tps)
+	finish := func() {
+		var unacked []models.TopicPartition
+		for i, tp := range tps {
+			if !acked[i] {
+				unacked = append(unacked, tp)
+			}
+		}
+		done(unacked)
+	}
+	for i, tp := range tps {
+		value := fmt.Sprintf("probe%d-%s-%d", w.admin.index, tp.Topic, tp.Partition)
+		var try func()
+		try = func() {
+			if w.s.NowNs() >= deadlineNs {
+				remaining--
+				if remaining == 0 {
+					finish()
+				}
+				return
+			}
+			expired := func() bool { return false }
+			w.admin.withLeader(tp, expired, func(li leaderInfo) {
+				w.produce(w.admin, -1, tp, li.leader, []string{value}, func(op models.Produce, _ bool) {
+					if !op.Acked {
+						w.admin.forgetLeader(tp)
+						w.admin.proc.After(w.cfg.BackoffNs, try)
+						return
+					}
+					acked[i] = true
+					remaining--
+					if remaining == 0 {
+						finish()
+					}
+				})
+			})
+		}
+		try()
+	}
+}
+
+// LeaderView is what a partition's leader answered to a fetch probe.
+type LeaderView struct {
+	Leader, LeaderEpoch int32
+	HighWatermark       int64
+	// OK: the leader answered without error.
+	OK bool
+}
+
+// ProbeHighWatermarks asks each partition's leader (fresh metadata first)
+// for its high watermark with an empty consumer fetch, and calls done with
+// the answers, indexed like Partitions.
+func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
+	tps := w.Partitions()
+	views := make([]LeaderView, len(tps))
+	w.admin.refreshMetadata(func() {
+		remaining := len(tps)
+		for i, tp := range tps {
+			li, ok := w.admin.leaders[tp]
+			if !ok {
+				remaining--
+				if remaining == 0 {
+					done(views)
+				}
+				continue
+			}
+			req := kmsg.NewPtrFetchRequest()
+			req.SetVersion(12)
+			req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = tp.Topic
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = tp.Partition, 0, 1, li.epoch
+			rt.Partitions = append(rt.Partitions, fp)
+			req.Topics = append(req.Topics, rt)
+			w.admin.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
+				if err == nil {
+					r := resp.(*kmsg.FetchResponse)
+					if r.ErrorCode == 0 && len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 && r.Topics[0].Partitions[0].ErrorCode == 0 {
+						views[i] = LeaderView{Leader: li.leader, LeaderEpoch: li.epoch, HighWatermark: r.Topics[0].Partitions[0].HighWatermark, OK: true}
+					}
+				}
+				remaining--
+				if remaining == 0 {
+					done(views)
+				}
+			})
+		}
+	})
+}

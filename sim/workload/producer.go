@@ -1,0 +1,130 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/models"
+	"strand/sim/simclock"
+)
+
+// producer sends batches to random partitions, one request at a time, and
+// retries failed ones with the same values.
+type producer struct {
+	w      *Workload
+	client *client
+	acks   int16
+	seq    int
+	// intervalNs is the mean time between batches.
+	intervalNs int64
+}
+
+func (w *Workload) newProducer() *producer {
+	p := &producer{w: w, client: w.newClient("producer")}
+	switch n := w.r.IntN(10); {
+	case n < 7:
+		p.acks = -1
+		w.acksDrawn[0]++
+	case n < 9:
+		p.acks = 1
+		w.acksDrawn[1]++
+	default:
+		p.acks = 0
+		w.acksDrawn[2]++
+	}
+	perProducer := int64(w.cfg.RecordsPerSec / w.cfg.Producers)
+	meanBatch := int64(w.cfg.BatchRecordsMax+1) / 2
+	p.intervalNs = max(meanBatch*1e9/max(perProducer, 1), 1)
+	return p
+}
+
+func (p *producer) scheduleNext() {
+	if p.w.stopped {
+		return
+	}
+	delayNs := p.intervalNs/2 + p.w.r.Int64N(p.intervalNs+1)
+	p.client.proc.After(delayNs, p.produceNext)
+}
+
+func (p *producer) produceNext() {
+	if p.w.stopped {
+		return
+	}
+	tps := p.w.Partitions()
+	tp := tps[p.w.r.IntN(len(tps))]
+	n := 1 + p.w.r.IntN(p.w.cfg.BatchRecordsMax)
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf("p%d-%d", p.client.index, p.seq)
+		p.seq++
+	}
+	p.attempt(tp, values, 0, p.scheduleNext)
+}
+
+// attempt sends one try of a batch; then runs once the batch is acked,
+// given up, or the workload stopped.
+func (p *producer) attempt(tp models.TopicPartition, values []string, retries int, then func()) {
+	stopped := func() bool { return p.w.stopped }
+	p.client.withLeader(tp, stopped, func(li leaderInfo) {
+		p.w.produce(p.client, p.acks, tp, li.leader, values, func(op models.Produce, retriable bool) {
+			if op.Acked || p.acks == 0 || !retriable || retries >= p.w.cfg.RetriesMax || p.w.stopped {
+				then()
+				return
+			}
+			p.client.forgetLeader(tp)
+			p.client.proc.After(p.w.cfg.BackoffNs, func() { p.attempt(tp, values, retries+1, then) })
+		})
+	})
+}
+
+// produce sends one Produce of values to leader and records it; done gets
+// the recorded operation and whether a retry may help.
+func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, leader int32, values []string,
+	done func(op models.Produce, retriable bool)) {
+	records := make([]batch.Record, len(values))
+	for i, v := range values {
+		records[i] = batch.Record{Value: []byte(v)}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = acks, w.cfg.ProduceTimeoutMs
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.Records = batch.Build(batch.BuildSpec{FirstTimestamp: simclock.WallEpochMsDefault + w.s.NowNs()/1e6, Records: records})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	op := models.Produce{Client: c.index, TP: tp, Acks: acks, Values: values, CallNs: w.s.NowNs(), ReturnNs: models.NeverReturnedNs}
+	w.outstanding++
+	c.send(leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
+		w.outstanding--
+		retriable := true
+		switch {
+		case err == errTimedOut:
+			// Outcome unknown: the return time stays infinite.
+		case err != nil:
+			op.ReturnNs = w.s.NowNs()
+		case resp == nil: // acks=0: sent, never answered
+			op.ReturnNs = w.s.NowNs()
+		default:
+			op.ReturnNs = w.s.NowNs()
+			r := resp.(*kmsg.ProduceResponse)
+			code, base := int16(kerr.UnknownServerError.Code), int64(-1)
+			if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+				code, base = r.Topics[0].Partitions[0].ErrorCode, r.Topics[0].Partitions[0].BaseOffset
+			}
+			if code == 0 {
+				op.Acked, op.BaseOffset = true, base
+			} else {
+				retriable = kerr.IsRetriable(kerr.ErrorForCode(code)) || code == kerr.KafkaStorageError.Code
+			}
+		}
+		w.history.Produces = append(w.history.Produces, op)
+		done(op, retriable)
+	})
+}

@@ -1,0 +1,165 @@
+package workload
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"strand/core/env"
+	"strand/models"
+	"strand/sim/sched"
+	"strand/sim/simnet"
+)
+
+// Config shapes the clients.
+type Config struct {
+	// Brokers are the nodes clients may send data requests to.
+	Brokers []env.NodeID
+	// Topics are created at the start with Partitions partitions of
+	// ReplicationFactor replicas each.
+	Topics            []string
+	Partitions        int32
+	ReplicationFactor int16
+	// Producers produce RecordsPerSec records per simulated second in
+	// total, in batches of 1 to BatchRecordsMax records.
+	Producers       int
+	RecordsPerSec   int
+	BatchRecordsMax int
+	// Consumers share the partitions between them, round robin.
+	Consumers int
+	// RequestTimeoutNs is the clients' own timeout: a request unanswered
+	// for this long counts as failed, its outcome unknown.
+	RequestTimeoutNs int64
+	// ProduceTimeoutMs is the Produce request's TimeoutMillis (how long the
+	// leader waits for acks=all).
+	ProduceTimeoutMs int32
+	// BackoffNs is how long a client waits before retrying.
+	BackoffNs int64
+	// RetriesMax bounds a producer's retries of one batch.
+	RetriesMax int
+	// FetchMaxWaitMs is the consumers' long-poll time.
+	FetchMaxWaitMs int32
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return fmt.Errorf("workload: no brokers")
+	case len(c.Topics) == 0 || c.Partitions < 1 || c.ReplicationFactor < 1:
+		return fmt.Errorf("workload: topics %v × %d partitions × RF %d is empty", c.Topics, c.Partitions, c.ReplicationFactor)
+	case c.Producers < 0 || c.Consumers < 0 || c.RecordsPerSec < 0:
+		return fmt.Errorf("workload: negative client counts")
+	case c.Producers > 0 && (c.RecordsPerSec < c.Producers || c.BatchRecordsMax < 1):
+		return fmt.Errorf("workload: %d records/s over %d producers in batches of ≤%d", c.RecordsPerSec, c.Producers, c.BatchRecordsMax)
+	case c.RequestTimeoutNs <= 0 || c.BackoffNs <= 0 || c.ProduceTimeoutMs <= 0:
+		return fmt.Errorf("workload: RequestTimeoutNs, BackoffNs and ProduceTimeoutMs must be positive")
+	}
+	return nil
+}
+
+// Workload is the set of simulated clients of one run and the history they
+// record.
+type Workload struct {
+	s   *sched.Scheduler
+	net *simnet.Network
+	r   *rand.Rand
+	cfg Config
+
+	clients   []*client
+	producers []*producer
+	consumers []*consumer
+	admin     *client
+
+	history models.History
+	// stopped: producers send no new batch and retry nothing.
+	stopped bool
+	// outstanding counts produce requests sent and not yet answered or
+	// timed out.
+	outstanding int
+	// decodeErrors are fetched batches the consumers could not decode:
+	// the harness reports each as a violation.
+	decodeErrors []string
+	// acksDrawn counts producers per acks setting, for the header line.
+	acksDrawn [3]int
+}
+
+// New builds the clients on net; nothing is sent until Start. r is the
+// "workload" stream.
+func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Workload, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Workload{s: s, net: net, r: r, cfg: cfg}
+	w.admin = w.newClient("admin")
+	for i := 0; i < cfg.Producers; i++ {
+		w.producers = append(w.producers, w.newProducer())
+	}
+	tps := w.Partitions()
+	for i := 0; i < cfg.Consumers; i++ {
+		c := &consumer{w: w, client: w.newClient("consumer")}
+		for j := i; j < len(tps); j += cfg.Consumers {
+			c.tps = append(c.tps, tps[j])
+		}
+		w.consumers = append(w.consumers, c)
+	}
+	return w, nil
+}
+
+// Partitions lists every partition of the workload's topics.
+func (w *Workload) Partitions() []models.TopicPartition {
+	var out []models.TopicPartition
+	for _, t := range w.cfg.Topics {
+		for p := int32(0); p < w.cfg.Partitions; p++ {
+			out = append(out, models.TopicPartition{Topic: t, Partition: p})
+		}
+	}
+	return out
+}
+
+// Start creates the topics, then starts producing and consuming; ready
+// runs once the topics exist.
+func (w *Workload) Start(ready func()) {
+	w.createTopics(func() {
+		for _, p := range w.producers {
+			p.scheduleNext()
+		}
+		for _, c := range w.consumers {
+			c.start()
+		}
+		ready()
+	})
+}
+
+// StopProducing ends production: no new batch, no retry. Requests in
+// flight still complete and are recorded.
+func (w *Workload) StopProducing() { w.stopped = true }
+
+// Outstanding counts produce requests awaiting an answer.
+func (w *Workload) Outstanding() int { return w.outstanding }
+
+// DecodeErrors lists fetched data the consumers could not decode.
+func (w *Workload) DecodeErrors() []string { return w.decodeErrors }
+
+// History returns what the clients did so far.
+func (w *Workload) History() models.History { return w.history }
+
+// Describe summarises the drawn workload for the run's header line.
+func (w *Workload) Describe() string {
+	return fmt.Sprintf("workload{producers=%d (acks=all %d, acks=1 %d, acks=0 %d) records_per_s=%d consumers=%d}",
+		len(w.producers), w.acksDrawn[0], w.acksDrawn[1], w.acksDrawn[2], w.cfg.RecordsPerSec, len(w.consumers))
+}
+
+// Stats counts the operations recorded.
+func (w *Workload) Stats() string {
+	acked := 0
+	for _, p := range w.history.Produces {
+		if p.Acked && p.Acks == -1 {
+			acked++
+		}
+	}
+	records := 0
+	for _, f := range w.history.Fetches {
+		records += len(f.Records)
+	}
+	return fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d",
+		len(w.history.Produces), acked, len(w.history.Fetches), records)
+}
