@@ -88,7 +88,7 @@ func (n *Node) toController(req kmsg.Request, done func(kmsg.Response, error)) {
 		n.ctrl.HandleRequest(req, func(resp kmsg.Response) { done(resp, nil) })
 		return
 	}
-	n.net.Send(env.NodeID(n.controllerID), req, done)
+	n.send(n.controllerID, req, done)
 }
 
 // timedOut answers a forwarded admin request whose forwarding failed.

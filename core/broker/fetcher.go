@@ -54,7 +54,7 @@ func (n *Node) runFetcher(f *fetcher) {
 		return // idle until a partition is added or its state changes
 	}
 	f.inFlight = true
-	n.net.Send(env.NodeID(f.leader), req, func(r kmsg.Response, err error) {
+	n.send(f.leader, req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil {
 			n.backoffFetcher(f)

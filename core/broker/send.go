@@ -1,0 +1,39 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+// requestTimeoutMs bounds every request this node sends to a peer
+// (Kafka's request.timeout.ms / replica.socket.timeout.ms defaults).
+// env.Network may never call back on a black-holed connection; the
+// sender's own timeout decides then.
+const requestTimeoutMs = 30000
+
+// errRequestTimedOut is what send reports when the peer did not answer in
+// time.
+var errRequestTimedOut = errors.New("broker: request to peer timed out")
+
+// send sends req to peer; done runs exactly once, with the answer, the
+// network's error, or errRequestTimedOut after requestTimeoutMs.
+func (n *Node) send(peer int32, req kmsg.Request, done func(kmsg.Response, error)) {
+	finished := false
+	timer := n.after(requestTimeoutMs, func() {
+		if !finished {
+			finished = true
+			done(nil, errRequestTimedOut)
+		}
+	})
+	n.net.Send(env.NodeID(peer), req, func(resp kmsg.Response, err error) {
+		if finished {
+			return
+		}
+		finished = true
+		timer.Stop()
+		done(resp, err)
+	})
+}
