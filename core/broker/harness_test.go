@@ -23,6 +23,7 @@ import (
 type cluster struct {
 	t       *testing.T
 	s       *sched.Scheduler
+	streams *sched.Streams
 	net     *simnet.Network
 	nodes   map[int32]*testNode
 	client  *simnet.Client
@@ -50,9 +51,20 @@ func newCluster(t *testing.T, size int, extra map[string]string) *cluster {
 // newClusterRoles is newCluster with node 1's process.roles given.
 func newClusterRoles(t *testing.T, size int, node1Roles string, extra map[string]string) *cluster {
 	t.Helper()
+	return newSimCluster(t, size, node1Roles, extra, 1, false)
+}
+
+// newSimCluster is the general form: seed drives every PRNG stream, and
+// chaos draws the network's faults from it (otherwise the network is calm).
+func newSimCluster(t *testing.T, size int, node1Roles string, extra map[string]string, seed uint64, chaos bool) *cluster {
+	t.Helper()
 	s := sched.New(sched.Options{})
-	streams := sched.NewStreams(1)
-	c := &cluster{t: t, s: s, net: simnet.New(s, streams.Get("net"), simnet.Calm()), nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}}
+	streams := sched.NewStreams(seed)
+	faults := simnet.Calm()
+	if chaos {
+		faults = simnet.DrawFaults(streams.Get("net-faults"))
+	}
+	c := &cluster{t: t, s: s, streams: streams, net: simnet.New(s, streams.Get("net"), faults), nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}}
 	for id := int32(1); id <= int32(size); id++ {
 		roles := "broker"
 		if id == 1 {
