@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/replica"
 	"strand/sim/sched"
 )
 
@@ -33,10 +34,39 @@ var (
 	chaosSeeds     = flag.Int("chaos.seeds", 12, "seeds TestChaosAcksAllNeverLost runs")
 	chaosFirstSeed = flag.Int("chaos.seed", 1, "first seed TestChaosAcksAllNeverLost runs")
 	chaosVerbose   = flag.Bool("chaos.v", false, "log restarts and the partition's state as it changes")
+	chaosBug       = flag.String("chaos.bug", "", "planted bug to run with: hw-truncation, early-ack, no-fencing, isr-min-ignored")
 )
+
+// plantedBugs parses -chaos.bug.
+func plantedBugs(t *testing.T) replica.Bugs {
+	var b replica.Bugs
+	switch *chaosBug {
+	case "":
+	case "hw-truncation":
+		b.HWTruncation = true
+	case "early-ack":
+		b.EarlyAck = true
+	case "no-fencing":
+		b.NoFencing = true
+	case "isr-min-ignored":
+		b.ISRMinIgnored = true
+	default:
+		t.Fatalf("unknown -chaos.bug %q", *chaosBug)
+	}
+	return b
+}
 
 func chaosRun(t *testing.T, seed uint64) {
 	c := newSimCluster(t, 4, "controller", map[string]string{"min.insync.replicas": "2", "replica.lag.time.max.ms": "3000"}, seed, true)
+	if bugs := plantedBugs(t); bugs != (replica.Bugs{}) {
+		for id := int32(2); id <= 4; id++ {
+			tn := c.nodes[id]
+			tn.cfg.Bugs = bugs
+			tn.proc.Crash()
+			tn.proc.Restart()
+			c.start(tn)
+		}
+	}
 	c.waitRegistered()
 	c.createTopic(2, "r", 1, 3)
 
