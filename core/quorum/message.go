@@ -1,0 +1,94 @@
+package quorum
+
+// MsgType names a Raft message; each maps to a KRaft RPC (codec.go).
+type MsgType int8
+
+// The message types.
+const (
+	// MsgVote is VoteRequest (52), a pre-vote when PreVote is set.
+	MsgVote MsgType = iota + 1
+	// MsgVoteResp is VoteResponse.
+	MsgVoteResp
+	// MsgBeginEpoch is BeginQuorumEpochRequest (53): a new leader announces itself.
+	MsgBeginEpoch
+	// MsgBeginEpochResp is BeginQuorumEpochResponse.
+	MsgBeginEpochResp
+	// MsgFetch is FetchRequest (1) on __cluster_metadata-0.
+	MsgFetch
+	// MsgFetchResp is FetchResponse.
+	MsgFetchResp
+)
+
+// String names the type for test output.
+func (t MsgType) String() string {
+	switch t {
+	case MsgVote:
+		return "Vote"
+	case MsgVoteResp:
+		return "VoteResp"
+	case MsgBeginEpoch:
+		return "BeginEpoch"
+	case MsgBeginEpochResp:
+		return "BeginEpochResp"
+	case MsgFetch:
+		return "Fetch"
+	case MsgFetchResp:
+		return "FetchResp"
+	}
+	return "Unknown"
+}
+
+// IsResponse reports whether t answers a request.
+func (t MsgType) IsResponse() bool {
+	return t == MsgVoteResp || t == MsgBeginEpochResp || t == MsgFetchResp
+}
+
+// Kafka error codes the quorum uses (kerr's numbers).
+const (
+	errNone                 int16 = 0
+	errNotLeaderOrFollower  int16 = 6
+	errFencedLeaderEpoch    int16 = 74
+	errUnknownLeaderEpoch   int16 = 75
+	errInconsistentVoterSet int16 = 53
+)
+
+// Message is one Raft message. Which fields mean something depends on Type.
+//
+// Ownership: Entries (and their Data) of a stepped message are retained by
+// the receiving Raft; the sender must not modify them afterwards. Entries of
+// a message from Ready alias the sender's log and must not be modified.
+type Message struct {
+	Type MsgType
+	From int32
+	To   int32
+	// Ref is the driver's: set on a request it steps in, copied onto the
+	// response, so that the driver can find the connection to answer on.
+	Ref uint64
+	// Epoch: the candidate's epoch (Vote: for a pre-vote the epoch it would
+	// take), the requester's current leader epoch (Fetch, BeginEpoch), the
+	// responder's epoch (responses).
+	Epoch int32
+	// LeaderID is the leader the sender knows in Epoch, -1 if none.
+	LeaderID int32
+	// ErrorCode is a Kafka error code in responses.
+	ErrorCode int16
+
+	// Vote: the candidate's last entry epoch and log end offset.
+	PreVote    bool
+	LastEpoch  int32
+	LastOffset int64
+	// VoteResp.
+	Granted bool
+
+	// Fetch: the follower's log end offset and the epoch of its last entry.
+	FetchOffset      int64
+	LastFetchedEpoch int32
+	MaxWaitMs        int64
+	// FetchResp.
+	HighWatermark int64
+	Entries       []Entry
+	// DivergingEpoch >= 0 means the fetch was inconsistent: truncate to at
+	// most DivergingEndOffset, which ends DivergingEpoch in the leader's log.
+	DivergingEpoch     int32
+	DivergingEndOffset int64
+}

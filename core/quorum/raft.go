@@ -1,0 +1,592 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Role is a node's part in the current epoch.
+type Role int8
+
+// The roles. KRaft's Unattached and Resigned states are a Follower with no
+// leader.
+const (
+	Follower Role = iota
+	Prospective
+	Candidate
+	Leader
+)
+
+// String names the role.
+func (r Role) String() string {
+	return [...]string{"Follower", "Prospective", "Candidate", "Leader"}[r]
+}
+
+// HardState is what must be durable before a vote is answered: KRaft's
+// quorum-state file.
+type HardState struct {
+	Epoch int32
+	// VotedFor is the candidate voted for in Epoch, -1 if none.
+	VotedFor int32
+}
+
+// Ready is the work the caller must do: persist, then send and apply. See
+// the package doc for the contract.
+type Ready struct {
+	// HardState, if not nil, must be made durable.
+	HardState *HardState
+	// TruncateTo >= 0: drop durable entries at and above this offset before
+	// appending Entries.
+	TruncateTo int64
+	// Entries to append durably (a copy of the slice; Data is shared and
+	// must not be modified).
+	Entries []Entry
+	// Messages to send once the above is durable.
+	Messages []Message
+	// Committed are entries newly known committed, in order, to apply.
+	Committed []Entry
+}
+
+// Raft is one node's Raft state machine. It is not safe for concurrent use;
+// the event loop drives it.
+type Raft struct {
+	cfg    Config
+	voters []int32
+
+	hard      HardState
+	hardDirty bool
+	role      Role
+	leader    int32
+	log       entryLog
+	// commit is the high watermark: entries below it are committed.
+	commit int64
+	// applied is where the next Ready's Committed starts.
+	applied int64
+
+	// unstableFrom: entries at and above it are not yet handed to a Ready.
+	unstableFrom int64
+	// truncatePending >= 0 is the lowest truncation not yet in a Ready.
+	truncatePending int64
+	// durableEnd is the end of the log the caller reported durable.
+	durableEnd int64
+	// readyOut is set between Ready and Advance.
+	readyOut *Ready
+	msgs     []Message
+
+	// deadlineMs: fetch timeout (follower with a leader), election timeout
+	// (unattached follower, prospective, candidate).
+	deadlineMs int64
+	// lastLeaderContactMs is when this node last heard from its leader.
+	lastLeaderContactMs int64
+	// grants are the (pre-)votes collected as prospective or candidate.
+	grants map[int32]bool
+
+	// Follower's fetch in flight.
+	fetchOutstanding bool
+	fetchSentMs      int64
+
+	// Leader's view of the followers.
+	matches         map[int32]int64
+	lastFetchMs     map[int32]int64
+	hwSent          map[int32]int64
+	beginAcked      map[int32]bool
+	lastBeginSentMs int64
+	parked          []parkedFetch
+}
+
+// parkedFetch is a Fetch the leader holds until something changes (long poll).
+type parkedFetch struct {
+	req        Message
+	deadlineMs int64
+}
+
+// New returns a voter restarted from its durable state: hard (zero for a
+// new node) and the durable log entries (offsets from 0). It starts as an
+// unattached follower.
+func New(cfg Config, hard HardState, entries []Entry, nowMs int64) (*Raft, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if hard.Epoch < 0 || hard.VotedFor < -1 {
+		return nil, fmt.Errorf("quorum: hard state %+v out of range", hard)
+	}
+	r := &Raft{cfg: cfg, voters: slices.Sorted(slices.Values(cfg.Voters)), hard: hard, leader: -1, truncatePending: -1}
+	for i, e := range entries {
+		if e.Offset != int64(i) || e.Epoch < r.log.lastEpoch() || e.Epoch > hard.Epoch {
+			return nil, fmt.Errorf("quorum: durable entry %d (offset %d, epoch %d) out of order or beyond epoch %d", i, e.Offset, e.Epoch, hard.Epoch)
+		}
+		r.log.append(e)
+	}
+	r.unstableFrom = r.log.endOffset()
+	r.durableEnd = r.log.endOffset()
+	r.becomeFollower(nowMs, hard.Epoch, -1)
+	return r, nil
+}
+
+// ID is this node's id.
+func (r *Raft) ID() int32 { return r.cfg.ID }
+
+// Role is this node's current role.
+func (r *Raft) Role() Role { return r.role }
+
+// Epoch is the current epoch.
+func (r *Raft) Epoch() int32 { return r.hard.Epoch }
+
+// LeaderID is the leader of the current epoch, -1 if unknown.
+func (r *Raft) LeaderID() int32 { return r.leader }
+
+// EndOffset is the offset the next entry gets.
+func (r *Raft) EndOffset() int64 { return r.log.endOffset() }
+
+// CommittedOffset is the high watermark: entries below it are committed.
+func (r *Raft) CommittedOffset() int64 { return r.commit }
+
+// Entries returns the entries [from, to) of the log; the slice aliases
+// the log and is valid only until the next call into Raft.
+func (r *Raft) Entries(from, to int64) []Entry { return r.log.slice(from, to) }
+
+func (r *Raft) isVoter(id int32) bool {
+	_, found := slices.BinarySearch(r.voters, id)
+	return found
+}
+
+func (r *Raft) majority() int { return len(r.voters)/2 + 1 }
+
+func (r *Raft) send(m Message) {
+	m.From = r.cfg.ID
+	r.msgs = append(r.msgs, m)
+}
+
+func (r *Raft) setHard(epoch, votedFor int32) {
+	if epoch < r.hard.Epoch {
+		panic(fmt.Sprintf("quorum: epoch going back from %d to %d", r.hard.Epoch, epoch))
+	}
+	if r.hard.Epoch != epoch || r.hard.VotedFor != votedFor {
+		r.hard = HardState{Epoch: epoch, VotedFor: votedFor}
+		r.hardDirty = true
+	}
+}
+
+func (r *Raft) electionDeadline(nowMs int64) int64 {
+	return nowMs + r.cfg.ElectionTimeoutMs + r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs)
+}
+
+// becomeFollower moves to epoch (clearing the vote if it grows) following
+// leader, or unattached if leader is -1.
+func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
+	if epoch > r.hard.Epoch {
+		r.setHard(epoch, -1)
+	}
+	r.role, r.leader, r.grants = Follower, leader, nil
+	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = nil, nil, nil, nil
+	r.answerParked(nowMs, true)
+	r.fetchOutstanding = false
+	if leader >= 0 {
+		r.lastLeaderContactMs = nowMs
+		r.deadlineMs = nowMs + r.cfg.FetchTimeoutMs
+		r.sendFetch(nowMs)
+		return
+	}
+	r.deadlineMs = r.electionDeadline(nowMs)
+}
+
+// becomeProspective asks for pre-votes for epoch+1. The leader, if any, is
+// kept: a prospective node still accepts its leader.
+func (r *Raft) becomeProspective(nowMs int64) {
+	r.role, r.grants = Prospective, map[int32]bool{r.cfg.ID: true}
+	r.fetchOutstanding = false
+	r.deadlineMs = r.electionDeadline(nowMs)
+	if len(r.grants) >= r.majority() {
+		r.becomeCandidate(nowMs)
+		return
+	}
+	r.requestVotes(true)
+}
+
+func (r *Raft) becomeCandidate(nowMs int64) {
+	r.setHard(r.hard.Epoch+1, r.cfg.ID)
+	r.role, r.leader, r.grants = Candidate, -1, map[int32]bool{r.cfg.ID: true}
+	r.deadlineMs = r.electionDeadline(nowMs)
+	if len(r.grants) >= r.majority() {
+		r.becomeLeader(nowMs)
+		return
+	}
+	r.requestVotes(false)
+}
+
+func (r *Raft) requestVotes(preVote bool) {
+	epoch := r.hard.Epoch
+	if preVote {
+		epoch++
+	}
+	for _, v := range r.voters {
+		if v != r.cfg.ID {
+			r.send(Message{Type: MsgVote, To: v, Epoch: epoch, LeaderID: -1, PreVote: preVote,
+				LastEpoch: r.log.lastEpoch(), LastOffset: r.log.endOffset()})
+		}
+	}
+}
+
+func (r *Raft) becomeLeader(nowMs int64) {
+	r.role, r.leader, r.grants = Leader, r.cfg.ID, nil
+	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]bool{}
+	for _, v := range r.voters {
+		r.lastFetchMs[v] = nowMs // a grace period for check-quorum
+	}
+	r.appendEntry(nil)
+	r.sendBeginEpoch(nowMs)
+	r.maybeCommit(nowMs)
+}
+
+func (r *Raft) sendBeginEpoch(nowMs int64) {
+	r.lastBeginSentMs = nowMs
+	for _, v := range r.voters { // order-independent of maps: voters is sorted
+		if v != r.cfg.ID && !r.beginAcked[v] {
+			r.send(Message{Type: MsgBeginEpoch, To: v, Epoch: r.hard.Epoch, LeaderID: r.cfg.ID})
+		}
+	}
+}
+
+func (r *Raft) appendEntry(data []byte) int64 {
+	offset := r.log.endOffset()
+	r.log.append(Entry{Offset: offset, Epoch: r.hard.Epoch, Data: data})
+	return offset
+}
+
+// Propose appends data as a new entry if this node is the leader, and
+// returns its offset. It is committed once CommittedOffset passes it.
+func (r *Raft) Propose(nowMs int64, data []byte) (int64, error) {
+	if r.role != Leader {
+		return 0, fmt.Errorf("quorum: node %d is not the leader (epoch %d, leader %d)", r.cfg.ID, r.hard.Epoch, r.leader)
+	}
+	offset := r.appendEntry(data)
+	r.maybeCommit(nowMs)
+	r.answerParked(nowMs, false)
+	return offset, nil
+}
+
+// Tick advances time to nowMs: timeouts fire.
+func (r *Raft) Tick(nowMs int64) {
+	switch r.role {
+	case Leader:
+		r.tickLeader(nowMs)
+	case Follower:
+		if nowMs >= r.deadlineMs && r.isVoter(r.cfg.ID) {
+			r.becomeProspective(nowMs)
+			return
+		}
+		if r.leader >= 0 && (!r.fetchOutstanding ||
+			nowMs-r.fetchSentMs >= r.cfg.FetchMaxWaitMs+r.cfg.RequestTimeoutMs) {
+			r.sendFetch(nowMs)
+		}
+		if nowMs >= r.deadlineMs { // an observer keeps waiting for a leader
+			r.deadlineMs = r.electionDeadline(nowMs)
+		}
+	case Prospective, Candidate:
+		if nowMs >= r.deadlineMs {
+			r.becomeProspective(nowMs)
+		}
+	}
+}
+
+func (r *Raft) tickLeader(nowMs int64) {
+	r.answerParked(nowMs, false)
+	live := 0
+	checkQuorumMs := r.cfg.FetchTimeoutMs * 3 / 2
+	for _, v := range r.voters {
+		if v == r.cfg.ID || nowMs-r.lastFetchMs[v] < checkQuorumMs {
+			live++
+		}
+	}
+	if live < r.majority() {
+		r.becomeFollower(nowMs, r.hard.Epoch, -1) // resign
+		return
+	}
+	if nowMs-r.lastBeginSentMs >= r.cfg.ElectionTimeoutMs {
+		r.sendBeginEpoch(nowMs)
+	}
+}
+
+// Step processes a message received at nowMs.
+func (r *Raft) Step(nowMs int64, m Message) {
+	if m.Type == MsgVote && m.PreVote {
+		r.stepPreVote(nowMs, m)
+		return
+	}
+	if m.Type == MsgVoteResp && m.PreVote {
+		if r.role == Prospective {
+			r.stepProspective(nowMs, m)
+		}
+		return
+	}
+	if m.Epoch > r.hard.Epoch {
+		leader := int32(-1)
+		if m.LeaderID >= 0 && (m.Type == MsgBeginEpoch || m.Type.IsResponse()) {
+			leader = m.LeaderID
+		}
+		r.becomeFollower(nowMs, m.Epoch, leader)
+	} else if m.Epoch == r.hard.Epoch && m.Type.IsResponse() && m.LeaderID >= 0 && r.leader < 0 && m.LeaderID != r.cfg.ID {
+		r.becomeFollower(nowMs, m.Epoch, m.LeaderID) // learned this epoch's leader
+	}
+	switch m.Type {
+	case MsgVote:
+		r.stepVote(nowMs, m)
+	case MsgBeginEpoch:
+		r.stepBeginEpoch(nowMs, m)
+	case MsgFetch:
+		r.stepFetch(nowMs, m)
+	case MsgVoteResp:
+		if r.role == Candidate && m.Epoch == r.hard.Epoch && m.Granted {
+			r.grants[m.From] = true
+			if len(r.grants) >= r.majority() {
+				r.becomeLeader(nowMs)
+			}
+		}
+	case MsgBeginEpochResp:
+		if r.role == Leader && m.Epoch == r.hard.Epoch && m.ErrorCode == errNone {
+			r.beginAcked[m.From] = true
+		}
+	case MsgFetchResp:
+		r.stepFetchResp(nowMs, m)
+	}
+}
+
+// stepPreVote answers a pre-vote without touching this node's state.
+func (r *Raft) stepPreVote(nowMs int64, m Message) {
+	heardFromLeader := r.role == Leader ||
+		(r.leader >= 0 && nowMs-r.lastLeaderContactMs < r.cfg.FetchTimeoutMs)
+	granted := m.Epoch > r.hard.Epoch && !heardFromLeader && r.isVoter(r.cfg.ID) &&
+		logUpToDate(m.LastEpoch, m.LastOffset, r.log.lastEpoch(), r.log.endOffset())
+	r.send(Message{Type: MsgVoteResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, PreVote: true, Granted: granted})
+}
+
+func (r *Raft) stepProspective(nowMs int64, m Message) {
+	switch {
+	case m.Epoch > r.hard.Epoch:
+		r.becomeFollower(nowMs, m.Epoch, m.LeaderID)
+	case m.Epoch == r.hard.Epoch && m.LeaderID >= 0 && m.LeaderID != r.leader && m.LeaderID != r.cfg.ID:
+		r.becomeFollower(nowMs, m.Epoch, m.LeaderID)
+	case m.Epoch == r.hard.Epoch && m.Granted:
+		r.grants[m.From] = true
+		if len(r.grants) >= r.majority() {
+			r.becomeCandidate(nowMs)
+		}
+	}
+}
+
+func (r *Raft) stepVote(nowMs int64, m Message) {
+	granted := false
+	if m.Epoch == r.hard.Epoch && r.isVoter(r.cfg.ID) {
+		upToDate := logUpToDate(m.LastEpoch, m.LastOffset, r.log.lastEpoch(), r.log.endOffset())
+		granted = voteGranted(r.hard.VotedFor, m.From, r.leader >= 0, upToDate, r.cfg.Bugs.VoteTwice)
+	}
+	if granted {
+		r.setHard(r.hard.Epoch, m.From)
+		if r.role == Follower {
+			r.deadlineMs = r.electionDeadline(nowMs)
+		}
+	}
+	r.send(Message{Type: MsgVoteResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, Granted: granted})
+}
+
+func (r *Raft) stepBeginEpoch(nowMs int64, m Message) {
+	code := errNone
+	switch {
+	case m.Epoch < r.hard.Epoch:
+		code = errFencedLeaderEpoch
+	case r.role == Leader:
+		code = errInconsistentVoterSet // two leaders in one epoch: a broken invariant the checkers report
+	case r.leader < 0 || r.role != Follower:
+		r.becomeFollower(nowMs, m.Epoch, m.From)
+	}
+	if r.leader == m.From {
+		r.lastLeaderContactMs = nowMs
+	}
+	r.send(Message{Type: MsgBeginEpochResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, ErrorCode: code})
+}
+
+func (r *Raft) sendFetch(nowMs int64) {
+	r.fetchOutstanding, r.fetchSentMs = true, nowMs
+	r.send(Message{Type: MsgFetch, To: r.leader, Epoch: r.hard.Epoch, LeaderID: r.leader,
+		FetchOffset: r.log.endOffset(), LastFetchedEpoch: r.log.lastEpoch(), MaxWaitMs: r.cfg.FetchMaxWaitMs})
+}
+
+// stepFetch is the leader serving a follower's (or observer's) Fetch.
+func (r *Raft) stepFetch(nowMs int64, m Message) {
+	resp := Message{Type: MsgFetchResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, DivergingEpoch: -1, DivergingEndOffset: -1}
+	switch {
+	case m.Epoch < r.hard.Epoch:
+		resp.ErrorCode = errFencedLeaderEpoch
+	case r.role != Leader:
+		resp.ErrorCode = errNotLeaderOrFollower
+	case m.FetchOffset < 0:
+		resp.ErrorCode = errUnknownLeaderEpoch
+	}
+	if resp.ErrorCode != errNone {
+		r.send(resp)
+		return
+	}
+	if m.FetchOffset > 0 {
+		epoch, end := r.log.endOffsetForEpoch(m.LastFetchedEpoch)
+		if epoch != m.LastFetchedEpoch || end < m.FetchOffset {
+			resp.DivergingEpoch, resp.DivergingEndOffset = epoch, end
+			resp.HighWatermark = r.commit
+			r.send(resp)
+			return
+		}
+	}
+	r.lastFetchMs[m.From] = nowMs
+	if r.isVoter(m.From) {
+		r.matches[m.From] = max(r.matches[m.From], m.FetchOffset)
+		r.maybeCommit(nowMs)
+	}
+	if m.FetchOffset == r.log.endOffset() && r.hwSent[m.From] == r.commit && m.MaxWaitMs > 0 {
+		r.parked = append(r.parked, parkedFetch{req: m, deadlineMs: nowMs + min(m.MaxWaitMs, r.cfg.FetchMaxWaitMs)})
+		return
+	}
+	r.answerFetch(m)
+}
+
+func (r *Raft) answerFetch(m Message) {
+	end := min(r.log.endOffset(), m.FetchOffset+int64(r.cfg.FetchEntriesMax))
+	r.hwSent[m.From] = r.commit
+	r.send(Message{Type: MsgFetchResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
+		HighWatermark: r.commit, Entries: slices.Clone(r.log.slice(min(m.FetchOffset, end), end)), DivergingEpoch: -1, DivergingEndOffset: -1})
+}
+
+// answerParked answers the parked fetches that have something new or have
+// waited long enough; all of them if all is set (leadership ends: they get
+// an answer from the new follower naming no leader, and fetch again).
+func (r *Raft) answerParked(nowMs int64, all bool) {
+	kept := r.parked[:0]
+	for _, p := range r.parked {
+		switch {
+		case all:
+			r.send(Message{Type: MsgFetchResp, To: p.req.From, Ref: p.req.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
+				ErrorCode: errNotLeaderOrFollower, DivergingEpoch: -1, DivergingEndOffset: -1})
+		case nowMs >= p.deadlineMs || p.req.FetchOffset < r.log.endOffset() || r.hwSent[p.req.From] != r.commit:
+			r.answerFetch(p.req)
+		default:
+			kept = append(kept, p)
+		}
+	}
+	clear(r.parked[len(kept):])
+	r.parked = kept
+}
+
+// maybeCommit advances the leader's commit offset by counting matches.
+func (r *Raft) maybeCommit(nowMs int64) {
+	if r.role != Leader {
+		return
+	}
+	own := r.durableEnd
+	if r.cfg.Bugs.CommitEarly {
+		own = r.log.endOffset()
+	}
+	matches := make([]int64, 0, len(r.voters))
+	for _, v := range r.voters {
+		if v == r.cfg.ID {
+			matches = append(matches, min(own, r.log.endOffset()))
+		} else {
+			matches = append(matches, r.matches[v])
+		}
+	}
+	majority := majorityMatch(matches)
+	if r.cfg.Bugs.CommitEarly {
+		majority = slices.Max(matches)
+	}
+	next := nextCommit(r.commit, majority, r.log.epochAt, r.hard.Epoch)
+	if next > r.commit {
+		r.commit = next
+		r.answerParked(nowMs, false)
+	}
+}
+
+// stepFetchResp is a follower handling its leader's answer.
+func (r *Raft) stepFetchResp(nowMs int64, m Message) {
+	if r.role != Follower || m.From != r.leader || m.Epoch != r.hard.Epoch || !r.fetchOutstanding {
+		return
+	}
+	r.fetchOutstanding = false
+	if m.ErrorCode != errNone {
+		return // the next Tick fetches again
+	}
+	r.lastLeaderContactMs = nowMs
+	r.deadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	if m.DivergingEpoch >= 0 || m.DivergingEndOffset >= 0 {
+		_, localEnd := r.log.endOffsetForEpoch(m.DivergingEpoch)
+		r.truncate(min(localEnd, m.DivergingEndOffset, r.log.endOffset()))
+		r.sendFetch(nowMs)
+		return
+	}
+	for _, e := range m.Entries {
+		if e.Offset == r.log.endOffset() && e.Epoch >= r.log.lastEpoch() && e.Epoch <= r.hard.Epoch {
+			r.log.append(e)
+		}
+	}
+	r.commit = max(r.commit, min(m.HighWatermark, r.log.endOffset()))
+	r.sendFetch(nowMs)
+}
+
+func (r *Raft) truncate(end int64) {
+	if end >= r.log.endOffset() {
+		return
+	}
+	r.log.truncateTo(end)
+	if r.truncatePending < 0 || end < r.truncatePending {
+		r.truncatePending = end
+	}
+	r.unstableFrom = min(r.unstableFrom, end)
+	r.commit = min(r.commit, end) // only a planted bug truncates below it
+}
+
+// HasReady reports whether Ready has work, and no earlier Ready awaits Advance.
+func (r *Raft) HasReady() bool {
+	if r.readyOut != nil {
+		return false
+	}
+	return r.hardDirty || r.truncatePending >= 0 || r.unstableFrom < r.log.endOffset() ||
+		len(r.msgs) > 0 || r.applied < r.commit
+}
+
+// Ready returns the work to do; call Advance with it once done. Only one
+// Ready is out at a time.
+func (r *Raft) Ready() Ready {
+	if r.readyOut != nil {
+		panic("quorum: Ready before Advance of the previous one")
+	}
+	rd := Ready{TruncateTo: r.truncatePending, Messages: r.msgs}
+	if r.hardDirty {
+		hard := r.hard
+		rd.HardState = &hard
+	}
+	// Copies: a later truncation must not change what the caller persists.
+	rd.Entries = slices.Clone(r.log.slice(r.unstableFrom, r.log.endOffset()))
+	if r.applied < r.commit {
+		rd.Committed = slices.Clone(r.log.slice(r.applied, r.commit))
+	}
+	r.hardDirty, r.truncatePending, r.unstableFrom, r.msgs = false, -1, r.log.endOffset(), nil
+	r.applied = max(r.applied, r.commit)
+	r.readyOut = &rd
+	return rd
+}
+
+// Advance reports that rd's hard state and entries are durable and its
+// messages sent.
+func (r *Raft) Advance(nowMs int64, rd Ready) {
+	if r.readyOut == nil {
+		panic("quorum: Advance without Ready")
+	}
+	r.readyOut = nil
+	if rd.TruncateTo >= 0 {
+		r.durableEnd = min(r.durableEnd, rd.TruncateTo)
+	}
+	if n := len(rd.Entries); n > 0 {
+		r.durableEnd = rd.Entries[n-1].Offset + 1
+	}
+	if r.truncatePending >= 0 {
+		r.durableEnd = min(r.durableEnd, r.truncatePending)
+	}
+	r.durableEnd = min(r.durableEnd, r.log.endOffset())
+	r.maybeCommit(nowMs)
+}
