@@ -60,7 +60,10 @@ func Open(disk env.Disk, dir string, cfg Config, opts OpenOptions) (*Log, error)
 		return nil, errors.Join(fmt.Errorf("open log %s: %w", dir, err), l.Close())
 	}
 	l.flush.lastFlushMs = opts.NowMs
-	l.flush.parentDirty = true
+	// A process crash keeps directory entries that were never synced (a
+	// segment created by a roll whose flush did not finish): the first
+	// flush syncs the log's directory, and its parent, whatever it finds.
+	l.flush.dirDirty, l.flush.parentDirty = true, true
 	l.checkInvariants()
 	l.persistEpochs(nil)
 	return l, nil

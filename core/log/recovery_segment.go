@@ -52,6 +52,12 @@ func (l *Log) loadTrustedSegment(s *segment) error {
 	if err := s.timeIndex.load(s.nextOffset); err != nil {
 		return l.rebuildIndexes(s)
 	}
+	// An inactive segment's time index ends with its max timestamp (the
+	// entry written when it stopped being active), so it is at least the
+	// tail's. Less means entries were lost: rebuild.
+	if s.timeIndex.lastTimestamp < s.maxTimestamp {
+		return l.rebuildIndexes(s)
+	}
 	// On a tie the time index names the earlier batch, the first to reach
 	// the maximum, as the append path does.
 	if s.timeIndex.entries > 0 && s.timeIndex.lastTimestamp >= s.maxTimestamp {

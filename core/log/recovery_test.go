@@ -352,3 +352,55 @@ func TestCorruptEpochCheckpointRebuiltFromBatches(t *testing.T) {
 		t.Fatalf("epochs rebuilt as %v, want %v", got, want)
 	}
 }
+
+// A trusted segment whose time index lost its entries (here: emptied) must
+// not report a max timestamp from its tail alone.
+func TestLostTimeIndexEntriesRebuilt(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 0
+	l := openLog(t, disk, cfg, OpenOptions{})
+	appendLeader(t, l, 1, 9000, 0) // the segment's max, at its start
+	for l.SegmentCount() < 3 {
+		appendLeader(t, l, 1, 100, 0)
+	}
+	flushAll(t, l, disk)
+	rp := l.RecoveryPoint()
+	_ = l.Close()
+	if err := disk.TruncateFile(testDir+"/"+segmentFileName(0, timeIndexSuffix), 0); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp})
+	if offset, ts, found, err := l.OffsetForTimestamp(9000); err != nil || !found || offset != 0 || ts != 9000 {
+		t.Fatalf("OffsetForTimestamp(9000) = (%d, %d, %v, %v), want (0, 9000, true)", offset, ts, found, err)
+	}
+	if offset, ts, _ := l.MaxTimestamp(); offset != 0 || ts != 9000 {
+		t.Fatalf("MaxTimestamp = (%d, %d)", offset, ts)
+	}
+}
+
+// A process crash keeps a rolled segment whose directory entry was never
+// synced; a flush after the restart must make that entry durable before the
+// recovery point covers the segment.
+func TestFlushAfterRestartSyncsUnsyncedSegmentEntries(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{})
+	var want []appended
+	for l.SegmentCount() < 2 {
+		want = append(want, appendLeader(t, l, 2, 100, 0))
+	}
+	flushAll(t, l, disk) // the epoch checkpoint is durable: reopening will not rewrite it
+	firstRP := l.RecoveryPoint()
+	for l.SegmentCount() < 4 {
+		want = append(want, appendLeader(t, l, 2, 100, 0)) // rolls whose flushes never complete
+	}
+	disk.Crash(rand.New(rand.NewPCG(5, 5)), memdisk.CrashKeepAll)
+	l = openLog(t, disk, testConfig(), OpenOptions{RecoveryPoint: firstRP})
+	flushAll(t, l, disk)
+	rp := l.RecoveryPoint()
+	disk.Crash(rand.New(rand.NewPCG(5, 6)), memdisk.CrashLoseAll)
+	l = openLog(t, disk, testConfig(), OpenOptions{RecoveryPoint: rp})
+	if n := checkPrefixOf(t, l, want); n != len(want) || l.LogEndOffset() != rp {
+		t.Fatalf("kept %d of %d flushed batches, LEO %d, recovery point was %d", n, len(want), l.LogEndOffset(), rp)
+	}
+}
