@@ -9,14 +9,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/replica"
+	"strand/sim/memdisk"
 	"strand/sim/sched"
 )
 
 // TestChaosAcksAllNeverLost is a smoke test of the whole node under the
 // simulator's faults: a controller-only node 1 (never crashed) and brokers
 // 2..4 under network chaos (partitions, clogs, breaks) and process crashes
-// and pauses (the page cache survives a crash: no disk loss, so every run is
-// within the fault budget). A client produces acks=all to the current
+// and pauses, each crash a power loss (unsynced writes lost, whole or torn)
+// or a process kill, one broker at a time: within the fault budget. A client produces acks=all to the current
 // leader of an RF-3, min.insync=2 partition. After healing, every
 // acknowledged record must be readable, once, in order of acknowledgement,
 // and all replicas must hold identical logs.
@@ -69,6 +70,20 @@ func chaosRun(t *testing.T, seed uint64) {
 	}
 	c.waitRegistered()
 	c.createTopic(2, "r", 1, 3)
+	// A crash is a power loss or a process kill, drawn per crash: the
+	// crashed broker loses some or all of its unsynced writes. One broker
+	// at a time (MayCrash) is within the budget of min.insync.replicas-1.
+	diskRand := c.streams.Get("disk")
+	for id := int32(2); id <= 4; id++ {
+		tn := c.nodes[id]
+		tn.proc.OnCrash(func() {
+			mode := memdisk.CrashMode(diskRand.IntN(3))
+			if *chaosVerbose {
+				t.Logf("t=%dms crash %d: %s", c.s.NowNs()/1e6, tn.id, mode)
+			}
+			tn.disk.Crash(diskRand, mode)
+		})
+	}
 
 	var procs []*sched.Node
 	for id := int32(2); id <= 4; id++ {

@@ -140,9 +140,14 @@ func TestControlledShutdownMovesLeadership(t *testing.T) {
 	if leader == 2 || leader < 0 {
 		t.Fatalf("after controlled shutdown the leader is %d", leader)
 	}
-	if err := c.nodes[2].node.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closed := false
+	c.nodes[2].node.Close(func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		closed = true
+	})
+	c.waitFor("closed", 1000, func() bool { return closed })
 	c.nodes[2].proc.Crash() // the process exits
 	c.waitFor("new leader serves", 5000, func() bool {
 		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica

@@ -7,6 +7,7 @@ import (
 
 	"strand/core/log"
 	"strand/core/replica"
+	"strand/sim/memdisk"
 	"strand/sim/simnet"
 )
 
@@ -83,16 +84,29 @@ func TestStaleLeaderTruncatesOnDivergingEpoch(t *testing.T) {
 	}
 }
 
-// TestSingleNodeRestartKeepsTopicsAndRecords restarts the only node (a
-// process crash: the page cache survives) and reads everything back: the
-// metadata log replays the topic, the partition log recovers.
-func TestSingleNodeRestartKeepsTopicsAndRecords(t *testing.T) {
+// TestSingleNodeCleanRestartKeepsTopicsAndRecords shuts the only node down
+// cleanly (controlled shutdown, Close writing the clean-shutdown marker),
+// starts it again, and reads everything back: the metadata log replays the
+// topic, the partition log recovers, and the controller, told by
+// PreviousBrokerEpoch that nothing was lost, makes it leader again.
+func TestSingleNodeCleanRestartKeepsTopicsAndRecords(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
 	c.createTopic(1, "t", 1, 1)
 	c.produce(1, "t", 0, 1, recordBatch("a", "b"))
 	tn := c.nodes[1]
+	stopped, closed := false, false
+	tn.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
+	tn.node.Close(func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		closed = true
+	})
+	c.waitFor("closed", 1000, func() bool { return closed })
 	tn.proc.Crash()
+	tn.disk.Crash(c.streams.Get("disk"), memdisk.CrashLoseAll) // even a power loss now loses nothing
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitRegistered()

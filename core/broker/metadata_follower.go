@@ -21,23 +21,30 @@ type metadataFollower struct {
 	err error
 }
 
-// startBroker registers this broker with the controller, starts following
-// the metadata log and arms the ISR-shrink timer.
+// startBroker registers this broker with the controller (once the removal
+// of the clean-shutdown marker is durable), starts following the metadata
+// log and arms the ISR-shrink timer.
 func (n *Node) startBroker() {
-	n.register()
+	n.disks[0].SyncDir(".", func(err error) {
+		if err != nil {
+			// The marker may come back after a crash: register as unclean.
+			n.previousBrokerEpoch = -1
+		}
+		n.register()
+	})
 	n.fetchMetadata()
 	n.scheduleISRCheck()
 }
 
-// registrationRequest is this broker's BrokerRegistration. Clean shutdown
-// is not tracked yet, so PreviousBrokerEpoch is -1: the controller treats
-// every restart as unclean (KIP-966), which is the safe side.
+// registrationRequest is this broker's BrokerRegistration, with the epoch
+// of the last clean shutdown or -1 (KIP-966: an unclean restart leaves every
+// ELR).
 func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.SetVersion(3)
 	req.BrokerID = n.id
 	req.IncarnationID = n.incarnation
-	req.PreviousBrokerEpoch = -1
+	req.PreviousBrokerEpoch = n.previousBrokerEpoch
 	for _, l := range n.cfg.Broker.AdvertisedListeners {
 		rl := kmsg.NewBrokerRegistrationRequestListener()
 		rl.Name, rl.Host, rl.Port, rl.SecurityProtocol = l.Name, l.Host, l.Port, securityProtocolID(l.SecurityProtocol)
@@ -55,6 +62,8 @@ func (n *Node) register() {
 			return
 		}
 		n.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
+		n.previousBrokerEpoch = -1 // spent: a later registration follows a crash
+		n.reconcilePartitions()
 		n.heartbeat()
 	})
 }
@@ -220,8 +229,15 @@ func (n *Node) reconsiderUnfenced(usableBefore map[int32]bool) {
 // reconcilePartitions opens the partitions the image assigns to this broker
 // and hands each its new state (become leader or follower, with the epoch),
 // and retires the replicas of deleted topics.
+//
+// Nothing happens until this incarnation is registered and the image has
+// caught up with its registration, as Kafka's broker waits for its initial
+// catch-up: until then the image may still name this broker leader on
+// behalf of its previous incarnation, whose log a power loss may have
+// emptied. The registration takes the new incarnation out of every ISR
+// and leadership, so it starts as a follower.
 func (n *Node) reconcilePartitions() {
-	if !n.cfg.Broker.Roles.Broker {
+	if !n.cfg.Broker.Roles.Broker || !n.caughtUpWithRegistration() {
 		return
 	}
 	for _, p := range n.sortedPartitions() {
@@ -257,6 +273,16 @@ func (n *Node) retirePartition(p *partition) {
 	delete(n.partitions, p.key)
 	n.unfollow(p)
 	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
+}
+
+// caughtUpWithRegistration reports whether this incarnation's
+// registration is in the image it has applied.
+func (n *Node) caughtUpWithRegistration() bool {
+	if n.brokerEpoch < 0 {
+		return false
+	}
+	b, ok := n.image.Broker(n.id)
+	return ok && b.Epoch == n.brokerEpoch && b.IncarnationID == n.incarnation
 }
 
 // applyPartitionState performs what ApplyState decides.

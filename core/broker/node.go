@@ -79,8 +79,13 @@ type Node struct {
 	// heartbeatSeq numbers heartbeats, so that only the newest one's answer
 	// schedules the next (BeginShutdown sends one out of turn).
 	heartbeatSeq uint64
-	// shutdownDone is set during a controlled shutdown.
-	shutdownDone func()
+	// shutdownDone is set during a controlled shutdown; shutdownClean once
+	// the controller has allowed it.
+	shutdownDone  func()
+	shutdownClean bool
+	// previousBrokerEpoch is the epoch of the last clean shutdown, -1 if
+	// the last process did not shut down cleanly.
+	previousBrokerEpoch int64
 
 	// managers are the log directories, in log.dirs order.
 	managers   []*log.Manager
@@ -138,6 +143,11 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		}
 	}
 	if b.Roles.Broker {
+		previous, err := takeCleanShutdown(disks[0])
+		if err != nil {
+			return nil, err
+		}
+		n.previousBrokerEpoch = previous
 		if err := n.openManagers(); err != nil {
 			return nil, err
 		}

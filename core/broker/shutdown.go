@@ -3,7 +3,22 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"strand/core/env"
 )
+
+// cleanShutdownFile marks, in the first log directory, that the last
+// process shut down cleanly, and holds its broker epoch (Kafka's
+// .kafka_cleanshutdown, KAFKA-15586). The next incarnation registers with
+// that PreviousBrokerEpoch, so the controller knows it lost nothing and
+// keeps it eligible (KIP-966); without the file every restart is unclean.
+const cleanShutdownFile = "strand-clean-shutdown"
+
+// cleanShutdownBytesMax bounds what is read from the marker.
+const cleanShutdownBytesMax = 32
 
 // BeginShutdown starts a controlled shutdown (Kafka's KIP-631 flow): the
 // broker keeps serving while its heartbeats ask to shut down; the controller
@@ -16,14 +31,68 @@ func (n *Node) BeginShutdown(done func()) {
 		done()
 		return
 	}
-	n.shutdownDone = done
+	n.shutdownDone = func() {
+		n.shutdownClean = true
+		done()
+	}
 	n.heartbeat()
 }
 
 // Close releases the node's files: every partition log and the metadata
-// log. The node must not be used afterwards; pending timers and callbacks
-// are the environment's to drop (the process is going away).
-func (n *Node) Close() error {
+// log. After a completed controlled shutdown it first flushes every log and
+// writes the clean-shutdown marker, durably. done runs once all of that is
+// over; the node must not be used afterwards, and pending timers and
+// callbacks are the environment's to drop (the process is going away).
+func (n *Node) Close(done func(error)) {
+	if !n.shutdownClean {
+		done(n.closeFiles())
+		return
+	}
+	pending := 1
+	var flushErr error
+	finish := func(err error) {
+		flushErr = errors.Join(flushErr, err)
+		if pending--; pending == 0 {
+			n.writeCleanShutdown(flushErr, done)
+		}
+	}
+	for _, p := range n.sortedPartitions() {
+		if !p.storageFailed() {
+			pending++
+			p.log.Flush(p.log.LogEndOffset(), finish)
+		}
+	}
+	finish(nil)
+}
+
+// writeCleanShutdown writes the marker once every log is durable, then
+// closes the files.
+func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
+	if flushErr != nil {
+		done(errors.Join(fmt.Errorf("broker: flush at shutdown: %w", flushErr), n.closeFiles()))
+		return
+	}
+	f, err := n.disks[0].Open(cleanShutdownFile, env.OpenOptions{Create: true})
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = f.Append([]byte(strconv.FormatInt(n.brokerEpoch, 10)))
+	}
+	if err != nil {
+		done(errors.Join(fmt.Errorf("broker: write %s: %w", cleanShutdownFile, err), n.closeFiles()))
+		return
+	}
+	f.Sync(func(err error) {
+		n.disks[0].SyncDir(".", func(dirErr error) {
+			err = errors.Join(err, dirErr, f.Close(), n.closeFiles())
+			done(err)
+		})
+	})
+}
+
+// closeFiles closes every log and the controller.
+func (n *Node) closeFiles() error {
 	var err error
 	for _, m := range n.managers {
 		err = errors.Join(err, m.Close())
@@ -38,4 +107,31 @@ func (n *Node) Close() error {
 		return fmt.Errorf("broker: close node %d: %w", n.id, err)
 	}
 	return nil
+}
+
+// takeCleanShutdown reads and removes the clean-shutdown marker: the broker
+// epoch of a previous clean shutdown, or -1. The removal is made durable
+// before the node registers, so a crash later in this incarnation is never
+// mistaken for a clean one.
+func takeCleanShutdown(disk env.Disk) (int64, error) {
+	f, err := disk.Open(cleanShutdownFile, env.OpenOptions{})
+	if errors.Is(err, env.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("broker: open %s: %w", cleanShutdownFile, err)
+	}
+	buf := make([]byte, min(f.Size(), cleanShutdownBytesMax))
+	_, readErr := f.ReadAt(buf, 0)
+	if err := errors.Join(f.Close(), disk.Remove(cleanShutdownFile)); err != nil {
+		return -1, fmt.Errorf("broker: remove %s: %w", cleanShutdownFile, err)
+	}
+	if readErr != nil && !errors.Is(readErr, io.EOF) {
+		return -1, nil // unreadable: treat as unclean
+	}
+	epoch, err := strconv.ParseInt(strings.TrimSpace(string(buf)), 10, 64)
+	if err != nil || epoch < 0 {
+		return -1, nil
+	}
+	return epoch, nil
 }
