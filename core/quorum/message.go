@@ -61,8 +61,13 @@ type Message struct {
 	Type MsgType
 	From int32
 	To   int32
-	// Ref is the driver's: set on a request it steps in, copied onto the
-	// response, so that the driver can find the connection to answer on.
+	// Ref correlates a response with its request. On a request the driver
+	// steps in, the driver sets it and Raft copies it onto the response, so
+	// the driver finds the connection to answer on. On a request Raft sends,
+	// Raft sets it and the response must carry it back (DecodeResponse
+	// copies it from the request): a follower ignores a Fetch response to
+	// any but its latest Fetch, as Kafka's client drops a timed-out request's
+	// late response.
 	Ref uint64
 	// Epoch: the candidate's epoch (Vote: for a pre-vote the epoch it would
 	// take), the requester's current leader epoch (Fetch, BeginEpoch), the

@@ -84,6 +84,7 @@ type Raft struct {
 	// Follower's fetch in flight.
 	fetchOutstanding bool
 	fetchSentMs      int64
+	fetchRef         uint64
 
 	// Leader's view of the followers.
 	matches         map[int32]int64
@@ -194,7 +195,6 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 // kept: a prospective node still accepts its leader.
 func (r *Raft) becomeProspective(nowMs int64) {
 	r.role, r.grants = Prospective, map[int32]bool{r.cfg.ID: true}
-	r.fetchOutstanding = false
 	r.deadlineMs = r.electionDeadline(nowMs)
 	if len(r.grants) >= r.majority() {
 		r.becomeCandidate(nowMs)
@@ -285,6 +285,13 @@ func (r *Raft) Tick(nowMs int64) {
 	case Prospective, Candidate:
 		if nowMs >= r.deadlineMs {
 			r.becomeProspective(nowMs)
+			return
+		}
+		// A prospective node still fetches from the leader it knows: if the
+		// leader answers, the node follows it again (KIP-996).
+		if r.role == Prospective && r.leader >= 0 && (!r.fetchOutstanding ||
+			nowMs-r.fetchSentMs >= r.cfg.FetchMaxWaitMs+r.cfg.RequestTimeoutMs) {
+			r.sendFetch(nowMs)
 		}
 	}
 }
@@ -407,7 +414,8 @@ func (r *Raft) stepBeginEpoch(nowMs int64, m Message) {
 
 func (r *Raft) sendFetch(nowMs int64) {
 	r.fetchOutstanding, r.fetchSentMs = true, nowMs
-	r.send(Message{Type: MsgFetch, To: r.leader, Epoch: r.hard.Epoch, LeaderID: r.leader,
+	r.fetchRef++
+	r.send(Message{Type: MsgFetch, To: r.leader, Ref: r.fetchRef, Epoch: r.hard.Epoch, LeaderID: r.leader,
 		FetchOffset: r.log.endOffset(), LastFetchedEpoch: r.log.lastEpoch(), MaxWaitMs: r.cfg.FetchMaxWaitMs})
 }
 
@@ -504,13 +512,15 @@ func (r *Raft) maybeCommit(nowMs int64) {
 
 // stepFetchResp is a follower handling its leader's answer.
 func (r *Raft) stepFetchResp(nowMs int64, m Message) {
-	if r.role != Follower || m.From != r.leader || m.Epoch != r.hard.Epoch || !r.fetchOutstanding {
+	if (r.role != Follower && r.role != Prospective) || m.From != r.leader || m.Epoch != r.hard.Epoch ||
+		!r.fetchOutstanding || m.Ref != r.fetchRef {
 		return
 	}
 	r.fetchOutstanding = false
 	if m.ErrorCode != errNone {
 		return // the next Tick fetches again
 	}
+	r.role, r.grants = Follower, nil // the leader answered: follow it again
 	r.lastLeaderContactMs = nowMs
 	r.deadlineMs = nowMs + r.cfg.FetchTimeoutMs
 	if m.DivergingEpoch >= 0 || m.DivergingEndOffset >= 0 {

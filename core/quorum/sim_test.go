@@ -1,0 +1,453 @@
+package quorum
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/sim/sched"
+)
+
+const msNs = int64(1_000_000)
+
+// simNode is one voter in the harness: the Raft, and the durable state a
+// crash keeps (hard state and log as of the last completed Sync).
+type simNode struct {
+	id      int32
+	node    *sched.Node
+	raft    *Raft
+	hard    HardState
+	durable []Entry
+	syncing bool
+	// applied are the committed entries this incarnation applied, in order.
+	applied []Entry
+}
+
+// simFaults are the fault rates of one run, drawn from the seed.
+type simFaults struct {
+	delayMsMax     int64
+	dropPerMille   int
+	crashes        bool
+	partitions     bool
+	pauses         bool
+	syncDelayMsMax int64
+}
+
+// cluster is a deterministic multi-voter harness over sim/sched: messages
+// cross as encoded kmsg requests and responses with seeded delays, drops and
+// partitions; syncs take seeded time; crashes lose everything not synced.
+type cluster struct {
+	t        testing.TB
+	s        *sched.Scheduler
+	nodes    []*simNode
+	voters   []int32
+	bugs     Bugs
+	cfgOf    func(id int32, rng *rand.Rand) Config
+	netRng   *rand.Rand
+	diskRng  *rand.Rand
+	faults   simFaults
+	blocked  map[[2]int32]bool
+	streams  *sched.Streams
+	proposed int
+
+	// Checker state.
+	leaderOfEpoch map[int32]int32
+	committed     map[int64]Entry
+	violation     string
+	// onLeader, if set, is told of every new leader.
+	onLeader func(id int32, epoch int32, nowNs int64)
+}
+
+func newCluster(t testing.TB, seed uint64, voters int, bugs Bugs, faults simFaults) *cluster {
+	streams := sched.NewStreams(seed)
+	c := &cluster{
+		t: t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
+		netRng: streams.Get("quorum/net"), diskRng: streams.Get("quorum/disk"),
+		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, committed: map[int64]Entry{},
+	}
+	for i := range voters {
+		c.voters = append(c.voters, int32(i+1))
+	}
+	for _, id := range c.voters {
+		n := &simNode{id: id, node: c.s.NewNode(id), hard: HardState{VotedFor: -1}}
+		c.nodes = append(c.nodes, n)
+		c.start(n)
+	}
+	return c
+}
+
+func (c *cluster) nowMs() int64 { return c.s.NowNs() / msNs }
+
+func (c *cluster) node(id int32) *simNode { return c.nodes[id-1] }
+
+// start (re)starts n's Raft from its durable state and its tick.
+func (c *cluster) start(n *simNode) {
+	rng := c.streams.Getf("quorum/raft/%d/%d", n.id, n.node.Incarnation())
+	cfg := DefaultConfig(n.id, c.voters, rng.Int64N)
+	cfg.Bugs = c.bugs
+	r, err := New(cfg, n.hard, slices.Clone(n.durable), c.nowMs())
+	if err != nil {
+		c.t.Fatalf("restart node %d: %v", n.id, err)
+	}
+	n.raft, n.syncing, n.applied = r, false, nil
+	var tick func()
+	tick = func() {
+		n.raft.Tick(c.nowMs())
+		c.after(n)
+		n.node.After(10*msNs, tick)
+	}
+	n.node.After(10*msNs, tick)
+}
+
+// after runs the Ready loop of n and the checks that follow any input.
+func (c *cluster) after(n *simNode) {
+	c.checkLeader(n)
+	for !n.syncing && n.raft.HasReady() {
+		rd := n.raft.Ready()
+		if rd.HardState == nil && rd.TruncateTo < 0 && len(rd.Entries) == 0 {
+			c.complete(n, rd)
+			continue
+		}
+		n.syncing = true
+		delay := 1 + c.diskRng.Int64N(c.faults.syncDelayMsMax)
+		// Written now (to the page cache), durable when the Sync completes:
+		// a crash in between drops this event, so the data is lost.
+		n.node.After(delay*msNs, func() {
+			if rd.HardState != nil {
+				n.hard = *rd.HardState
+			}
+			if rd.TruncateTo >= 0 && rd.TruncateTo < int64(len(n.durable)) {
+				n.durable = n.durable[:rd.TruncateTo:rd.TruncateTo]
+			}
+			for _, e := range rd.Entries {
+				if e.Offset != int64(len(n.durable)) {
+					c.fail("node %d persisted entry at %d onto a durable log of %d", n.id, e.Offset, len(n.durable))
+					return
+				}
+				n.durable = append(n.durable, e)
+			}
+			n.syncing = false
+			c.complete(n, rd)
+			c.after(n)
+		})
+	}
+}
+
+// complete sends rd's messages, applies its committed entries, advances.
+func (c *cluster) complete(n *simNode, rd Ready) {
+	for _, m := range rd.Messages {
+		c.send(m)
+	}
+	for _, e := range rd.Committed {
+		c.apply(n, e)
+	}
+	n.raft.Advance(c.nowMs(), rd)
+}
+
+func (c *cluster) fail(format string, args ...any) {
+	if c.violation == "" {
+		c.violation = fmt.Sprintf("at %d ms: ", c.nowMs()) + fmt.Sprintf(format, args...)
+		c.s.Halt(c.violation)
+	}
+}
+
+// send delivers m through the kmsg codec, as bytes, after a seeded delay.
+func (c *cluster) send(m Message) {
+	if m.To < 1 || int(m.To) > len(c.nodes) {
+		c.fail("message %v to unknown node %d", m.Type, m.To)
+		return
+	}
+	if c.blocked[[2]int32{m.From, m.To}] || c.netRng.IntN(1000) < c.faults.dropPerMille {
+		return
+	}
+	to := c.node(m.To)
+	wire := c.roundTrip(m)
+	delay := 1 + c.netRng.Int64N(c.faults.delayMsMax)
+	to.node.After(delay*msNs, func() {
+		to.raft.Step(c.nowMs(), wire)
+		c.after(to)
+	})
+}
+
+// roundTrip encodes m as its Kafka RPC, to bytes and back.
+func (c *cluster) roundTrip(m Message) Message {
+	if !m.Type.IsResponse() {
+		req, err := EncodeRequest(m)
+		if err != nil {
+			c.t.Fatalf("encode %v: %v", m.Type, err)
+		}
+		decoded := kmsg.RequestForKey(req.Key())
+		decoded.SetVersion(req.GetVersion())
+		if err := decoded.ReadFrom(req.AppendTo(nil)); err != nil {
+			c.t.Fatalf("decode %v: %v", m.Type, err)
+		}
+		out, err := DecodeRequest(m.To, decoded)
+		if err != nil {
+			c.t.Fatalf("decode %v: %v", m.Type, err)
+		}
+		out.Ref = m.Ref // the driver's correlation travels beside the message
+		return out
+	}
+	resp, err := EncodeResponse(m)
+	if err != nil {
+		c.t.Fatalf("encode %v: %v", m.Type, err)
+	}
+	decoded := kmsg.ResponseForKey(resp.Key())
+	decoded.SetVersion(resp.GetVersion())
+	if err := decoded.ReadFrom(resp.AppendTo(nil)); err != nil {
+		c.t.Fatalf("decode %v: %v", m.Type, err)
+	}
+	req := Message{Type: requestOf(m.Type), From: m.To, To: m.From, Ref: m.Ref, PreVote: m.PreVote}
+	out, err := DecodeResponse(req, decoded)
+	if err != nil {
+		c.t.Fatalf("decode %v: %v", m.Type, err)
+	}
+	return out
+}
+
+func requestOf(t MsgType) MsgType {
+	switch t {
+	case MsgVoteResp:
+		return MsgVote
+	case MsgBeginEpochResp:
+		return MsgBeginEpoch
+	}
+	return MsgFetch
+}
+
+// --- Checkers -------------------------------------------------------------
+
+// checkLeader: election safety (one leader per epoch) and leader
+// completeness (a new leader holds every entry known committed).
+func (c *cluster) checkLeader(n *simNode) {
+	r := n.raft
+	if r.Role() != Leader {
+		return
+	}
+	epoch := r.Epoch()
+	prev, seen := c.leaderOfEpoch[epoch]
+	if seen && prev != n.id {
+		c.fail("election safety: nodes %d and %d both lead epoch %d", prev, n.id, epoch)
+		return
+	}
+	if seen {
+		return
+	}
+	c.leaderOfEpoch[epoch] = n.id
+	if c.onLeader != nil {
+		c.onLeader(n.id, epoch, c.s.NowNs())
+	}
+	offsets := make([]int64, 0, len(c.committed))
+	for o := range c.committed { // order-independent: sorted below
+		offsets = append(offsets, o)
+	}
+	slices.Sort(offsets)
+	for _, o := range offsets {
+		want := c.committed[o]
+		if o >= r.EndOffset() || !sameEntry(r.Entries(o, o+1)[0], want) {
+			c.fail("leader completeness: leader %d of epoch %d lacks committed entry %d (epoch %d)", n.id, epoch, o, want.Epoch)
+			return
+		}
+	}
+}
+
+// apply: state machine safety: every node applies the same entry at an
+// offset, in order.
+func (c *cluster) apply(n *simNode, e Entry) {
+	if e.Offset != int64(len(n.applied)) {
+		c.fail("node %d applies offset %d after %d entries", n.id, e.Offset, len(n.applied))
+		return
+	}
+	n.applied = append(n.applied, e)
+	if prev, ok := c.committed[e.Offset]; ok && !sameEntry(prev, e) {
+		c.fail("state machine safety: offset %d applied as epoch %d %q and epoch %d %q", e.Offset, prev.Epoch, prev.Data, e.Epoch, e.Data)
+		return
+	}
+	c.committed[e.Offset] = e
+}
+
+// checkLogMatching: if two logs hold an entry with the same offset and
+// epoch, they are identical up to it.
+func (c *cluster) checkLogMatching() {
+	for i, a := range c.nodes {
+		for _, b := range c.nodes[i+1:] {
+			la, lb := a.raft.Entries(0, a.raft.EndOffset()), b.raft.Entries(0, b.raft.EndOffset())
+			last := -1
+			for o := range min(len(la), len(lb)) {
+				if la[o].Epoch == lb[o].Epoch {
+					last = o
+				}
+			}
+			for o := 0; o <= last; o++ {
+				if !sameEntry(la[o], lb[o]) {
+					c.fail("log matching: nodes %d and %d agree on offset %d (epoch %d) but differ at %d", a.id, b.id, last, la[last].Epoch, o)
+					return
+				}
+			}
+		}
+	}
+}
+
+func sameEntry(a, b Entry) bool {
+	return a.Offset == b.Offset && a.Epoch == b.Epoch && bytes.Equal(a.Data, b.Data)
+}
+
+// --- Workload and faults ----------------------------------------------------
+
+// propose offers a new entry to every node that believes it leads.
+func (c *cluster) propose() {
+	for _, n := range c.nodes {
+		if n.node.Up() && !n.node.Paused() && n.raft.Role() == Leader {
+			c.proposed++
+			if _, err := n.raft.Propose(c.nowMs(), fmt.Appendf(nil, "p%d-n%d", c.proposed, n.id)); err != nil {
+				c.fail("leader %d refused a proposal: %v", n.id, err)
+			}
+			c.after(n)
+		}
+	}
+}
+
+func (c *cluster) startWorkload(rng *rand.Rand, untilNs int64) {
+	var next func()
+	next = func() {
+		if c.s.NowNs() >= untilNs {
+			return
+		}
+		c.propose()
+		c.s.After((20+rng.Int64N(200))*msNs, next)
+	}
+	c.s.After(100*msNs, next)
+	var check func()
+	check = func() {
+		c.checkLogMatching()
+		c.s.After(250*msNs, check)
+	}
+	c.s.After(250*msNs, check)
+}
+
+// startFaults injects crashes, partitions and pauses until untilNs.
+func (c *cluster) startFaults(rng *rand.Rand, untilNs int64) {
+	var next func()
+	next = func() {
+		if c.s.NowNs() >= untilNs {
+			return
+		}
+		victim := c.nodes[rng.IntN(len(c.nodes))]
+		switch rng.IntN(3) {
+		case 0:
+			if c.faults.crashes && victim.node.Up() {
+				victim.node.Crash()
+				downMs := 50 + rng.Int64N(3000)
+				c.s.After(downMs*msNs, func() { c.restart(victim) })
+			}
+		case 1:
+			if c.faults.partitions {
+				c.partition(rng)
+				c.s.After((100+rng.Int64N(4000))*msNs, func() { clear(c.blocked) })
+			}
+		case 2:
+			if c.faults.pauses && victim.node.Up() {
+				victim.node.PauseFor((10 + rng.Int64N(3000)) * msNs)
+			}
+		}
+		c.s.After((200+rng.Int64N(1500))*msNs, next)
+	}
+	c.s.After(500*msNs, next)
+}
+
+func (c *cluster) restart(n *simNode) {
+	if !n.node.Up() {
+		n.node.Restart()
+		c.start(n)
+	}
+}
+
+// partition blocks every link between a random side and the rest, one way
+// or both.
+func (c *cluster) partition(rng *rand.Rand) {
+	side := map[int32]bool{}
+	for _, n := range c.nodes {
+		side[n.id] = rng.IntN(2) == 0
+	}
+	oneWay := rng.IntN(4) == 0
+	for _, a := range c.voters {
+		for _, b := range c.voters {
+			if side[a] && !side[b] {
+				c.blocked[[2]int32{a, b}] = true
+				if !oneWay {
+					c.blocked[[2]int32{b, a}] = true
+				}
+			}
+		}
+	}
+}
+
+// heal ends every fault: partitions cleared, crashed nodes restarted, paused
+// ones resumed, no more drops.
+func (c *cluster) heal() {
+	clear(c.blocked)
+	c.faults.dropPerMille = 0
+	for _, n := range c.nodes {
+		if n.node.Paused() {
+			n.node.Resume()
+		}
+		c.restart(n)
+	}
+}
+
+func drawFaults(rng *rand.Rand) simFaults {
+	return simFaults{
+		delayMsMax: 1 + rng.Int64N(60), dropPerMille: rng.IntN(30),
+		crashes: rng.IntN(4) != 0, partitions: rng.IntN(4) != 0, pauses: rng.IntN(3) != 0,
+		syncDelayMsMax: 1 + rng.Int64N(20),
+	}
+}
+
+// runChaos runs one seed: faults for faultMs, then healing; it returns the
+// first violation ("" if none). With liveness, it also demands that after
+// healing a leader emerges and a new entry reaches every node.
+func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool) string {
+	streams := sched.NewStreams(seed)
+	faults := drawFaults(streams.Get("quorum/faults/draw"))
+	c := newCluster(t, seed, voters, bugs, faults)
+	const faultMs, healMs = 15_000, 12_000
+	c.startWorkload(streams.Get("quorum/workload"), (faultMs+healMs-3000)*msNs)
+	c.startFaults(streams.Get("quorum/faults"), faultMs*msNs)
+	c.s.Run(faultMs * msNs)
+	if c.violation != "" {
+		return c.violation
+	}
+	c.heal()
+	c.s.Run((faultMs + healMs) * msNs)
+	if c.violation != "" || !liveness {
+		return c.violation
+	}
+	c.checkLogMatching()
+	// Liveness: a leader of the highest epoch that has committed an entry
+	// of its epoch; every node has committed and applied exactly what it
+	// has, 3 s after the last proposal.
+	var leader *simNode
+	for _, n := range c.nodes {
+		if n.raft.Role() == Leader && (leader == nil || n.raft.Epoch() > leader.raft.Epoch()) {
+			leader = n
+		}
+	}
+	if leader == nil {
+		return fmt.Sprintf("liveness: no leader %d ms after healing", healMs)
+	}
+	commit := leader.raft.CommittedOffset()
+	if commit == 0 || leader.raft.Entries(commit-1, commit)[0].Epoch != leader.raft.Epoch() {
+		return fmt.Sprintf("liveness: leader %d of epoch %d has committed nothing of its epoch (commit %d)", leader.id, leader.raft.Epoch(), commit)
+	}
+	for _, n := range c.nodes {
+		if n.raft.CommittedOffset() != commit || int64(len(n.applied)) != commit {
+			return fmt.Sprintf("liveness: node %d (%v epoch %d leader %d end %d up %v) committed %d, applied %d; leader %d (epoch %d end %d) committed %d",
+				n.id, n.raft.Role(), n.raft.Epoch(), n.raft.LeaderID(), n.raft.EndOffset(), n.node.Up(), n.raft.CommittedOffset(), len(n.applied), leader.id, leader.raft.Epoch(), leader.raft.EndOffset(), commit)
+		}
+	}
+	return c.violation
+}
