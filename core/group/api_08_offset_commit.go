@@ -1,0 +1,168 @@
+package group
+
+// OffsetCommit (key 8), versions 0..9.
+//
+// A member commits with its generation: in Stable and PreparingRebalance
+// (commits of the previous generation's work), and it keeps the member's
+// session alive. Generation -1 with no member id commits for a group with
+// no members (simple consumers, admin tools), creating the group if need
+// be. The reply waits until the records are committed in
+// __consumer_offsets, and only then do OffsetFetch answers show them, so
+// OffsetFetch is linearizable per partition.
+//
+// Skipped: v1's per-partition commit timestamp and v2-4's retention time
+// (offsets do not expire yet); v10 names topics by id.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+)
+
+// groupIDNotFoundCommitVersion: from v9 a commit with a generation for a
+// group that does not exist gets GROUP_ID_NOT_FOUND, before that
+// ILLEGAL_GENERATION.
+const groupIDNotFoundCommitVersion = 9
+
+func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	setAll := func(code int16) {
+		resp.Topics = resp.Topics[:0]
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	g, code := c.validateOffsetCommit(r)
+	if code != 0 {
+		setAll(code)
+		reply(resp)
+		return
+	}
+	defer c.forgetIfUnused(g)
+	if m := g.members[r.MemberID]; m != nil && (g.state == Stable || g.state == PreparingRebalance) {
+		c.scheduleHeartbeat(g, m, m.sessionTimeoutMs)
+	}
+	setAll(0)
+	var records []batch.Record
+	var keys []topicPartition
+	var values []offsetValue
+	var okSlots []*int16
+	now := c.wallMs()
+	for ti, t := range r.Topics {
+		for pi, p := range t.Partitions {
+			slot := &resp.Topics[ti].Partitions[pi].ErrorCode
+			metadata := ""
+			if p.Metadata != nil {
+				metadata = *p.Metadata
+			}
+			switch {
+			case len(metadata) > int(c.cfg.OffsetMetadataMaxBytes):
+				*slot = kerr.OffsetMetadataTooLarge.Code
+				continue
+			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				*slot = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			tp := topicPartition{topic: t.Topic, partition: p.Partition}
+			v := offsetValue{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: metadata, commitTimestampMs: now}
+			if r.Version < 6 {
+				v.leaderEpoch = -1
+			}
+			records = append(records, batch.Record{Key: offsetKeyBytes(g.id, tp), Value: offsetValueBytes(v)})
+			keys, values, okSlots = append(keys, tp), append(values, v), append(okSlots, slot)
+		}
+	}
+	if len(records) == 0 {
+		reply(resp)
+		return
+	}
+	for _, k := range keys {
+		g.offsetsInFlight[k]++
+	}
+	seq := c.appendSeq + 1
+	c.append(records, func(err error) {
+		c.finishOffsetWrite(g, keys, seq, func(tp topicPartition, i int) {
+			if err == nil {
+				g.offsets[tp] = values[i]
+			}
+		})
+		if err != nil {
+			for _, s := range okSlots {
+				*s = appendErrorCode(err, true)
+			}
+		}
+		reply(resp)
+	}, func() {
+		for _, s := range okSlots {
+			*s = kerr.NotCoordinator.Code
+		}
+		reply(resp)
+	})
+}
+
+// finishOffsetWrite ends an append of keys numbered seq: apply runs for each
+// key unless a later append of the same key already completed, and the
+// group is forgotten if nothing is left of it.
+func (c *Coordinator) finishOffsetWrite(g *group, keys []topicPartition, seq uint64, apply func(tp topicPartition, i int)) {
+	for i, k := range keys {
+		g.offsetsInFlight[k]--
+		if g.offsetsInFlight[k] == 0 {
+			delete(g.offsetsInFlight, k)
+		}
+		if !c.liveGroup(g) || g.offsetWriteSeq[k] > seq {
+			continue
+		}
+		g.offsetWriteSeq[k] = seq
+		apply(k, i)
+	}
+	c.forgetIfUnused(g)
+}
+
+// validateOffsetCommit is Kafka's check of who may commit, returning the
+// group (created for a simple commit) or an error for every partition.
+func (c *Coordinator) validateOffsetCommit(r *kmsg.OffsetCommitRequest) (*group, int16) {
+	if code := c.availability(r.Group); code != 0 {
+		return nil, code
+	}
+	g := c.groups[r.Group]
+	if g == nil {
+		switch {
+		case r.Generation < 0:
+			g = newGroup(r.Group)
+			c.groups[r.Group] = g
+			return g, 0
+		case r.Version >= groupIDNotFoundCommitVersion:
+			return nil, kerr.GroupIDNotFound.Code
+		default:
+			return nil, kerr.IllegalGeneration.Code
+		}
+	}
+	if g.state == Dead {
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	if r.Generation < 0 && g.state == Empty {
+		return g, 0
+	}
+	if r.Generation >= 0 || r.MemberID != "" || r.InstanceID != nil {
+		if code := g.validateMember(r.MemberID, r.InstanceID); code != 0 {
+			return nil, code
+		}
+		if r.Generation != g.generation {
+			return nil, kerr.IllegalGeneration.Code
+		}
+	} else if g.state != Empty {
+		return nil, kerr.UnknownMemberID.Code
+	}
+	if g.state == CompletingRebalance {
+		return nil, kerr.RebalanceInProgress.Code
+	}
+	return g, 0
+}
