@@ -1051,3 +1051,40 @@ func TestRetentionBytesCountsWhatTheTimePassLeft(t *testing.T) {
 		t.Fatalf("retention deleted %d segments, log start %d; want the 2 expired ones, log start 2", deleted, l.LogStartOffset())
 	}
 }
+
+// TestTornTimeIndexRewriteAfterRoll: recovery rewrites the indexes of the
+// segment holding the recovery point without syncing them. A roll at the
+// recovery point then makes that segment trusted, and a power loss may keep
+// only a prefix of the rewritten time index. The segment's max timestamp
+// must still be found, as Kafka's loadLargestTimestamp finds it: from the
+// last time index entry, scanning the batches after it.
+func TestTornTimeIndexRewriteAfterRoll(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 0 // index every batch
+	l := openLog(t, disk, cfg, OpenOptions{NowMs: 1})
+	for _, ts := range []int64{100, 200, 300, 150} { // time index (200, 1), (300, 2)
+		appendLeader(t, l, 1, ts, 0)
+	}
+	flushAll(t, l, disk)
+	rp := l.RecoveryPoint()
+	disk.Crash(nil, memdisk.CrashLoseAll)
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp, NowMs: 2}) // rewrites segment 0's indexes
+	if err := l.Roll(3); err != nil {
+		t.Fatal(err)
+	}
+	// A power loss that keeps the new segment's entry and only the first
+	// entry of the time index's rewrite.
+	disk.Writeback()
+	if err := disk.TruncateFile(testDir+"/"+segmentFileName(0, timeIndexSuffix), timeIndexEntryBytes); err != nil {
+		t.Fatal(err)
+	}
+	disk.Crash(nil, memdisk.CrashLoseAll)
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp, NowMs: 4})
+	if o, ts, _ := l.MaxTimestamp(); ts != 300 || o != 2 {
+		t.Fatalf("MaxTimestamp (%d at %d), want (300 at 2)", ts, o)
+	}
+	if o, _, found, err := l.OffsetForTimestamp(250); err != nil || !found || o != 2 {
+		t.Fatalf("OffsetForTimestamp(250) = %d, %v, %v; want offset 2", o, found, err)
+	}
+}
