@@ -58,12 +58,11 @@ func (l *Log) loadTrustedSegment(s *segment) error {
 	if s.timeIndex.lastTimestamp < s.maxTimestamp {
 		return l.rebuildIndexes(s)
 	}
-	// On a tie the time index names the earlier batch, the first to reach
-	// the maximum, as the append path does.
-	if s.timeIndex.entries > 0 && s.timeIndex.lastTimestamp >= s.maxTimestamp {
-		s.maxTimestamp, s.offsetOfMaxTimestamp = s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
-	}
-	return nil
+	// The max timestamp is the last time index entry's or a later batch's,
+	// as Kafka's loadLargestTimestamp finds it: a time index that an earlier
+	// recovery rewrote and a crash tore is a prefix of the true one, whose
+	// last entry may come before the offset index's.
+	return s.recomputeMaxTimestamp(l.scratch)
 }
 
 // walkTail reads the batches from the last offset index entry to the end,
