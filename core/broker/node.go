@@ -90,6 +90,10 @@ type Node struct {
 	// managers are the log directories, in log.dirs order.
 	managers   []*log.Manager
 	partitions map[partitionKey]*partition
+	// topicConfigs caches resolved topic configurations for the image at
+	// offset topicConfigsAt (topic_config.go).
+	topicConfigs   map[string]config.TopicConfig
+	topicConfigsAt int64
 	fetchers   map[int32]*fetcher
 
 	nextRequestID uint64

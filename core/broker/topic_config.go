@@ -13,14 +13,29 @@ import (
 // the metadata image over the broker's defaults. Overrides that do not
 // resolve (the controller validated them, so only a newer Strand could have
 // written them) fall back to the defaults.
+//
+// Resolved configurations are cached until the image next changes, so the
+// produce path does not parse overrides per batch.
 func (n *Node) topicConfig(topic string) config.TopicConfig {
+	if n.topicConfigs == nil || n.topicConfigsAt != n.image.Offset() {
+		n.topicConfigs, n.topicConfigsAt = map[string]config.TopicConfig{}, n.image.Offset()
+	}
+	if t, ok := n.topicConfigs[topic]; ok {
+		return t
+	}
 	overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
 	t, err := n.cfg.Broker.ResolveTopicConfig(overrides)
 	if err != nil {
-		return n.cfg.Broker.TopicDefaults()
+		t = n.cfg.Broker.TopicDefaults()
+	}
+	if len(n.topicConfigs) < topicConfigsCachedMax {
+		n.topicConfigs[topic] = t
 	}
 	return t
 }
+
+// topicConfigsCachedMax bounds the resolved-configuration cache.
+const topicConfigsCachedMax = 10000
 
 // logConfigFor is the log configuration of a topic's partitions. It is read
 // when a log is opened or created: later AlterConfigs changes reach a log
