@@ -94,7 +94,7 @@ type Node struct {
 	// offset topicConfigsAt (topic_config.go).
 	topicConfigs   map[string]config.TopicConfig
 	topicConfigsAt int64
-	fetchers   map[int32]*fetcher
+	fetchers       map[int32]*fetcher
 
 	nextRequestID uint64
 	produceWaits  map[uint64]*produceSlot
