@@ -78,8 +78,10 @@ type Raft struct {
 	deadlineMs int64
 	// lastLeaderContactMs is when this node last heard from its leader.
 	lastLeaderContactMs int64
-	// grants are the (pre-)votes collected as prospective or candidate.
-	grants map[int32]bool
+	// grants and rejects are the (pre-)vote answers collected as
+	// prospective or candidate.
+	grants  map[int32]bool
+	rejects map[int32]bool
 
 	// Follower's fetch in flight.
 	fetchOutstanding bool
@@ -172,19 +174,38 @@ func (r *Raft) electionDeadline(nowMs int64) int64 {
 	return nowMs + r.cfg.ElectionTimeoutMs + r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs)
 }
 
+// fetchDeadline is when a follower that last heard from its leader at nowMs
+// stands for election: FetchTimeoutMs plus up to half an election timeout of
+// jitter, so that the followers of a crashed leader do not all stand at
+// once and split the vote. Voters judge a pre-vote by FetchTimeoutMs alone,
+// so a follower still within its jitter grants it.
+func (r *Raft) fetchDeadline(nowMs int64) int64 {
+	return nowMs + r.cfg.FetchTimeoutMs + r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs/2+1)
+}
+
+// lostElection backs off after a majority rejected this node's (pre-)vote:
+// a split vote is retried after up to half an election timeout, not a
+// whole one (KRaft's election backoff).
+func (r *Raft) lostElection(nowMs int64) {
+	if len(r.rejects) > len(r.voters)-r.majority() {
+		r.rejects = map[int32]bool{}
+		r.deadlineMs = min(r.deadlineMs, nowMs+1+r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs/2+1))
+	}
+}
+
 // becomeFollower moves to epoch (clearing the vote if it grows) following
 // leader, or unattached if leader is -1.
 func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 	if epoch > r.hard.Epoch {
 		r.setHard(epoch, -1)
 	}
-	r.role, r.leader, r.grants = Follower, leader, nil
+	r.role, r.leader, r.grants, r.rejects = Follower, leader, nil, nil
 	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = nil, nil, nil, nil
 	r.answerParked(nowMs, true)
 	r.fetchOutstanding = false
 	if leader >= 0 {
 		r.lastLeaderContactMs = nowMs
-		r.deadlineMs = nowMs + r.cfg.FetchTimeoutMs
+		r.deadlineMs = r.fetchDeadline(nowMs)
 		r.sendFetch(nowMs)
 		return
 	}
@@ -194,7 +215,7 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 // becomeProspective asks for pre-votes for epoch+1. The leader, if any, is
 // kept: a prospective node still accepts its leader.
 func (r *Raft) becomeProspective(nowMs int64) {
-	r.role, r.grants = Prospective, map[int32]bool{r.cfg.ID: true}
+	r.role, r.grants, r.rejects = Prospective, map[int32]bool{r.cfg.ID: true}, map[int32]bool{}
 	r.deadlineMs = r.electionDeadline(nowMs)
 	if len(r.grants) >= r.majority() {
 		r.becomeCandidate(nowMs)
@@ -205,7 +226,7 @@ func (r *Raft) becomeProspective(nowMs int64) {
 
 func (r *Raft) becomeCandidate(nowMs int64) {
 	r.setHard(r.hard.Epoch+1, r.cfg.ID)
-	r.role, r.leader, r.grants = Candidate, -1, map[int32]bool{r.cfg.ID: true}
+	r.role, r.leader, r.grants, r.rejects = Candidate, -1, map[int32]bool{r.cfg.ID: true}, map[int32]bool{}
 	r.deadlineMs = r.electionDeadline(nowMs)
 	if len(r.grants) >= r.majority() {
 		r.becomeLeader(nowMs)
@@ -228,7 +249,7 @@ func (r *Raft) requestVotes(preVote bool) {
 }
 
 func (r *Raft) becomeLeader(nowMs int64) {
-	r.role, r.leader, r.grants = Leader, r.cfg.ID, nil
+	r.role, r.leader, r.grants, r.rejects = Leader, r.cfg.ID, nil, nil
 	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]bool{}
 	for _, v := range r.voters {
 		r.lastFetchMs[v] = nowMs // a grace period for check-quorum
@@ -343,7 +364,12 @@ func (r *Raft) Step(nowMs int64, m Message) {
 	case MsgFetch:
 		r.stepFetch(nowMs, m)
 	case MsgVoteResp:
-		if r.role == Candidate && m.Epoch == r.hard.Epoch && m.Granted {
+		if r.role == Candidate && m.Epoch == r.hard.Epoch {
+			if !m.Granted {
+				r.rejects[m.From] = true
+				r.lostElection(nowMs)
+				return
+			}
 			r.grants[m.From] = true
 			if len(r.grants) >= r.majority() {
 				r.becomeLeader(nowMs)
@@ -364,6 +390,18 @@ func (r *Raft) stepPreVote(nowMs int64, m Message) {
 		(r.leader >= 0 && nowMs-r.lastLeaderContactMs < r.cfg.FetchTimeoutMs)
 	granted := m.Epoch > r.hard.Epoch && !heardFromLeader && r.isVoter(r.cfg.ID) &&
 		logUpToDate(m.LastEpoch, m.LastOffset, r.log.lastEpoch(), r.log.endOffset())
+	// Two prospective nodes standing together with equal logs would both
+	// win their pre-votes and split the real vote: the lower id goes first.
+	if granted && r.role == Prospective && m.Epoch == r.hard.Epoch+1 && m.From > r.cfg.ID &&
+		!logUpToDate(m.LastEpoch, m.LastOffset, r.log.lastEpoch(), r.log.endOffset()+1) {
+		granted = false
+	}
+	// Having backed another node, stand back for half an election timeout
+	// so as not to split the vote it is about to ask for.
+	if granted && (r.role == Follower || r.role == Prospective) {
+		r.role, r.grants, r.rejects = Follower, nil, nil
+		r.deadlineMs = max(r.deadlineMs, nowMs+r.cfg.ElectionTimeoutMs/2)
+	}
 	r.send(Message{Type: MsgVoteResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, PreVote: true, Granted: granted})
 }
 
@@ -378,6 +416,9 @@ func (r *Raft) stepProspective(nowMs int64, m Message) {
 		if len(r.grants) >= r.majority() {
 			r.becomeCandidate(nowMs)
 		}
+	case m.Epoch == r.hard.Epoch:
+		r.rejects[m.From] = true
+		r.lostElection(nowMs)
 	}
 }
 
@@ -522,7 +563,7 @@ func (r *Raft) stepFetchResp(nowMs int64, m Message) {
 	}
 	r.role, r.grants = Follower, nil // the leader answered: follow it again
 	r.lastLeaderContactMs = nowMs
-	r.deadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	r.deadlineMs = r.fetchDeadline(nowMs)
 	if m.DivergingEpoch >= 0 || m.DivergingEndOffset >= 0 {
 		_, localEnd := r.log.endOffsetForEpoch(m.DivergingEpoch)
 		r.truncate(min(localEnd, m.DivergingEndOffset, r.log.endOffset()))

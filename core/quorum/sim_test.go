@@ -56,7 +56,13 @@ type cluster struct {
 
 	// Checker state.
 	leaderOfEpoch map[int32]int32
+	// votes: (voter, epoch) -> the candidate it granted its vote to.
+	votes map[[2]int32]int32
 	committed     map[int64]Entry
+	// committedBy: offset -> the entry and the lowest epoch whose leader
+	// counted it committed. Raft's leader completeness: a leader of any
+	// later epoch holds it.
+	committedBy map[int64]epochEntry
 	violation     string
 	// onLeader, if set, is told of every new leader.
 	onLeader func(id int32, epoch int32, nowNs int64)
@@ -67,7 +73,7 @@ func newCluster(t testing.TB, seed uint64, voters int, bugs Bugs, faults simFaul
 	c := &cluster{
 		t: t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
 		netRng: streams.Get("quorum/net"), diskRng: streams.Get("quorum/disk"),
-		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, committed: map[int64]Entry{},
+		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, votes: map[[2]int32]int32{}, committed: map[int64]Entry{}, committedBy: map[int64]epochEntry{},
 	}
 	for i := range voters {
 		c.voters = append(c.voters, int32(i+1))
@@ -104,8 +110,14 @@ func (c *cluster) start(n *simNode) {
 }
 
 // after runs the Ready loop of n and the checks that follow any input.
+var debugTrace func(format string, args ...any)
+
 func (c *cluster) after(n *simNode) {
 	c.checkLeader(n)
+	c.recordCommits(n)
+	if debugTrace != nil {
+		debugTrace("%d ms node %d %v epoch %d leader %d", c.nowMs(), n.id, n.raft.Role(), n.raft.Epoch(), n.raft.LeaderID())
+	}
 	for !n.syncing && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		if rd.HardState == nil && rd.TruncateTo < 0 && len(rd.Entries) == 0 {
@@ -161,6 +173,7 @@ func (c *cluster) send(m Message) {
 		c.fail("message %v to unknown node %d", m.Type, m.To)
 		return
 	}
+	c.checkVote(m)
 	if c.blocked[[2]int32{m.From, m.To}] || c.netRng.IntN(1000) < c.faults.dropPerMille {
 		return
 	}
@@ -168,6 +181,9 @@ func (c *cluster) send(m Message) {
 	wire := c.roundTrip(m)
 	delay := 1 + c.netRng.Int64N(c.faults.delayMsMax)
 	to.node.After(delay*msNs, func() {
+		if debugTrace != nil && wire.Type != MsgFetch && wire.Type != MsgFetchResp {
+			debugTrace("%d ms %d->%d %+v", c.nowMs(), wire.From, wire.To, wire)
+		}
 		to.raft.Step(c.nowMs(), wire)
 		c.after(to)
 	})
@@ -241,18 +257,56 @@ func (c *cluster) checkLeader(n *simNode) {
 	if c.onLeader != nil {
 		c.onLeader(n.id, epoch, c.s.NowNs())
 	}
-	offsets := make([]int64, 0, len(c.committed))
-	for o := range c.committed { // order-independent: sorted below
+	offsets := make([]int64, 0, len(c.committedBy))
+	for o := range c.committedBy { // order-independent: sorted below
 		offsets = append(offsets, o)
 	}
 	slices.Sort(offsets)
 	for _, o := range offsets {
-		want := c.committed[o]
-		if o >= r.EndOffset() || !sameEntry(r.Entries(o, o+1)[0], want) {
-			c.fail("leader completeness: leader %d of epoch %d lacks committed entry %d (epoch %d)", n.id, epoch, o, want.Epoch)
+		want := c.committedBy[o]
+		if want.epoch >= epoch {
+			continue
+		}
+		if o >= r.EndOffset() || !sameEntry(r.Entries(o, o+1)[0], want.entry) {
+			c.fail("leader completeness: leader %d of epoch %d lacks entry %d (epoch %d) committed in epoch %d", n.id, epoch, o, want.entry.Epoch, want.epoch)
 			return
 		}
 	}
+}
+
+type epochEntry struct {
+	entry Entry
+	epoch int32
+}
+
+// recordCommits notes what a leader counts committed, and in which epoch.
+func (c *cluster) recordCommits(n *simNode) {
+	r := n.raft
+	if r.Role() != Leader {
+		return
+	}
+	for o := r.CommittedOffset() - 1; o >= 0; o-- {
+		prev, ok := c.committedBy[o]
+		if ok && prev.epoch <= r.Epoch() {
+			break // recorded already, and everything below it too
+		}
+		c.committedBy[o] = epochEntry{entry: r.Entries(o, o+1)[0], epoch: r.Epoch()}
+	}
+}
+
+// checkVote: a voter grants at most one vote per epoch, across its
+// restarts: the rule election safety rests on, checked on every granted
+// vote that leaves a node.
+func (c *cluster) checkVote(m Message) {
+	if m.Type != MsgVoteResp || m.PreVote || !m.Granted {
+		return
+	}
+	key := [2]int32{m.From, m.Epoch}
+	if prev, ok := c.votes[key]; ok && prev != m.To {
+		c.fail("vote safety: node %d voted for %d and for %d in epoch %d", m.From, prev, m.To, m.Epoch)
+		return
+	}
+	c.votes[key] = m.To
 }
 
 // apply: state machine safety: every node applies the same entry at an
@@ -337,6 +391,13 @@ func (c *cluster) startFaults(rng *rand.Rand, untilNs int64) {
 			return
 		}
 		victim := c.nodes[rng.IntN(len(c.nodes))]
+		if rng.IntN(2) == 0 { // half the faults hit a leader: more elections
+			for _, n := range c.nodes {
+				if n.node.Up() && n.raft.Role() == Leader {
+					victim = n
+				}
+			}
+		}
 		switch rng.IntN(3) {
 		case 0:
 			if c.faults.crashes && victim.node.Up() {
@@ -401,7 +462,7 @@ func (c *cluster) heal() {
 
 func drawFaults(rng *rand.Rand) simFaults {
 	return simFaults{
-		delayMsMax: 1 + rng.Int64N(60), dropPerMille: rng.IntN(30),
+		delayMsMax: 1 + rng.Int64N([]int64{5, 60, 400}[rng.IntN(3)]), dropPerMille: rng.IntN(30),
 		crashes: rng.IntN(4) != 0, partitions: rng.IntN(4) != 0, pauses: rng.IntN(3) != 0,
 		syncDelayMsMax: 1 + rng.Int64N(20),
 	}
@@ -451,3 +512,5 @@ func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool) s
 	}
 	return c.violation
 }
+
+func newStreams(seed uint64) *sched.Streams { return sched.NewStreams(seed) }
