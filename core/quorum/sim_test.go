@@ -57,13 +57,13 @@ type cluster struct {
 	// Checker state.
 	leaderOfEpoch map[int32]int32
 	// votes: (voter, epoch) -> the candidate it granted its vote to.
-	votes map[[2]int32]int32
-	committed     map[int64]Entry
+	votes     map[[2]int32]int32
+	committed map[int64]Entry
 	// committedBy: offset -> the entry and the lowest epoch whose leader
 	// counted it committed. Raft's leader completeness: a leader of any
 	// later epoch holds it.
 	committedBy map[int64]epochEntry
-	violation     string
+	violation   string
 	// onLeader, if set, is told of every new leader.
 	onLeader func(id int32, epoch int32, nowNs int64)
 }
