@@ -63,6 +63,10 @@ type logModel struct {
 	// It can hold an entry no batch carries any more: retention that empties
 	// the log keeps the latest epoch, moved to the new log start offset.
 	epochCache []checkpoint.EpochEntry
+	// durable says every batch of the model is on the medium (a Writeback,
+	// or a power loss, since which nothing was appended or removed): a
+	// crash must then lose none, synced or not.
+	durable bool
 	// failed says the log must be failed.
 	failed bool
 	// syncArms counts armed FailNextSyncs not yet seen to fail the log: only
@@ -96,8 +100,9 @@ func (m *logModel) isIncarnation(b []byte) bool {
 }
 
 // forgetGhosts is called once every change is durable (Writeback): only the
-// batches now in the log can come back after a crash.
+// batches now in the log can come back after a crash, and all of them must.
 func (m *logModel) forgetGhosts() {
+	m.durable = true
 	m.incarnations = map[int64][][]byte{}
 	for _, b := range m.batches {
 		m.remember(b)
@@ -112,6 +117,7 @@ func (m *logModel) appended(bs ...modelBatch) {
 		}
 		m.batches = append(m.batches, b)
 		m.leo = b.next()
+		m.durable = false
 		m.epochAssign(b.epoch, b.base)
 		m.epochMax = max(m.epochMax, b.epoch)
 	}
@@ -142,6 +148,7 @@ func (m *logModel) truncateTo(offset int64) {
 		m.leo = m.batches[keep].base
 	}
 	m.batches = m.batches[:keep]
+	m.durable = false
 	m.lso = min(m.lso, m.leo)
 	m.epochTruncateFromEnd(m.leo)
 	m.syncedFloor = min(m.syncedFloor, m.leo)
@@ -151,6 +158,7 @@ func (m *logModel) truncateTo(offset int64) {
 // truncateFullyAndStartAt is Log.TruncateFullyAndStartAt.
 func (m *logModel) truncateFullyAndStartAt(offset int64) {
 	m.batches = nil
+	m.durable = false
 	m.lso, m.leo = offset, offset
 	m.epochCache = nil
 	m.syncedFloor = min(m.syncedFloor, offset)

@@ -401,6 +401,7 @@ func (sm *logMachine) retention(t *rapid.T) {
 	}
 	sm.stats.retentionDeletes += deleted
 	if deleted > 0 {
+		sm.m.durable = false
 		sm.m.lso = max(sm.m.lso, segs[deleted].base)
 		sm.m.batches = sm.m.batches[len(sm.m.batches)-countBatches(segs[deleted:]):]
 		sm.m.epochTruncateFromStart(sm.m.lso)
@@ -536,7 +537,12 @@ func (sm *logMachine) crash(t *rapid.T) {
 	}
 	sm.log = l
 	sm.m.failed = false
-	sm.adoptRecovered(t, crashRP, reopenRP, fmt.Sprintf("%s%s", trace, damage))
+	// Undamaged, a process crash keeps every batch, and so does any crash
+	// once every batch is on the medium.
+	keepAll := damage == "" && (mode == memdisk.CrashKeepAll || sm.m.durable)
+	sm.adoptRecovered(t, crashRP, reopenRP, keepAll, fmt.Sprintf("%s%s", trace, damage))
+	// After a power loss, what recovery kept is what the medium holds.
+	sm.m.durable = mode != memdisk.CrashKeepAll
 }
 
 // reopen closes the log cleanly, once its I/O is done, and opens it again:
@@ -701,10 +707,11 @@ func inEpochField(data []byte, at int64) bool {
 // adoptRecovered checks the log recovery produced, from its segment files
 // and from its answers, then makes it the model:
 //   - every batch holding an offset >= the log start offset that was below
-//     the recovery point at the crash is there, byte-identical;
+//     the recovery point at the crash is there, byte-identical; with
+//     keepAll (nothing could be lost), every such batch, synced or not;
 //   - every other batch is one that some append wrote at its offset;
 //   - all verify, and the offsets are contiguous across segments.
-func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, trace string) {
+func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, keepAll bool, trace string) {
 	l := sm.log
 	// The log start offset may move up to the first segment: a crash can
 	// lose the segments of a TruncateFullyAndStartAt that was not synced
@@ -714,7 +721,7 @@ func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, trace 
 	}
 	var synced []modelBatch
 	for _, b := range sm.m.visible() {
-		if b.next() <= crashRP {
+		if b.next() <= crashRP || keepAll {
 			synced = append(synced, b)
 		}
 	}
@@ -756,8 +763,8 @@ func (sm *logMachine) adoptRecovered(t *rapid.T, crashRP, reopenRP int64, trace 
 		sm.stats.ghostsKept++
 	}
 	if kept < len(synced) {
-		t.Fatalf("recovery dropped the synced batch at %d (recovery point at the crash %d, given %d, LEO now %d) (%s)",
-			synced[kept].base, crashRP, reopenRP, l.LogEndOffset(), trace)
+		t.Fatalf("recovery dropped the synced batch at %d (recovery point at the crash %d, given %d, LEO now %d, all kept: %v) (%s)",
+			synced[kept].base, crashRP, reopenRP, l.LogEndOffset(), keepAll, trace)
 	}
 	sm.m.batches = recovered
 	sm.m.leo = l.LogEndOffset()
