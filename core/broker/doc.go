@@ -13,6 +13,18 @@
 // AdvertisedVersions to wire.VersionsSupported so that what is advertised and
 // what is accepted cannot drift apart.
 //
+// # Lifecycle
+//
+// New opens the log directories (log.Manager recovers every partition log
+// and its checkpoints) and, with the controller role, core/controller with
+// its metadata log in <first log dir>/metadata. The broker registers with
+// the active controller (the lowest voter until Raft), in process when it
+// is one, and follows __cluster_metadata-0 with Fetch; it acts on partition
+// metadata only once its own registration is applied, so a restarted
+// broker never leads on behalf of its previous incarnation. BeginShutdown
+// is Kafka's controlled shutdown; Close after it writes the clean-shutdown
+// marker that the next start registers with (PreviousBrokerEpoch, KIP-966).
+//
 // # Effects at the edges
 //
 // Decisions are made by pure code elsewhere (core/replica for replication,
