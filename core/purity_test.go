@@ -1,17 +1,24 @@
 package core_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"io/fs"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -111,7 +118,7 @@ func checkPackage(t *testing.T, paths []string) []string {
 		files = append(files, f)
 	}
 	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Uses: map[*ast.Ident]types.Object{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil), Error: func(error) {}}
+	conf := types.Config{Importer: exportDataImporter(t, fset), Error: func(error) {}}
 	_, _ = conf.Check(files[0].Name.Name, fset, files, info)
 
 	var violations []string
@@ -168,4 +175,54 @@ func orderIndependent(fset *token.FileSet, f *ast.File, n *ast.RangeStmt) bool {
 		}
 	}
 	return false
+}
+
+var (
+	exportFilesOnce sync.Once
+	exportFiles     map[string]string
+	exportFilesErr  error
+)
+
+// exportDataImporter imports packages from the compiler's export data, which
+// `go list -export` builds (or finds in the build cache). Type-checking every
+// dependency from source instead takes minutes: kmsg alone is huge.
+func exportDataImporter(t *testing.T, fset *token.FileSet) types.Importer {
+	t.Helper()
+	exportFilesOnce.Do(func() { exportFiles, exportFilesErr = listExportFiles() })
+	if exportFilesErr != nil {
+		t.Fatalf("listing export data: %v", exportFilesErr)
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exportFiles[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %q", path)
+		}
+		return os.Open(file)
+	})
+}
+
+// listExportFiles maps every package that core/ and the fixture depend on to
+// its export data file.
+func listExportFiles() (map[string]string, error) {
+	cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export", "./...", "golang.org/x/sys/unix")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w: %s", err, stderr.String())
+	}
+	files := map[string]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var pkg struct{ ImportPath, Export string }
+		if err := dec.Decode(&pkg); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding go list output: %w", err)
+		}
+		if pkg.Export != "" {
+			files[pkg.ImportPath] = pkg.Export
+		}
+	}
+	return files, nil
 }
