@@ -22,7 +22,7 @@ test: build
 	$(GO) test -count=1 -race -timeout 14m ./realnet/...
 
 sim:
-	$(GO) run ./cmd/strandsim $(if $(SEED),-seed $(SEED)) -count $(COUNT) $(if $(BUG),-bug $(BUG)) $(if $(VERBOSE),-verbose)
+	$(GO) run ./cmd/strandsim $(if $(SEED),-seed $(SEED)) -count $(COUNT) $(if $(BUG),-bug $(BUG)) $(if $(VERBOSE),-verbose) $(if $(SHAPE),-shape $(SHAPE))
 
 sim-bugs:
 	$(GO) run ./cmd/strandsim -planted-bugs

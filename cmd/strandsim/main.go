@@ -36,7 +36,7 @@ func main() {
 	seedSet := false
 	flag.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
 	if *planted {
-		os.Exit(plantedBugs(*shape, *bugSeedsMax, *parallel, *out))
+		os.Exit(plantedBugs(*shape, *bugSeedsMax, *parallel))
 	}
 	if !seedSet {
 		// make sim with no arguments: a short sweep.
@@ -176,40 +176,33 @@ func writeArtifacts(res cluster.Result, dir string) {
 	}
 }
 
-// plantedBugs runs each planted bug over seeds from 1 until a violation
-// is found, and fails unless every bug is caught.
-func plantedBugs(shape string, seedsMax, parallel int, out string) int {
+// plantedBugs hunts each planted bug over seeds from 1 and fails unless
+// every one is caught: a violation with the bug that the same seed without
+// it does not show.
+func plantedBugs(shape string, seedsMax, parallel int) int {
 	start := time.Now()
-	failed := 0
+	failed, seeds := 0, 0
 	var simNs int64
 	var events uint64
-	seeds := 0
 	for _, bug := range cluster.BugNames {
 		bugShape := shape
 		if bugShape == "" {
 			bugShape = PlantedBugShape(bug)
 		}
-		caughtAt := 0
-		var caught cluster.Result
-		for first := 1; first <= seedsMax && caughtAt == 0; first += parallel {
-			n := min(parallel, seedsMax-first+1)
-			for _, res := range runSeeds(uint64(first), n, bugShape, bug, false, parallel) {
-				seeds++
-				simNs += res.SimNs
-				events += res.Events
-				if caughtAt == 0 && len(res.Violations) > 0 {
-					caughtAt, caught = int(res.Seed), res
-				}
-			}
-		}
-		if caughtAt == 0 {
+		h := cluster.HuntBug(bug, bugShape, seedsMax, parallel)
+		seeds += h.SeedsRun
+		simNs += h.SimNs
+		events += h.Events
+		if h.CaughtSeed == 0 {
 			failed++
-			fmt.Printf("bug=%s NOT CAUGHT in %d seeds (shape %s)\n", bug, seedsMax, bugShape)
+			fmt.Printf("bug=%s NOT CAUGHT in %d seeds (shape %s; %d seeds failed with and without the bug)\n",
+				bug, h.SeedsRun, bugShape, h.Masked)
 			continue
 		}
-		fmt.Printf("bug=%s caught at seed %d (%d seeds needed, shape %s): %s\n", bug, caughtAt, caughtAt, bugShape, caught.Violations[0].Check)
-		fmt.Printf("  first violation: %s\n", firstLine(caught.Violations[0].String()))
-		fmt.Printf("  reproduce: %s\n", reproduceCommand(caught, bugShape))
+		fmt.Printf("bug=%s caught at seed %d: %d seeds needed (shape %s; %d earlier seeds failed without the bug too)\n",
+			bug, h.CaughtSeed, h.SeedsRun, bugShape, h.Masked)
+		fmt.Printf("  first violation: %s\n", firstLine(h.Caught.Violations[0].String()))
+		fmt.Printf("  reproduce: %s\n", reproduceCommand(h.Caught, bugShape))
 	}
 	wall := time.Since(start).Seconds()
 	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f\n",

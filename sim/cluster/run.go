@@ -212,6 +212,13 @@ func (r *run) heal() {
 	r.healNs = r.s.NowNs()
 	r.f.refreshRecovered()
 	r.f.heal()
+	r.notConverged = "not every partition acknowledged an acks=all probe"
+	// The hard end of the liveness phase, whatever the probes are doing.
+	r.s.After(r.shape.ConvergeNs+convergePollNs, func() {
+		if !r.done {
+			r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s", r.shape.ConvergeNs/1e9, r.notConverged))
+		}
+	})
 	r.s.After(produceAfterHealNs, func() {
 		r.w.StopProducing()
 		deadlineNs := r.healNs + r.shape.ConvergeNs
