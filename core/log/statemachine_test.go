@@ -3,10 +3,12 @@ package log
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,11 +43,12 @@ import (
 // may be lost: an undamaged process crash (CrashKeepAll), or any crash when
 // every batch is on the medium, must keep every batch.
 //
-// The default run (100 checks of about 30 steps) takes about a second. Run
-// longer with:
+// By default it runs stateMachineChecks checks of about stateMachineSteps
+// steps (a few seconds); -rapid.checks and -rapid.steps override, e.g.
 //
 //	go test ./core/log -run TestLogStateMachine -rapid.checks=2000 -rapid.steps=100 -v
 func TestLogStateMachine(t *testing.T) {
+	withRapidDefaults(t, stateMachineChecks, stateMachineSteps)
 	var stats machineStats
 	defer func() { t.Logf("%s", stats) }()
 	rapid.Check(t, func(t *rapid.T) {
@@ -76,6 +79,35 @@ func TestLogStateMachine(t *testing.T) {
 			"":               sm.check,
 		})
 	})
+}
+
+// The state machine's default size: crashes only find bugs after long runs
+// of appends, rolls and flushes, so it runs more and longer than rapid's
+// default of 100 checks of 30 steps.
+const (
+	stateMachineChecks = 300
+	stateMachineSteps  = 100
+)
+
+// withRapidDefaults sets rapid's -rapid.checks and -rapid.steps for this
+// test unless the command line set them, and restores them afterwards.
+func withRapidDefaults(t *testing.T, checks, steps int) {
+	setOnCommandLine := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { setOnCommandLine[f.Name] = true })
+	for _, knob := range []struct {
+		name  string
+		value int
+	}{{"rapid.checks", checks}, {"rapid.steps", steps}} {
+		f := flag.Lookup(knob.name)
+		if f == nil || setOnCommandLine[knob.name] {
+			continue
+		}
+		previous := f.Value.String()
+		if err := f.Value.Set(strconv.Itoa(knob.value)); err != nil {
+			t.Fatalf("set -%s: %v", knob.name, err)
+		}
+		t.Cleanup(func() { _ = f.Value.Set(previous) })
+	}
 }
 
 // logMachine is the state of one run: the disk, the log under test, the
