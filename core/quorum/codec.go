@@ -93,6 +93,7 @@ func DecodeRequest(to int32, req kmsg.Request) (Message, error) {
 		if req.Version < 15 {
 			m.From = req.ReplicaID
 		}
+		m.LeaderID = to // a fetch goes to the leader its sender knows
 		m.Epoch, m.FetchOffset, m.LastFetchedEpoch, m.MaxWaitMs = p.CurrentLeaderEpoch, p.FetchOffset, p.LastFetchedEpoch, int64(max(req.MaxWaitMillis, 0))
 	default:
 		return m, fmt.Errorf("quorum: request key %d is not a quorum request", req.Key())

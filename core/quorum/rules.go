@@ -12,7 +12,7 @@ func majorityMatch(matches []int64) int64 {
 	sorted := slices.Clone(matches)
 	slices.Sort(sorted)
 	slices.Reverse(sorted)
-	return sorted[len(sorted)/2+1-1]
+	return sorted[len(sorted)/2]
 }
 
 // nextCommit is the leader's new commit offset: the majority match, if it
