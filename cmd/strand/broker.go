@@ -2,20 +2,36 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"strand/core/config"
+	"strand/realnet"
 )
 
-// errServeNotImplemented is what runBroker reports until the broker exists.
-var errServeNotImplemented = errors.New("serving is not implemented yet")
+// shutdownTimeout bounds the controlled shutdown after SIGTERM: long enough
+// for the controller to move leaderships away, short enough that an
+// operator's stop never hangs (Kafka's controlled.shutdown takes seconds).
+const shutdownTimeout = 30 * time.Second
 
 // runBroker runs the node described by cfg, whose log directories are
 // formatted for clusterID, until ctx is cancelled (SIGTERM or SIGINT), then
-// shuts down gracefully and returns. This is the one call that wires the
-// broker (realnet + core + diskio) into `strand serve`; until then it
-// reports errServeNotImplemented.
+// shuts down gracefully (controlled shutdown bounded by shutdownTimeout)
+// and returns.
 func runBroker(ctx context.Context, cfg config.Broker, clusterID string, logger *slog.Logger) error {
-	return errServeNotImplemented
+	logger = logger.With("node.id", int32(cfg.NodeID))
+	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("starting node %d (cluster %s): %w", cfg.NodeID, clusterID, err)
+	}
+	logger.Info("serving", "cluster.id", clusterID)
+	<-ctx.Done()
+	logger.Info("shutting down", "timeout", shutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := node.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down node %d: %w", cfg.NodeID, err)
+	}
+	return nil
 }

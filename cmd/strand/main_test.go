@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"strand/core/config"
 )
@@ -147,23 +149,39 @@ func TestFormatRejectsBadClusterID(t *testing.T) {
 	}
 }
 
-// TestServeFormatsReportsUnknownKeysAndSaysNotImplemented: serve validates,
-// logs each unknown key by name, formats the empty log dir, and exits 1 with
-// a clear message because the broker is not wired in yet.
-func TestServeFormatsReportsUnknownKeysAndSaysNotImplemented(t *testing.T) {
+// TestServeFormatsReportsUnknownKeysAndServes: serve validates, logs each
+// unknown key by name, formats the empty log dir, starts the broker, and on
+// the stop signal shuts down cleanly with status 0.
+func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	cfgPath := writeConfig(t, "1", []string{dir}, "num.network.threads=3", "zookeeper.connect=localhost:2181")
-	status, _, stderr := runCmd(t, "serve", "--config", cfgPath, "--override", "sasl.enabled.mechanisms=PLAIN")
-	if status != 1 {
-		t.Errorf("status %d, want 1", status)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	status := make(chan int, 1)
+	go func() {
+		status <- serveUntil(ctx, []string{"--config", cfgPath, "--override", "sasl.enabled.mechanisms=PLAIN",
+			// Port 0: the test must not collide with a broker on 9092.
+			"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	time.Sleep(500 * time.Millisecond) // let it start and register
+	cancel()
+	select {
+	case s := <-status:
+		if s != 0 {
+			t.Errorf("status %d, want 0; stderr:\n%s", s, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop within 60 s of the stop signal")
 	}
 	for _, key := range []string{"num.network.threads", "zookeeper.connect", "sasl.enabled.mechanisms"} {
-		if !strings.Contains(stderr, "key="+key) {
-			t.Errorf("stderr does not name unknown key %s:\n%s", key, stderr)
+		if !strings.Contains(stderr.String(), "key="+key) {
+			t.Errorf("stderr does not name unknown key %s:\n%s", key, stderr.String())
 		}
 	}
-	if !strings.Contains(stderr, "not implemented yet") {
-		t.Errorf("stderr does not say serving is not implemented:\n%s", stderr)
+	for _, want := range []string{"msg=listening", "msg=serving", "msg=stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
 	}
 	m := readMeta(t, dir)
 	voters := []config.Voter{{ID: 1, Host: "127.0.0.1", Port: 9093}}
@@ -181,7 +199,7 @@ func TestServeRefusesMismatchedDirectory(t *testing.T) {
 	if status != 1 || !strings.Contains(stderr, "belongs to node.id 2, this is node.id 1") {
 		t.Errorf("status %d, stderr %q", status, stderr)
 	}
-	if strings.Contains(stderr, "not implemented yet") {
+	if strings.Contains(stderr, "msg=listening") {
 		t.Error("serve went on past a mismatched log dir")
 	}
 }

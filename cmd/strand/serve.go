@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +16,14 @@ import (
 // ignores, formats empty log directories and checks formatted ones, then runs
 // the broker until SIGTERM or SIGINT.
 func serve(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return serveUntil(ctx, args, stdout, stderr)
+}
+
+// serveUntil is serve with the stop signal given as ctx, so that tests can
+// run the whole command and stop it.
+func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("strand serve", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	configPath := flags.String("config", "", "server.properties file (default: the embedded single-node defaults)")
@@ -43,14 +50,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	logger.Info("starting", "node.id", cfg.NodeID, "process.roles", cfg.Roles.String(), "cluster.id", clusterID)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	err = runBroker(ctx, cfg, clusterID, logger)
-	switch {
-	case errors.Is(err, errServeNotImplemented):
-		fmt.Fprintln(stderr, "strand serve: the configuration and log directories are ready, but serving is not implemented yet (the broker is not wired into strand serve)")
-		return 1
-	case err != nil:
+	if err != nil {
 		logger.Error("broker stopped", "err", err)
 		return 1
 	}

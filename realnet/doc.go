@@ -1,0 +1,38 @@
+// Package realnet is the production environment around one core node
+// (core/broker): a real event loop, a real clock, and Kafka's wire protocol
+// on real TCP, for clients and for node-to-node traffic. Together with
+// diskio it is what `strand serve` deploys.
+//
+// # Goroutines
+//
+//   - The event loop (Loop): one goroutine per node owns the core. Every
+//     call into the node runs there, in the order it was posted: decoded
+//     requests, connection closes, timer fires, Sync completions from diskio,
+//     responses to the node's own outgoing requests (core/env's event-loop
+//     contract).
+//   - Per listener, an accept goroutine.
+//   - Per client connection, a reader (size prefix, socket.request.max.bytes
+//     checked before allocating, a fresh buffer per frame because kmsg's
+//     []byte fields alias it, wire.ParseRequest against the broker's
+//     advertised table) and a writer that sends responses in request order.
+//   - Per peer and plane (controller or inter-broker), one outbound
+//     connection with a writer that dials, reconnects with backoff and
+//     pipelines, and a reader that matches responses by correlation id.
+//
+// # Limits
+//
+// Every queue is bounded by a named configuration key
+// (CLARIFICATIONS.md, "Validation and limits"): max.connections,
+// queued.max.requests and queued.max.request.bytes (requests read but not yet
+// taken by the core), strand.connection.requests.in.flight.max and
+// strand.connection.buffered.bytes.max (per connection, until the response is
+// written). At a limit the reader stops reading that connection, as Kafka
+// mutes a channel: backpressure, not an error.
+//
+// # What it must not do
+//
+// It never calls into the core except on the event loop, never decides
+// protocol behaviour (that is core/'s), and never panics on bad input: a
+// malformed or unknown request closes its connection, an unsupported
+// ApiVersions gets KIP-511's answer.
+package realnet

@@ -1,0 +1,184 @@
+package realnet
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"strand/core/broker"
+	"strand/core/config"
+	"strand/core/env"
+	"strand/diskio"
+)
+
+// closeFlushTimeout bounds the last phase of a shutdown: flushing every log
+// and writing the clean-shutdown marker.
+const closeFlushTimeout = 30 * time.Second
+
+// Options says how to start a node.
+type Options struct {
+	// Config is the node's server.properties. Its log directories must
+	// exist (strand serve formats them first).
+	Config config.Broker
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Listeners are already-bound listeners by listener name, used instead
+	// of binding Config.Listeners' addresses: tests bind port 0 first so
+	// that the ports can be written into every node's configuration.
+	Listeners map[string]net.Listener
+}
+
+// Node is one running Strand process: the core node on its event loop, its
+// log directories on diskio, and its listeners.
+type Node struct {
+	cfg    config.Broker
+	logger *slog.Logger
+	loop   *Loop
+	net    *Network
+	disks  []*diskio.Disk
+	core   *broker.Node
+	addrs  map[string]net.Addr
+}
+
+// Start builds and starts a node: the event loop, one diskio.Disk per log
+// directory (its Sync completions posted to the loop), the core node (made
+// on the loop), then the listeners. On error everything started is stopped.
+func Start(opts Options) (*Node, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := opts.Config
+	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}}
+	go n.loop.Run()
+	n.net = newNetwork(n.loop, cfg, logger)
+	ok := false
+	defer func() {
+		if !ok {
+			n.Kill()
+			for _, l := range opts.Listeners {
+				l.Close()
+			}
+		}
+	}()
+
+	envDisks := make([]env.Disk, 0, len(cfg.LogDirs))
+	for _, dir := range cfg.LogDirs {
+		d, err := diskio.New(dir, diskio.Options{Post: func(fn func()) { n.loop.Post(fn) }})
+		if err != nil {
+			return nil, fmt.Errorf("log dir %s: %w", dir, err)
+		}
+		n.disks = append(n.disks, d)
+		envDisks = append(envDisks, d)
+	}
+
+	var err error
+	n.loop.Call(func() {
+		n.core, err = broker.New(broker.Config{Broker: cfg}, NewClock(n.loop), n.net, envDisks, randomID)
+		if err == nil {
+			n.net.setHandler(n.core, n.core.AdvertisedVersions())
+			n.net.peers.brokerAddress = n.brokerAddress
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.core == nil {
+		return nil, errors.New("realnet: event loop stopped while starting the node")
+	}
+
+	for _, l := range cfg.Listeners {
+		ln := opts.Listeners[l.Name]
+		if ln == nil {
+			if ln, err = net.Listen("tcp", l.Address()); err != nil {
+				return nil, fmt.Errorf("listener %s: %w", l, err)
+			}
+		}
+		n.addrs[l.Name] = ln.Addr()
+		if err := n.net.Serve(l.Name, ln); err != nil {
+			return nil, err
+		}
+		logger.Info("listening", "listener", l.Name, "address", ln.Addr().String())
+	}
+	ok = true
+	return n, nil
+}
+
+// brokerAddress resolves a broker's inter-broker listener from the metadata
+// image. It runs on the loop (Send's caller).
+func (n *Node) brokerAddress(id env.NodeID) (string, bool) {
+	e, ok := n.core.Image().BrokerEndpoint(int32(id), n.cfg.InterBrokerListenerName)
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
+}
+
+// Addr returns the bound address of the listener named name, or nil.
+func (n *Node) Addr(name string) net.Addr { return n.addrs[name] }
+
+// Call runs fn on the node's event loop and waits for it, for inspection in
+// tests and tools; false if the loop has stopped.
+func (n *Node) Call(fn func(*broker.Node)) bool {
+	return n.loop.Call(func() { fn(n.core) })
+}
+
+// Shutdown stops the node gracefully: a controlled shutdown first (the
+// broker keeps serving while the controller moves its leaderships away),
+// bounded by ctx; then the listeners and connections close, the core closes
+// its logs, and the loop and disks stop.
+func (n *Node) Shutdown(ctx context.Context) error {
+	controlled := make(chan struct{})
+	if !n.loop.Call(func() { n.core.BeginShutdown(func() { close(controlled) }) }) {
+		return errors.New("realnet: event loop already stopped")
+	}
+	select {
+	case <-controlled:
+		n.logger.Info("controlled shutdown complete")
+	case <-ctx.Done():
+		n.logger.Warn("controlled shutdown did not complete in time; closing anyway", "err", ctx.Err())
+	}
+	n.net.CloseListeners()
+	closed := make(chan error, 1)
+	n.loop.Call(func() { n.core.Close(func(err error) { closed <- err }) })
+	var closeErr error
+	select {
+	case closeErr = <-closed:
+	case <-time.After(closeFlushTimeout):
+		closeErr = fmt.Errorf("realnet: closing the logs took over %s", closeFlushTimeout)
+	}
+	n.stop()
+	return closeErr
+}
+
+// Kill stops the node abruptly, as a crash would, without a controlled
+// shutdown or closing the logs: for tests of failure handling. What the
+// logs hold is what the page cache held.
+func (n *Node) Kill() {
+	n.stop()
+}
+
+// stop ends the loop, the network and the disks.
+func (n *Node) stop() {
+	n.loop.Stop()
+	n.loop.Wait()
+	n.net.Shutdown()
+	for _, d := range n.disks {
+		d.Close()
+	}
+}
+
+// randomID is the core's IDSource: topic and incarnation ids from
+// crypto/rand.
+func randomID() [16]byte {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		panic(fmt.Sprintf("realnet: crypto/rand failed: %v", err))
+	}
+	return id
+}

@@ -1,0 +1,263 @@
+package realnet
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/wire"
+)
+
+// readBufferBytes is the reader's buffer: small requests are read with few
+// system calls; large frames bypass it.
+const readBufferBytes = 64 << 10
+
+// slot is one request read from a connection and not yet written back.
+type slot struct {
+	correlationID int32
+	// requestBytes is the frame's size, counted in the connection's
+	// buffered bytes until the slot is written.
+	requestBytes int64
+	answered     bool
+	// frame is the encoded response; nil for Skip.
+	frame []byte
+}
+
+// serverConn is one inbound connection: a reader goroutine that decodes
+// requests and hands them to the loop, and a writer goroutine that writes
+// responses in request order.
+type serverConn struct {
+	net      *Network
+	id       env.ConnID
+	listener string
+	c        net.Conn
+
+	mu   sync.Mutex
+	cond sync.Cond
+	// slots are the requests read and not yet written, in arrival order.
+	slots []slot
+	// bufferedBytes counts request frames until written back and response
+	// frames until written (strand.connection.buffered.bytes.max).
+	bufferedBytes int64
+	closed        bool
+}
+
+func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serverConn {
+	sc := &serverConn{net: n, id: id, listener: listener, c: c}
+	sc.cond.L = &sc.mu
+	return sc
+}
+
+// readLoop reads, checks and decodes frames until the connection ends, then
+// reports the close to the node.
+func (sc *serverConn) readLoop() {
+	defer sc.net.goroutines.Done()
+	defer sc.finish()
+	r := bufio.NewReaderSize(sc.c, readBufferBytes)
+	for {
+		if !sc.waitForRoom() {
+			return
+		}
+		if err := sc.readOne(r); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				sc.net.logger.Info("closing connection", "conn", sc.id, "listener", sc.listener,
+					"remote", sc.c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+	}
+}
+
+// readOne reads one frame and hands it on. An error ends the connection.
+func (sc *serverConn) readOne(r *bufio.Reader) error {
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return err
+	}
+	length, err := wire.FrameLength(prefix, sc.net.frameBytesMax)
+	if err != nil {
+		return err // before anything is allocated for the frame
+	}
+	size := int64(length)
+	if !sc.reserve(size) {
+		return net.ErrClosed
+	}
+	if !sc.net.budget.acquire(size) {
+		sc.unreserve(size)
+		return net.ErrClosed
+	}
+	// A fresh buffer per frame: the decoded request aliases it (kmsg), and
+	// the core may keep referring to it after the request is answered.
+	frame := make([]byte, length)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		sc.net.budget.release(size)
+		sc.unreserve(size)
+		return err
+	}
+	hdr, req, err := wire.ParseRequest(frame, sc.net.supported)
+	if err != nil {
+		sc.net.budget.release(size)
+		var reqErr *wire.RequestError
+		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
+			// KIP-511: answer with v0 and our table so the client retries.
+			resp := wire.AppendResponse(nil, hdr.CorrelationID, wire.APIVersionsUnsupported(sc.net.advertised))
+			sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size, answered: true, frame: resp}, int64(len(resp)))
+			return nil
+		}
+		sc.unreserve(size)
+		return err
+	}
+	sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
+	handler := sc.net.handler
+	budget := sc.net.budget
+	id := sc.id
+	if !sc.net.loop.Post(func() {
+		budget.release(size)
+		handler.HandleRequest(id, hdr, req)
+	}) {
+		budget.release(size)
+		return net.ErrClosed
+	}
+	return nil
+}
+
+// waitForRoom blocks while the connection has as many requests in flight
+// or bytes buffered as it may (backpressure: the socket is not read, so the
+// client's sends eventually block). False once the connection closed.
+func (sc *serverConn) waitForRoom() bool {
+	limits := sc.net.limits
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for !sc.closed && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) ||
+		sc.bufferedBytes >= limits.ConnectionBufferedBytesMax) {
+		sc.cond.Wait()
+	}
+	return !sc.closed
+}
+
+// reserve counts size bytes of a frame about to be read, waiting while they
+// do not fit beside what is buffered; a frame always fits when nothing else
+// is (config guarantees socket.request.max.bytes fits the budget).
+func (sc *serverConn) reserve(size int64) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for !sc.closed && sc.bufferedBytes > 0 && sc.bufferedBytes+size > sc.net.limits.ConnectionBufferedBytesMax {
+		sc.cond.Wait()
+	}
+	if sc.closed {
+		return false
+	}
+	sc.bufferedBytes += size
+	return true
+}
+
+func (sc *serverConn) unreserve(size int64) {
+	sc.mu.Lock()
+	sc.bufferedBytes -= size
+	sc.mu.Unlock()
+	sc.cond.Broadcast()
+}
+
+// push appends a slot whose request bytes are already reserved, plus
+// extraBytes of response frame.
+func (sc *serverConn) push(s slot, extraBytes int64) {
+	sc.mu.Lock()
+	sc.slots = append(sc.slots, s)
+	sc.bufferedBytes += extraBytes
+	sc.mu.Unlock()
+	sc.cond.Broadcast()
+}
+
+// answer fills the first unanswered slot for correlationID (frame nil:
+// skipped). An answer nobody waits for is a core bug on a live connection,
+// but after a close the slots are gone, so it is ignored.
+func (sc *serverConn) answer(correlationID int32, frame []byte) {
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	i := 0
+	for i < len(sc.slots) && (sc.slots[i].answered || sc.slots[i].correlationID != correlationID) {
+		i++
+	}
+	if i == len(sc.slots) {
+		sc.mu.Unlock()
+		panic("realnet: the node answered a request that is not waiting on its connection")
+	}
+	sc.slots[i].answered, sc.slots[i].frame = true, frame
+	sc.bufferedBytes += int64(len(frame))
+	ready := i == 0
+	sc.mu.Unlock()
+	if ready {
+		sc.cond.Broadcast()
+	}
+}
+
+// writeLoop writes answered responses in request order: it waits until the
+// oldest request is answered, then writes every answered one in a row.
+func (sc *serverConn) writeLoop() {
+	defer sc.net.goroutines.Done()
+	var batch net.Buffers
+	for {
+		sc.mu.Lock()
+		for !sc.closed && (len(sc.slots) == 0 || !sc.slots[0].answered) {
+			sc.cond.Wait()
+		}
+		if sc.closed {
+			sc.mu.Unlock()
+			return
+		}
+		var freed int64
+		batch = batch[:0]
+		for len(sc.slots) > 0 && sc.slots[0].answered {
+			s := sc.slots[0]
+			sc.slots[0] = slot{}
+			sc.slots = sc.slots[1:]
+			freed += s.requestBytes + int64(len(s.frame))
+			if s.frame != nil {
+				batch = append(batch, s.frame)
+			}
+		}
+		sc.mu.Unlock()
+		if len(batch) > 0 {
+			toWrite := batch // WriteTo consumes its receiver
+			if _, err := toWrite.WriteTo(sc.c); err != nil {
+				sc.shutdown()
+				return
+			}
+			clear(batch) // let written frames be collected
+		}
+		sc.mu.Lock()
+		sc.bufferedBytes -= freed
+		sc.mu.Unlock()
+		sc.cond.Broadcast()
+	}
+}
+
+// shutdown closes the socket; the reader then finishes the connection.
+func (sc *serverConn) shutdown() {
+	sc.mu.Lock()
+	sc.closed = true
+	sc.mu.Unlock()
+	sc.cond.Broadcast()
+	sc.c.Close()
+}
+
+// finish runs when the reader exits: the connection is closed and
+// forgotten, and the node hears of it after every request it was given.
+func (sc *serverConn) finish() {
+	sc.shutdown()
+	sc.mu.Lock()
+	sc.slots = nil
+	sc.bufferedBytes = 0
+	sc.mu.Unlock()
+	sc.net.forget(sc.id)
+	handler, id := sc.net.handler, sc.id
+	sc.net.loop.Post(func() { handler.HandleClosed(id) })
+}
