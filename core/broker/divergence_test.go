@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/log"
 	"strand/core/replica"
@@ -120,5 +121,42 @@ func TestSingleNodeCleanRestartKeepsTopicsAndRecords(t *testing.T) {
 	}
 	if got := joined(values(t, c.fetch(1, "t", 0, 0).RecordBatches)); got != "a,b,c" {
 		t.Fatalf("after restart: %q", got)
+	}
+}
+
+// TestOffsetForLeaderEpoch asks the leader where each epoch ends, after a
+// failover has started epoch 1.
+func TestOffsetForLeaderEpoch(t *testing.T) {
+	c := threeNodes(t)
+	c.produce(2, "r", 0, -1, recordBatch("e0a", "e0b"))
+	c.nodes[2].proc.Crash()
+	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
+	leader := c.leaderOf("r", 0)
+	c.waitFor("new leader takes over", 5000, func() bool {
+		return c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica.LeaderEpoch() == 1
+	})
+	if r := c.produce(leader, "r", 0, -1, recordBatch("e1")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	ask := func(replicaID, epoch, current int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.SetVersion(4)
+		req.ReplicaID = replicaID
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "r"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.LeaderEpoch, rp.CurrentLeaderEpoch = epoch, current
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.request(leader, req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	if r := ask(-1, 0, 1); r.ErrorCode != 0 || r.LeaderEpoch != 0 || r.EndOffset != 2 {
+		t.Errorf("epoch 0: error %v epoch %d end %d, want 0 2", kerr.ErrorForCode(r.ErrorCode), r.LeaderEpoch, r.EndOffset)
+	}
+	if r := ask(-1, 1, 1); r.ErrorCode != 0 || r.LeaderEpoch != 1 || r.EndOffset != 3 {
+		t.Errorf("epoch 1: error %v epoch %d end %d, want 1 3", kerr.ErrorForCode(r.ErrorCode), r.LeaderEpoch, r.EndOffset)
+	}
+	if r := ask(-1, 0, 0); r.ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Errorf("stale current epoch: %v, want FENCED_LEADER_EPOCH", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
