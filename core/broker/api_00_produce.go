@@ -31,6 +31,7 @@ import (
 type pendingProduce struct {
 	conn      env.ConnID
 	corr      int32
+	timeoutMs int64
 	resp      *kmsg.ProduceResponse
 	remaining int
 }
@@ -42,6 +43,10 @@ type produceSlot struct {
 	part    *kmsg.ProduceResponseTopicPartition
 	// timeout expires the wait after the request's TimeoutMillis.
 	timeout env.Timer
+	// p and lastOffset are the partition and the batch's last offset, for
+	// waits on durability (durable.go).
+	p          *partition
+	lastOffset int64
 }
 
 func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest) {
@@ -49,7 +54,7 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	// remaining starts at 1, held while the request is being handled, so that
 	// acks completed during the loop (an ISR of one) cannot answer early.
-	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1}
+	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1, timeoutMs: int64(max(req.TimeoutMillis, 0))}
 	validAcks := req.Acks == replica.AcksNone || req.Acks == replica.AcksLeader || req.Acks == replica.AcksAll
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -120,13 +125,14 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		return errorCodeOf(err)
 	}
 	slot.part.BaseOffset, slot.part.LogStartOffset = res.BaseOffset, res.LogStartOffset
+	slot.p, slot.lastOffset = p, res.LastOffset
 	if limits.TimestampType == batch.LogAppendTime {
 		slot.part.LogAppendTime = res.AppendTimeMs
 	}
 	n.nextRequestID++
 	id := n.nextRequestID
 	now := n.nowMs()
-	timeoutMs := int64(max(req.TimeoutMillis, 0))
+	timeoutMs := slot.pending.timeoutMs
 	if req.Acks == replica.AcksAll {
 		n.produceWaits[id] = slot
 		slot.pending.remaining++
@@ -138,6 +144,9 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	leaderAppend := replica.LeaderAppend{LastOffset: res.LastOffset, Acks: req.Acks, RequestID: id, DeadlineMs: now + timeoutMs}
 	if err := p.replica.OnLeaderAppend(leaderAppend, now); err != nil {
 		panic("broker: OnLeaderAppend refused an admitted append: " + err.Error())
+	}
+	if req.Acks == replica.AcksLeader {
+		n.awaitDurable(slot)
 	}
 	n.afterReplicaChange(p)
 	return 0
@@ -161,11 +170,14 @@ func (n *Node) completeAcks(results []replica.AckResult) {
 			continue
 		}
 		delete(n.produceWaits, r.RequestID)
-		slot.timeout.Stop()
 		if r.Error != 0 {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1
 		}
+		if r.Error == 0 && n.parkUntilDurable(slot) {
+			continue // the same timeout still runs
+		}
+		slot.timeout.Stop()
 		n.releaseProduce(slot.pending)
 	}
 }

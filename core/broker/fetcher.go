@@ -36,6 +36,16 @@ func (n *Node) follow(p *partition, leader int32) {
 	n.runFetcher(f)
 }
 
+// fetcherOf returns the fetcher p is in, if any.
+func (n *Node) fetcherOf(p *partition) *fetcher {
+	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+		if f.partitions[p.key] == p {
+			return f
+		}
+	}
+	return nil
+}
+
 // unfollow removes p from every fetcher (it leads, or has no leader).
 func (n *Node) unfollow(p *partition) {
 	for _, f := range n.fetchers { // order-independent: deletes only
@@ -49,11 +59,14 @@ func (n *Node) runFetcher(f *fetcher) {
 	if f.inFlight || f.backoff != nil {
 		return
 	}
+	// inFlight covers the build too: a flush it asks for may complete at
+	// once and call back here.
+	f.inFlight = true
 	req, sent := n.buildReplicaFetch(f)
 	if len(sent) == 0 {
+		f.inFlight = false
 		return // idle until a partition is added or its state changes
 	}
-	f.inFlight = true
 	n.send(f.leader, req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil {
@@ -104,7 +117,7 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, map[partitionK
 	for _, k := range keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
-		if !ok || leader != f.leader || p.storageFailed() {
+		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) {
 			continue
 		}
 		if len(req.Topics) == 0 || req.Topics[len(req.Topics)-1].Topic != k.topic {

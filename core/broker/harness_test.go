@@ -217,6 +217,13 @@ func (c *cluster) leaderOf(topic string, p int32) int32 {
 	return s.Leader
 }
 
+// leaderEpochOf returns a partition's leader epoch as the controller's
+// committed image says.
+func (c *cluster) leaderEpochOf(topic string, p int32) int32 {
+	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
+	return s.LeaderEpoch
+}
+
 // waitRegistered waits until every broker is registered and unfenced.
 func (c *cluster) waitRegistered() {
 	c.t.Helper()

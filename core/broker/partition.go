@@ -31,6 +31,15 @@ type partition struct {
 	// manager is the log directory holding log.
 	manager *log.Manager
 	replica *replica.Partition
+	// syncAcks is set for topics with flush.messages=1: an acknowledged
+	// record must be durable, so acks wait for the leader's Sync and
+	// followers fetch again only once their appends are synced (durable.go).
+	syncAcks bool
+	// durableWaits are produces answered once the recovery point passes
+	// them, oldest first.
+	durableWaits []*produceSlot
+	// flushRequested is set while a flush a follower asked for is pending.
+	flushRequested bool
 	// appliedPartitionEpoch and appliedLeaderEpoch are the metadata state
 	// last handed to ApplyState (-1 before the first).
 	appliedPartitionEpoch int32
@@ -89,7 +98,13 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", key, err)
 	}
-	return &partition{key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, appliedPartitionEpoch: -1, appliedLeaderEpoch: -1}, nil
+	p := &partition{
+		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r,
+		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,
+		syncAcks: n.topicConfig(tp.Topic).FlushMessages == 1,
+	}
+	l.SetRecoveryPointListener(func(int64) { n.onDurable(p) })
+	return p, nil
 }
 
 // openManagers opens every log directory, recovering the logs in it. The
