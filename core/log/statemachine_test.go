@@ -1177,3 +1177,32 @@ func TestTornTimeIndexRewriteAfterRoll(t *testing.T) {
 		t.Fatalf("OffsetForTimestamp(250) = %d, %v, %v; want offset 2", o, found, err)
 	}
 }
+
+// TestReopenWhileCheckpointWriteInFlight: a log closed while its
+// leader-epoch-checkpoint write waits for its Sync, then opened again in the
+// same process (a partition stopped and restarted), must not be failed by
+// the old write's late completion renaming the new log's temp file.
+func TestReopenWhileCheckpointWriteInFlight(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	cfg := testConfig()
+	l := openLog(t, disk, cfg, OpenOptions{NowMs: 1})
+	for disk.RunPending() > 0 {
+	}
+	appendLeader(t, l, 1, 100, 3) // a new epoch: a checkpoint write starts
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, disk, cfg, OpenOptions{NowMs: 2}) // writes the checkpoint too
+	for disk.RunPending() > 0 {
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("the reopened log failed: %v", err)
+	}
+	data, err := disk.ReadFile(testDir + "/" + EpochCheckpointName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0\n1\n3 0\n"; string(data) != want {
+		t.Fatalf("leader-epoch-checkpoint %q, want %q", data, want)
+	}
+}
