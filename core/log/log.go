@@ -115,9 +115,11 @@ func (l *Log) fail(cause error) error {
 	return l.failed
 }
 
-// Close closes every file. Pending Syncs still complete. The log must not be
-// used afterwards.
+// Close closes every file and abandons a leader-epoch-checkpoint write in
+// flight, so that the log may be opened again at once. Pending Syncs still
+// complete. The log must not be used afterwards.
 func (l *Log) Close() error {
+	l.epochWriter.Close()
 	var first error
 	for _, s := range l.segments {
 		if err := s.close(); err != nil && first == nil {

@@ -66,6 +66,16 @@ func (w *Writer) Write(data []byte, done func(error)) {
 	w.start(data, callbacks)
 }
 
+// Close abandons the writer: a write in flight completes without replacing
+// the file and a waiting one never starts, so that a Writer made later for
+// the same file (its log reopened in the same process) is not disturbed.
+// Callbacks, then and later, get an error wrapping env.ErrClosed.
+func (w *Writer) Close() {
+	if w.failed == nil {
+		w.failed = fmt.Errorf("checkpoint %s: writer closed: %w", w.Path(), env.ErrClosed)
+	}
+}
+
 // Idle reports whether no write is in flight or waiting.
 func (w *Writer) Idle() bool { return !w.inFlight }
 
@@ -101,6 +111,9 @@ func (w *Writer) start(data []byte, done []func(error)) {
 		closeErr := f.Close()
 		if err == nil && closeErr != nil {
 			err = closeErr
+		}
+		if err == nil {
+			err = w.failed // closed meanwhile: the file may belong to a new Writer
 		}
 		if err == nil {
 			err = w.disk.Rename(tmpPath, w.Path())
