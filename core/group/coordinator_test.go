@@ -14,12 +14,12 @@ import (
 // ignoreTags skips kmsg's unknown tagged fields, which have unexported state.
 var ignoreTags = cmpopts.IgnoreTypes(kmsg.Tags{})
 
-func joinResp(t testing.TB, p *pendingReply) *kmsg.JoinGroupResponse {
+func joinResp(t tb, p *pendingReply) *kmsg.JoinGroupResponse {
 	t.Helper()
 	return p.one(t).(*kmsg.JoinGroupResponse)
 }
 
-func syncResp(t testing.TB, p *pendingReply) *kmsg.SyncGroupResponse {
+func syncResp(t tb, p *pendingReply) *kmsg.SyncGroupResponse {
 	t.Helper()
 	return p.one(t).(*kmsg.SyncGroupResponse)
 }

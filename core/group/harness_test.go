@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
-	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -104,7 +103,7 @@ func (s *memStore) failAll(err error) {
 }
 
 // records decodes every batch in the log.
-func (s *memStore) records(t testing.TB) []LogRecord {
+func (s *memStore) records(t tb) []LogRecord {
 	var out []LogRecord
 	for _, b := range s.log {
 		recs, err := DecodeBatch(b)
@@ -130,7 +129,7 @@ func counterIDs() IDSource {
 // harness is a coordinator for partition 0 of 1, loaded, with a manual
 // clock and store, and short timeouts.
 type harness struct {
-	t     testing.TB
+	t     tb
 	clock *manualClock
 	store *memStore
 	c     *Coordinator
@@ -144,7 +143,7 @@ func testConfig() Config {
 	return cfg
 }
 
-func newHarness(t testing.TB, cfg Config) *harness {
+func newHarness(t tb, cfg Config) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &manualClock{}, store: &memStore{}, cfg: cfg}
 	c, err := New(cfg, h.clock, h.store, counterIDs())
@@ -165,7 +164,7 @@ type pendingReply struct {
 func (p *pendingReply) reply(r kmsg.Response) { p.resps = append(p.resps, r) }
 
 // one returns the single answer, failing if there is not exactly one.
-func (p *pendingReply) one(t testing.TB) kmsg.Response {
+func (p *pendingReply) one(t tb) kmsg.Response {
 	t.Helper()
 	if len(p.resps) != 1 {
 		t.Fatalf("got %d answers, want 1", len(p.resps))
@@ -277,7 +276,14 @@ func (h *harness) fetch(groupID, topic string, partition int32) int64 {
 	return resp.Topics[0].Partitions[0].Offset
 }
 
-func commitCode(t testing.TB, p *pendingReply) int16 {
+func commitCode(t tb, p *pendingReply) int16 {
 	t.Helper()
 	return p.one(t).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// tb is what the helpers need of *testing.T and *rapid.T alike.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
