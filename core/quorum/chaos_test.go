@@ -26,11 +26,17 @@ func seedsFor(t *testing.T, def int) int {
 // healing a leader commits and every node catches up.
 func TestChaosSafetyAndLiveness(t *testing.T) {
 	seeds := seedsFor(t, 60)
+	var stats chaosStats
 	for seed := range uint64(seeds) {
 		voters := 3 + 2*int(seed%2)
-		if v := runChaos(t, seed, voters, Bugs{}, true); v != "" {
-			t.Fatalf("seed %d (%d voters): %s\nreproduce: go test ./core/quorum -run 'TestChaosSafetyAndLiveness' (seed %d)", seed, voters, v, seed)
+		if v := runChaos(t, seed, voters, Bugs{}, true, &stats); v != "" {
+			t.Fatalf("seed %d (%d voters): %s\nreproduce: QUORUM_SEEDS=%d go test ./core/quorum -run 'TestChaosSafetyAndLiveness'", seed, voters, v, seed+1)
 		}
+	}
+	t.Logf("%d seeds: %d leaders, %d restarts, %d snapshots taken, %d installed from a leader",
+		seeds, stats.leaders, stats.restarts, stats.snapshotsTaken, stats.snapshotsInstalled)
+	if stats.restarts == 0 || stats.snapshotsInstalled == 0 || stats.leaders <= seeds {
+		t.Fatalf("the sweep did not exercise restarts, snapshot installs and re-elections: %+v", stats)
 	}
 }
 
@@ -49,7 +55,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 			caught := 0
 			first := ""
 			for seed := range uint64(seeds) {
-				if v := runChaos(t, seed, 3+2*int(seed%2), tc.bugs, false); v != "" {
+				if v := runChaos(t, seed, 3+2*int(seed%2), tc.bugs, false, nil); v != "" {
 					caught++
 					if first == "" {
 						first = v

@@ -23,6 +23,7 @@ const (
 	voteVersion       int16 = 2
 	beginEpochVersion int16 = 0
 	fetchVersion      int16 = 16
+	fetchSnapVersion  int16 = 0
 )
 
 // EncodeRequest turns a request message (Vote, BeginEpoch, Fetch) into the
@@ -61,6 +62,17 @@ func EncodeRequest(m Message) (kmsg.Request, error) {
 		t.Topic, t.TopicID, t.Partitions = MetadataTopic, MetadataTopicID, []kmsg.FetchRequestTopicPartition{p}
 		req.Topics = []kmsg.FetchRequestTopic{t}
 		return req, nil
+	case MsgFetchSnapshot:
+		req := kmsg.NewPtrFetchSnapshotRequest()
+		req.Version = fetchSnapVersion
+		req.ReplicaID, req.MaxBytes = m.From, snapshotChunkBytesMax
+		p := kmsg.NewFetchSnapshotRequestTopicPartition()
+		p.CurrentLeaderEpoch, p.Position = m.Epoch, m.Position
+		p.SnapshotID.EndOffset, p.SnapshotID.Epoch = m.SnapshotEndOffset, m.SnapshotEpoch
+		t := kmsg.NewFetchSnapshotRequestTopic()
+		t.Topic, t.Partitions = MetadataTopic, []kmsg.FetchSnapshotRequestTopicPartition{p}
+		req.Topics = []kmsg.FetchSnapshotRequestTopic{t}
+		return req, nil
 	}
 	return nil, fmt.Errorf("quorum: %v is not a request", m.Type)
 }
@@ -69,7 +81,7 @@ func EncodeRequest(m Message) (kmsg.Request, error) {
 // It checks the shape (one topic, __cluster_metadata-0) and returns an error
 // naming the field otherwise.
 func DecodeRequest(to int32, req kmsg.Request) (Message, error) {
-	m := Message{To: to, LeaderID: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	m := Message{To: to, LeaderID: -1, DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1}
 	switch req := req.(type) {
 	case *kmsg.VoteRequest:
 		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Topic != MetadataTopic || req.Topics[0].Partitions[0].Partition != 0 {
@@ -95,6 +107,13 @@ func DecodeRequest(to int32, req kmsg.Request) (Message, error) {
 		}
 		m.LeaderID = to // a fetch goes to the leader its sender knows
 		m.Epoch, m.FetchOffset, m.LastFetchedEpoch, m.MaxWaitMs = p.CurrentLeaderEpoch, p.FetchOffset, p.LastFetchedEpoch, int64(max(req.MaxWaitMillis, 0))
+	case *kmsg.FetchSnapshotRequest:
+		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Topic != MetadataTopic || req.Topics[0].Partitions[0].Partition != 0 {
+			return m, fmt.Errorf("quorum: FetchSnapshotRequest.Topics must name only %s-0", MetadataTopic)
+		}
+		p := req.Topics[0].Partitions[0]
+		m.Type, m.From, m.LeaderID, m.Epoch, m.Position = MsgFetchSnapshot, req.ReplicaID, to, p.CurrentLeaderEpoch, p.Position
+		m.SnapshotEndOffset, m.SnapshotEpoch = p.SnapshotID.EndOffset, p.SnapshotID.Epoch
 	default:
 		return m, fmt.Errorf("quorum: request key %d is not a quorum request", req.Key())
 	}
@@ -133,10 +152,22 @@ func EncodeResponse(m Message) (kmsg.Response, error) {
 		p.ErrorCode, p.HighWatermark, p.LastStableOffset, p.LogStartOffset = m.ErrorCode, m.HighWatermark, m.HighWatermark, 0
 		p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = m.DivergingEpoch, m.DivergingEndOffset
 		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = m.LeaderID, m.Epoch
+		p.SnapshotID.EndOffset, p.SnapshotID.Epoch = m.SnapshotEndOffset, m.SnapshotEpoch
 		p.RecordBatches = encodeEntries(m.Entries)
 		t := kmsg.NewFetchResponseTopic()
 		t.Topic, t.TopicID, t.Partitions = MetadataTopic, MetadataTopicID, []kmsg.FetchResponseTopicPartition{p}
 		resp.Topics = []kmsg.FetchResponseTopic{t}
+		return resp, nil
+	case MsgFetchSnapshotResp:
+		resp := kmsg.NewPtrFetchSnapshotResponse()
+		resp.Version = fetchSnapVersion
+		p := kmsg.NewFetchSnapshotResponseTopicPartition()
+		p.ErrorCode, p.Size, p.Position, p.Bytes = m.ErrorCode, m.SnapshotSize, m.Position, m.SnapshotBytes
+		p.SnapshotID.EndOffset, p.SnapshotID.Epoch = m.SnapshotEndOffset, m.SnapshotEpoch
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = m.LeaderID, m.Epoch
+		t := kmsg.NewFetchSnapshotResponseTopic()
+		t.Topic, t.Partitions = MetadataTopic, []kmsg.FetchSnapshotResponseTopicPartition{p}
+		resp.Topics = []kmsg.FetchSnapshotResponseTopic{t}
 		return resp, nil
 	}
 	return nil, fmt.Errorf("quorum: %v is not a response", m.Type)
@@ -145,7 +176,8 @@ func EncodeResponse(m Message) (kmsg.Response, error) {
 // DecodeResponse turns the response to req (the message that was sent) into
 // a message.
 func DecodeResponse(req Message, resp kmsg.Response) (Message, error) {
-	m := Message{From: req.To, To: req.From, Ref: req.Ref, PreVote: req.PreVote, LeaderID: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	m := Message{From: req.To, To: req.From, Ref: req.Ref, PreVote: req.PreVote, LeaderID: -1,
+		DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1}
 	switch resp := resp.(type) {
 	case *kmsg.VoteResponse:
 		if req.Type != MsgVote || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
@@ -167,11 +199,21 @@ func DecodeResponse(req Message, resp kmsg.Response) (Message, error) {
 		m.Type, m.ErrorCode, m.HighWatermark = MsgFetchResp, p.ErrorCode, p.HighWatermark
 		m.LeaderID, m.Epoch = p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch
 		m.DivergingEpoch, m.DivergingEndOffset = p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset
+		m.SnapshotEndOffset, m.SnapshotEpoch = p.SnapshotID.EndOffset, p.SnapshotID.Epoch
 		entries, err := decodeEntries(p.RecordBatches)
 		if err != nil {
 			return m, err
 		}
 		m.Entries = entries
+	case *kmsg.FetchSnapshotResponse:
+		if req.Type != MsgFetchSnapshot || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return m, fmt.Errorf("quorum: FetchSnapshotResponse does not answer a %v with one partition", req.Type)
+		}
+		p := resp.Topics[0].Partitions[0]
+		m.Type, m.ErrorCode, m.SnapshotSize, m.Position = MsgFetchSnapshotResp, p.ErrorCode, p.Size, p.Position
+		m.SnapshotEndOffset, m.SnapshotEpoch = p.SnapshotID.EndOffset, p.SnapshotID.Epoch
+		m.LeaderID, m.Epoch = p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch
+		m.SnapshotBytes = slices.Clone(p.Bytes) // p.Bytes aliases the network buffer
 	default:
 		return m, fmt.Errorf("quorum: response key %d is not a quorum response", resp.Key())
 	}

@@ -9,11 +9,12 @@ import (
 )
 
 func drawMessage(t *rapid.T) Message {
-	typ := rapid.SampledFrom([]MsgType{MsgVote, MsgVoteResp, MsgBeginEpoch, MsgBeginEpochResp, MsgFetch, MsgFetchResp}).Draw(t, "type")
+	typ := rapid.SampledFrom([]MsgType{MsgVote, MsgVoteResp, MsgBeginEpoch, MsgBeginEpochResp, MsgFetch, MsgFetchResp,
+		MsgFetchSnapshot, MsgFetchSnapshotResp}).Draw(t, "type")
 	m := Message{
 		Type: typ, From: rapid.Int32Range(0, 5).Draw(t, "from"), To: rapid.Int32Range(0, 5).Draw(t, "to"),
 		Ref: rapid.Uint64().Draw(t, "ref"), Epoch: rapid.Int32Range(0, 9).Draw(t, "epoch"),
-		LeaderID: -1, DivergingEpoch: -1, DivergingEndOffset: -1,
+		LeaderID: -1, DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1,
 	}
 	switch typ {
 	case MsgVote:
@@ -35,6 +36,9 @@ func drawMessage(t *rapid.T) Message {
 		if rapid.Bool().Draw(t, "diverging") {
 			m.DivergingEpoch, m.DivergingEndOffset = rapid.Int32Range(-1, 9).Draw(t, "divEpoch"), rapid.Int64Range(0, 99).Draw(t, "divEnd")
 		}
+		if rapid.Bool().Draw(t, "snapshot") {
+			m.SnapshotEndOffset, m.SnapshotEpoch = rapid.Int64Range(1, 99).Draw(t, "snapEnd"), rapid.Int32Range(0, 9).Draw(t, "snapEpoch")
+		}
 		base := rapid.Int64Range(0, 50).Draw(t, "base")
 		for i := range rapid.IntRange(0, 4).Draw(t, "entries") {
 			var data []byte
@@ -43,6 +47,16 @@ func drawMessage(t *rapid.T) Message {
 			}
 			m.Entries = append(m.Entries, Entry{Offset: base + int64(i), Epoch: m.Epoch, Data: data})
 		}
+	case MsgFetchSnapshot:
+		m.LeaderID = m.To
+		m.SnapshotEndOffset, m.SnapshotEpoch = rapid.Int64Range(1, 99).Draw(t, "snapEnd"), rapid.Int32Range(0, 9).Draw(t, "snapEpoch")
+		m.Position = rapid.Int64Range(0, 1<<20).Draw(t, "position")
+	case MsgFetchSnapshotResp:
+		m.LeaderID, m.ErrorCode = rapid.Int32Range(-1, 5).Draw(t, "leader"), rapid.SampledFrom([]int16{0, errSnapshotNotFound}).Draw(t, "error")
+		m.SnapshotEndOffset, m.SnapshotEpoch = rapid.Int64Range(1, 99).Draw(t, "snapEnd"), rapid.Int32Range(0, 9).Draw(t, "snapEpoch")
+		m.Position = rapid.Int64Range(0, 99).Draw(t, "position")
+		m.SnapshotBytes = rapid.SliceOf(rapid.Byte()).Draw(t, "bytes")
+		m.SnapshotSize = m.Position + int64(len(m.SnapshotBytes)) + rapid.Int64Range(0, 9).Draw(t, "rest")
 	}
 	return m
 }

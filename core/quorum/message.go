@@ -17,6 +17,11 @@ const (
 	MsgFetch
 	// MsgFetchResp is FetchResponse.
 	MsgFetchResp
+	// MsgFetchSnapshot is FetchSnapshotRequest (59): a follower below the
+	// leader's log start reads the snapshot, one chunk per request.
+	MsgFetchSnapshot
+	// MsgFetchSnapshotResp is FetchSnapshotResponse.
+	MsgFetchSnapshotResp
 )
 
 // String names the type for test output.
@@ -34,13 +39,17 @@ func (t MsgType) String() string {
 		return "Fetch"
 	case MsgFetchResp:
 		return "FetchResp"
+	case MsgFetchSnapshot:
+		return "FetchSnapshot"
+	case MsgFetchSnapshotResp:
+		return "FetchSnapshotResp"
 	}
 	return "Unknown"
 }
 
 // IsResponse reports whether t answers a request.
 func (t MsgType) IsResponse() bool {
-	return t == MsgVoteResp || t == MsgBeginEpochResp || t == MsgFetchResp
+	return t == MsgVoteResp || t == MsgBeginEpochResp || t == MsgFetchResp || t == MsgFetchSnapshotResp
 }
 
 // Kafka error codes the quorum uses (kerr's numbers).
@@ -50,6 +59,8 @@ const (
 	errFencedLeaderEpoch    int16 = 74
 	errUnknownLeaderEpoch   int16 = 75
 	errInconsistentVoterSet int16 = 53
+	errSnapshotNotFound     int16 = 98
+	errPositionOutOfRange   int16 = 99
 )
 
 // Message is one Raft message. Which fields mean something depends on Type.
@@ -96,4 +107,16 @@ type Message struct {
 	// most DivergingEndOffset, which ends DivergingEpoch in the leader's log.
 	DivergingEpoch     int32
 	DivergingEndOffset int64
+
+	// SnapshotEndOffset >= 0 names a snapshot (with SnapshotEpoch, the
+	// epoch of its last entry): in FetchResp, the fetch fell below the
+	// leader's log start and the follower must read this snapshot; in
+	// FetchSnapshot and its response, the snapshot being read.
+	SnapshotEndOffset int64
+	SnapshotEpoch     int32
+	// FetchSnapshot: the byte position to read from. FetchSnapshotResp:
+	// the position of SnapshotBytes and the snapshot's whole size.
+	Position      int64
+	SnapshotSize  int64
+	SnapshotBytes []byte
 }

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -30,6 +31,15 @@ type HardState struct {
 	VotedFor int32
 }
 
+// Snapshot is the state machine's state after the entries below EndOffset,
+// the last of which had epoch Epoch: Kafka's <EndOffset>-<Epoch>.checkpoint.
+type Snapshot struct {
+	EndOffset int64
+	Epoch     int32
+	// Data is the state machine's encoding; never modified once handed over.
+	Data []byte
+}
+
 // Ready is the work the caller must do: persist, then send and apply. See
 // the package doc for the contract.
 type Ready struct {
@@ -45,6 +55,13 @@ type Ready struct {
 	Messages []Message
 	// Committed are entries newly known committed, in order, to apply.
 	Committed []Entry
+	// Snapshot, if not nil, must be made durable before the messages are
+	// sent; the durable entries below its EndOffset may then be deleted.
+	// With SnapshotInstall it came from the leader: the caller deletes its
+	// whole log and loads the snapshot into the state machine (replacing
+	// it) before applying Committed, which follow it.
+	Snapshot        *Snapshot
+	SnapshotInstall bool
 }
 
 // Raft is one node's Raft state machine. It is not safe for concurrent use;
@@ -69,6 +86,16 @@ type Raft struct {
 	truncatePending int64
 	// durableEnd is the end of the log the caller reported durable.
 	durableEnd int64
+	// snapshot is the latest snapshot (nil if none): the log starts at its
+	// EndOffset. snapshotDirty: not yet in a Ready; snapshotInstall: it
+	// came from the leader and replaces the state machine.
+	snapshot        *Snapshot
+	snapshotDirty   bool
+	snapshotInstall bool
+	// snapFetch is the snapshot a follower is reading from its leader,
+	// with the bytes read so far.
+	snapFetch *Snapshot
+
 	// readyOut is set between Ready and Advance.
 	readyOut *Ready
 	msgs     []Message
@@ -104,9 +131,10 @@ type parkedFetch struct {
 }
 
 // New returns a voter restarted from its durable state: hard (zero for a
-// new node) and the durable log entries (offsets from 0). It starts as an
-// unattached follower.
-func New(cfg Config, hard HardState, entries []Entry, nowMs int64) (*Raft, error) {
+// new node), the latest durable snapshot (nil if none; the caller loads it
+// into the state machine) and the durable log entries after it. It starts
+// as an unattached follower.
+func New(cfg Config, hard HardState, snap *Snapshot, entries []Entry, nowMs int64) (*Raft, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -114,8 +142,16 @@ func New(cfg Config, hard HardState, entries []Entry, nowMs int64) (*Raft, error
 		return nil, fmt.Errorf("quorum: hard state %+v out of range", hard)
 	}
 	r := &Raft{cfg: cfg, voters: slices.Sorted(slices.Values(cfg.Voters)), hard: hard, leader: -1, truncatePending: -1}
+	if snap != nil {
+		if snap.EndOffset <= 0 || snap.Epoch < 0 || snap.Epoch > hard.Epoch {
+			return nil, fmt.Errorf("quorum: snapshot %d-%d out of range for epoch %d", snap.EndOffset, snap.Epoch, hard.Epoch)
+		}
+		r.snapshot = snap
+		r.log.compactTo(snap.EndOffset, snap.Epoch)
+		r.commit, r.applied = snap.EndOffset, snap.EndOffset
+	}
 	for i, e := range entries {
-		if e.Offset != int64(i) || e.Epoch < r.log.lastEpoch() || e.Epoch > hard.Epoch {
+		if e.Offset != r.log.start+int64(i) || e.Epoch < r.log.lastEpoch() || e.Epoch > hard.Epoch {
 			return nil, fmt.Errorf("quorum: durable entry %d (offset %d, epoch %d) out of order or beyond epoch %d", i, e.Offset, e.Epoch, hard.Epoch)
 		}
 		r.log.append(e)
@@ -125,6 +161,33 @@ func New(cfg Config, hard HardState, entries []Entry, nowMs int64) (*Raft, error
 	r.becomeFollower(nowMs, hard.Epoch, -1)
 	return r, nil
 }
+
+// ErrSnapshotPending: a snapshot is not yet durable (or, from the leader,
+// not yet loaded); take the next one after Advance.
+var ErrSnapshotPending = errors.New("quorum: a snapshot is still being persisted")
+
+// TakeSnapshot records the state machine's state after the committed
+// entries below endOffset (all already handed out in Ready.Committed) as
+// the latest snapshot; once a Ready has made it durable, the log behind it
+// is dropped and followers below it are sent the snapshot.
+func (r *Raft) TakeSnapshot(endOffset int64, data []byte) error {
+	if r.snapshotDirty || (r.readyOut != nil && r.readyOut.Snapshot != nil) {
+		return ErrSnapshotPending
+	}
+	if endOffset <= r.log.start || endOffset > r.applied {
+		return fmt.Errorf("quorum: snapshot at %d outside (%d, %d], the applied entries above the log start", endOffset, r.log.start, r.applied)
+	}
+	r.snapshot = &Snapshot{EndOffset: endOffset, Epoch: r.log.epochAt(endOffset - 1), Data: data}
+	r.snapshotDirty, r.snapshotInstall = true, false
+	return nil
+}
+
+// LogStartOffset is the first offset held as an entry: the latest
+// snapshot's end.
+func (r *Raft) LogStartOffset() int64 { return r.log.start }
+
+// LatestSnapshot is the latest snapshot, nil if none.
+func (r *Raft) LatestSnapshot() *Snapshot { return r.snapshot }
 
 // ID is this node's id.
 func (r *Raft) ID() int32 { return r.cfg.ID }
@@ -202,7 +265,7 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 	r.role, r.leader, r.grants, r.rejects = Follower, leader, nil, nil
 	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = nil, nil, nil, nil
 	r.answerParked(nowMs, true)
-	r.fetchOutstanding = false
+	r.fetchOutstanding, r.snapFetch = false, nil
 	if leader >= 0 {
 		r.lastLeaderContactMs = nowMs
 		r.deadlineMs = r.fetchDeadline(nowMs)
@@ -381,6 +444,10 @@ func (r *Raft) Step(nowMs int64, m Message) {
 		}
 	case MsgFetchResp:
 		r.stepFetchResp(nowMs, m)
+	case MsgFetchSnapshot:
+		r.stepFetchSnapshot(nowMs, m)
+	case MsgFetchSnapshotResp:
+		r.stepFetchSnapshotResp(nowMs, m)
 	}
 }
 
@@ -456,13 +523,20 @@ func (r *Raft) stepBeginEpoch(nowMs int64, m Message) {
 func (r *Raft) sendFetch(nowMs int64) {
 	r.fetchOutstanding, r.fetchSentMs = true, nowMs
 	r.fetchRef++
+	if s := r.snapFetch; s != nil {
+		r.send(Message{Type: MsgFetchSnapshot, To: r.leader, Ref: r.fetchRef, Epoch: r.hard.Epoch, LeaderID: r.leader,
+			SnapshotEndOffset: s.EndOffset, SnapshotEpoch: s.Epoch, Position: int64(len(s.Data)),
+			DivergingEpoch: -1, DivergingEndOffset: -1})
+		return
+	}
 	r.send(Message{Type: MsgFetch, To: r.leader, Ref: r.fetchRef, Epoch: r.hard.Epoch, LeaderID: r.leader,
 		FetchOffset: r.log.endOffset(), LastFetchedEpoch: r.log.lastEpoch(), MaxWaitMs: r.cfg.FetchMaxWaitMs})
 }
 
 // stepFetch is the leader serving a follower's (or observer's) Fetch.
 func (r *Raft) stepFetch(nowMs int64, m Message) {
-	resp := Message{Type: MsgFetchResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader, DivergingEpoch: -1, DivergingEndOffset: -1}
+	resp := Message{Type: MsgFetchResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
+		DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1}
 	switch {
 	case m.Epoch < r.hard.Epoch:
 		resp.ErrorCode = errFencedLeaderEpoch
@@ -472,6 +546,14 @@ func (r *Raft) stepFetch(nowMs int64, m Message) {
 		resp.ErrorCode = errUnknownLeaderEpoch
 	}
 	if resp.ErrorCode != errNone {
+		r.send(resp)
+		return
+	}
+	if r.log.start > 0 && (m.FetchOffset < r.log.start || m.LastFetchedEpoch < r.log.startEpoch) {
+		// Below the log start, or diverged at or before it: read the snapshot.
+		resp.SnapshotEndOffset, resp.SnapshotEpoch = r.snapshot.EndOffset, r.snapshot.Epoch
+		resp.HighWatermark = r.commit
+		r.lastFetchMs[m.From] = nowMs
 		r.send(resp)
 		return
 	}
@@ -500,7 +582,8 @@ func (r *Raft) answerFetch(m Message) {
 	end := min(r.log.endOffset(), m.FetchOffset+int64(r.cfg.FetchEntriesMax))
 	r.hwSent[m.From] = r.commit
 	r.send(Message{Type: MsgFetchResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
-		HighWatermark: r.commit, Entries: slices.Clone(r.log.slice(min(m.FetchOffset, end), end)), DivergingEpoch: -1, DivergingEndOffset: -1})
+		HighWatermark: r.commit, Entries: slices.Clone(r.log.slice(min(m.FetchOffset, end), end)),
+		DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1})
 }
 
 // answerParked answers the parked fetches that have something new or have
@@ -512,7 +595,7 @@ func (r *Raft) answerParked(nowMs int64, all bool) {
 		switch {
 		case all:
 			r.send(Message{Type: MsgFetchResp, To: p.req.From, Ref: p.req.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
-				ErrorCode: errNotLeaderOrFollower, DivergingEpoch: -1, DivergingEndOffset: -1})
+				ErrorCode: errNotLeaderOrFollower, DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1})
 		case nowMs >= p.deadlineMs || p.req.FetchOffset < r.log.endOffset() || r.hwSent[p.req.From] != r.commit:
 			r.answerFetch(p.req)
 		default:
@@ -564,6 +647,11 @@ func (r *Raft) stepFetchResp(nowMs int64, m Message) {
 	r.role, r.grants = Follower, nil // the leader answered: follow it again
 	r.lastLeaderContactMs = nowMs
 	r.deadlineMs = r.fetchDeadline(nowMs)
+	if m.SnapshotEndOffset > 0 { // a snapshot is never empty; none is -1
+		r.snapFetch = &Snapshot{EndOffset: m.SnapshotEndOffset, Epoch: m.SnapshotEpoch}
+		r.sendFetch(nowMs)
+		return
+	}
 	if m.DivergingEpoch >= 0 || m.DivergingEndOffset >= 0 {
 		_, localEnd := r.log.endOffsetForEpoch(m.DivergingEpoch)
 		r.truncate(min(localEnd, m.DivergingEndOffset, r.log.endOffset()))
@@ -579,7 +667,70 @@ func (r *Raft) stepFetchResp(nowMs int64, m Message) {
 	r.sendFetch(nowMs)
 }
 
+// snapshotChunkBytesMax bounds the snapshot bytes in one response.
+const snapshotChunkBytesMax = 64 << 10
+
+// stepFetchSnapshot is the leader serving a chunk of its latest snapshot.
+func (r *Raft) stepFetchSnapshot(nowMs int64, m Message) {
+	resp := Message{Type: MsgFetchSnapshotResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader,
+		SnapshotEndOffset: m.SnapshotEndOffset, SnapshotEpoch: m.SnapshotEpoch, Position: m.Position,
+		DivergingEpoch: -1, DivergingEndOffset: -1}
+	s := r.snapshot
+	switch {
+	case m.Epoch < r.hard.Epoch:
+		resp.ErrorCode = errFencedLeaderEpoch
+	case r.role != Leader:
+		resp.ErrorCode = errNotLeaderOrFollower
+	case s == nil || s.EndOffset != m.SnapshotEndOffset || s.Epoch != m.SnapshotEpoch:
+		resp.ErrorCode = errSnapshotNotFound
+	case m.Position < 0 || m.Position > int64(len(s.Data)):
+		resp.ErrorCode = errPositionOutOfRange
+	default:
+		r.lastFetchMs[m.From] = nowMs
+		end := min(int64(len(s.Data)), m.Position+snapshotChunkBytesMax)
+		resp.SnapshotSize, resp.SnapshotBytes = int64(len(s.Data)), s.Data[m.Position:end:end]
+	}
+	r.send(resp)
+}
+
+// stepFetchSnapshotResp is a follower reading its leader's snapshot; the
+// last chunk installs it.
+func (r *Raft) stepFetchSnapshotResp(nowMs int64, m Message) {
+	s := r.snapFetch
+	if (r.role != Follower && r.role != Prospective) || m.From != r.leader || m.Epoch != r.hard.Epoch || !r.fetchOutstanding ||
+		m.Ref != r.fetchRef || s == nil {
+		return
+	}
+	r.fetchOutstanding = false
+	if m.ErrorCode != errNone || m.SnapshotEndOffset != s.EndOffset || m.SnapshotEpoch != s.Epoch ||
+		m.Position != int64(len(s.Data)) || m.SnapshotSize < m.Position+int64(len(m.SnapshotBytes)) {
+		r.snapFetch = nil // start over with a Fetch, which names the current snapshot
+		return
+	}
+	r.role, r.grants, r.rejects = Follower, nil, nil // the leader answered: follow it again
+	r.lastLeaderContactMs = nowMs
+	r.deadlineMs = r.fetchDeadline(nowMs)
+	s.Data = append(s.Data, m.SnapshotBytes...)
+	if int64(len(s.Data)) == m.SnapshotSize {
+		r.installSnapshot(s)
+	}
+	r.sendFetch(nowMs)
+}
+
+// installSnapshot replaces the follower's log and state with the leader's
+// snapshot, which is committed.
+func (r *Raft) installSnapshot(s *Snapshot) {
+	r.snapFetch = nil
+	clear(r.log.entries)
+	r.log = entryLog{start: s.EndOffset, startEpoch: s.Epoch} // the snapshot wins over any tail of ours
+	r.snapshot, r.snapshotDirty, r.snapshotInstall = s, true, true
+	r.commit, r.applied = s.EndOffset, s.EndOffset
+	r.unstableFrom, r.truncatePending = s.EndOffset, -1
+	r.durableEnd = min(r.durableEnd, s.EndOffset)
+}
+
 func (r *Raft) truncate(end int64) {
+	end = max(end, r.log.start) // only a planted bug asks to go below the snapshot
 	if end >= r.log.endOffset() {
 		return
 	}
@@ -597,7 +748,7 @@ func (r *Raft) HasReady() bool {
 		return false
 	}
 	return r.hardDirty || r.truncatePending >= 0 || r.unstableFrom < r.log.endOffset() ||
-		len(r.msgs) > 0 || r.applied < r.commit
+		len(r.msgs) > 0 || r.applied < r.commit || r.snapshotDirty
 }
 
 // Ready returns the work to do; call Advance with it once done. Only one
@@ -611,12 +762,16 @@ func (r *Raft) Ready() Ready {
 		hard := r.hard
 		rd.HardState = &hard
 	}
+	if r.snapshotDirty {
+		rd.Snapshot, rd.SnapshotInstall = r.snapshot, r.snapshotInstall
+	}
 	// Copies: a later truncation must not change what the caller persists.
 	rd.Entries = slices.Clone(r.log.slice(r.unstableFrom, r.log.endOffset()))
 	if r.applied < r.commit {
 		rd.Committed = slices.Clone(r.log.slice(r.applied, r.commit))
 	}
 	r.hardDirty, r.truncatePending, r.unstableFrom, r.msgs = false, -1, r.log.endOffset(), nil
+	r.snapshotDirty, r.snapshotInstall = false, false
 	r.applied = max(r.applied, r.commit)
 	r.readyOut = &rd
 	return rd
@@ -637,6 +792,14 @@ func (r *Raft) Advance(nowMs int64, rd Ready) {
 	}
 	if r.truncatePending >= 0 {
 		r.durableEnd = min(r.durableEnd, r.truncatePending)
+	}
+	if s := rd.Snapshot; s != nil {
+		// The snapshot is durable: the log behind it goes.
+		if rd.SnapshotInstall {
+			r.durableEnd = max(r.durableEnd, s.EndOffset)
+		}
+		r.log.compactTo(s.EndOffset, s.Epoch)
+		r.unstableFrom = max(r.unstableFrom, r.log.start)
 	}
 	r.durableEnd = min(r.durableEnd, r.log.endOffset())
 	r.maybeCommit(nowMs)

@@ -10,7 +10,7 @@ func newTestRaft(t *testing.T, id int32, voters []int32, hard HardState, entries
 	t.Helper()
 	cfg := DefaultConfig(id, voters, zeroRand)
 	cfg.Bugs = bugs
-	r, err := New(cfg, hard, entries, 0)
+	r, err := New(cfg, hard, nil, entries, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -21,10 +23,17 @@ type simNode struct {
 	node    *sched.Node
 	raft    *Raft
 	hard    HardState
-	durable []Entry
+	snap    *Snapshot
+	durable []Entry // after snap
 	syncing bool
 	// applied are the committed entries this incarnation applied, in order.
 	applied []Entry
+}
+
+// chaosStats count what a sweep exercised, so that a test can demand that
+// its paths ran.
+type chaosStats struct {
+	leaders, snapshotsTaken, snapshotsInstalled, restarts int
 }
 
 // simFaults are the fault rates of one run, drawn from the seed.
@@ -35,6 +44,7 @@ type simFaults struct {
 	partitions     bool
 	pauses         bool
 	syncDelayMsMax int64
+	snapshots      bool
 }
 
 // cluster is a deterministic multi-voter harness over sim/sched: messages
@@ -53,6 +63,7 @@ type cluster struct {
 	blocked  map[[2]int32]bool
 	streams  *sched.Streams
 	proposed int
+	stats    *chaosStats
 
 	// Checker state.
 	leaderOfEpoch map[int32]int32
@@ -71,6 +82,7 @@ type cluster struct {
 func newCluster(t testing.TB, seed uint64, voters int, bugs Bugs, faults simFaults) *cluster {
 	streams := sched.NewStreams(seed)
 	c := &cluster{
+		stats: &chaosStats{},
 		t: t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
 		netRng: streams.Get("quorum/net"), diskRng: streams.Get("quorum/disk"),
 		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, votes: map[[2]int32]int32{}, committed: map[int64]Entry{}, committedBy: map[int64]epochEntry{},
@@ -95,11 +107,14 @@ func (c *cluster) start(n *simNode) {
 	rng := c.streams.Getf("quorum/raft/%d/%d", n.id, n.node.Incarnation())
 	cfg := DefaultConfig(n.id, c.voters, rng.Int64N)
 	cfg.Bugs = c.bugs
-	r, err := New(cfg, n.hard, slices.Clone(n.durable), c.nowMs())
+	r, err := New(cfg, n.hard, n.snap, slices.Clone(n.durable), c.nowMs())
 	if err != nil {
 		c.t.Fatalf("restart node %d: %v", n.id, err)
 	}
 	n.raft, n.syncing, n.applied = r, false, nil
+	if n.snap != nil {
+		c.loadSnapshot(n, n.snap)
+	}
 	var tick func()
 	tick = func() {
 		n.raft.Tick(c.nowMs())
@@ -110,7 +125,10 @@ func (c *cluster) start(n *simNode) {
 }
 
 // after runs the Ready loop of n and the checks that follow any input.
-var debugTrace func(format string, args ...any)
+var (
+	debugTrace func(format string, args ...any)
+	debugReady func(id int32, nowMs int64, rd Ready)
+)
 
 func (c *cluster) after(n *simNode) {
 	c.checkLeader(n)
@@ -120,7 +138,10 @@ func (c *cluster) after(n *simNode) {
 	}
 	for !n.syncing && n.raft.HasReady() {
 		rd := n.raft.Ready()
-		if rd.HardState == nil && rd.TruncateTo < 0 && len(rd.Entries) == 0 {
+		if debugReady != nil {
+			debugReady(n.id, c.nowMs(), rd)
+		}
+		if rd.HardState == nil && rd.TruncateTo < 0 && len(rd.Entries) == 0 && rd.Snapshot == nil {
 			c.complete(n, rd)
 			continue
 		}
@@ -132,15 +153,39 @@ func (c *cluster) after(n *simNode) {
 			if rd.HardState != nil {
 				n.hard = *rd.HardState
 			}
-			if rd.TruncateTo >= 0 && rd.TruncateTo < int64(len(n.durable)) {
-				n.durable = n.durable[:rd.TruncateTo:rd.TruncateTo]
+			if rd.Snapshot != nil && rd.SnapshotInstall {
+				n.durable = nil
+			}
+			base := int64(0)
+			if n.snap != nil {
+				base = n.snap.EndOffset
+			}
+			if rd.SnapshotInstall {
+				base = rd.Snapshot.EndOffset
+			}
+			if rd.TruncateTo >= 0 && rd.TruncateTo-base < int64(len(n.durable)) {
+				keep := max(rd.TruncateTo-base, 0)
+				n.durable = n.durable[:keep:keep]
 			}
 			for _, e := range rd.Entries {
-				if e.Offset != int64(len(n.durable)) {
-					c.fail("node %d persisted entry at %d onto a durable log of %d", n.id, e.Offset, len(n.durable))
+				if e.Offset < base {
+					continue // below a snapshot installed in the same Ready
+				}
+				if e.Offset != base+int64(len(n.durable)) {
+					c.fail("node %d persisted entry at %d onto a durable log [%d, %d); ready truncate %d entries %d.. snapshot %+v install %v", n.id, e.Offset, base, base+int64(len(n.durable)), rd.TruncateTo, rd.Entries[0].Offset, rd.Snapshot, rd.SnapshotInstall)
 					return
 				}
 				n.durable = append(n.durable, e)
+			}
+			if s := rd.Snapshot; s != nil {
+				// Durable snapshot: the entries behind it go.
+				for len(n.durable) > 0 && n.durable[0].Offset < s.EndOffset {
+					n.durable = n.durable[1:]
+				}
+				if len(n.durable) > 0 && n.durable[0].Offset != s.EndOffset {
+					n.durable = nil
+				}
+				n.snap = s
 			}
 			n.syncing = false
 			c.complete(n, rd)
@@ -153,6 +198,10 @@ func (c *cluster) after(n *simNode) {
 func (c *cluster) complete(n *simNode, rd Ready) {
 	for _, m := range rd.Messages {
 		c.send(m)
+	}
+	if rd.SnapshotInstall {
+		c.stats.snapshotsInstalled++
+		c.loadSnapshot(n, rd.Snapshot)
 	}
 	for _, e := range rd.Committed {
 		c.apply(n, e)
@@ -231,6 +280,8 @@ func requestOf(t MsgType) MsgType {
 		return MsgVote
 	case MsgBeginEpochResp:
 		return MsgBeginEpoch
+	case MsgFetchSnapshotResp:
+		return MsgFetchSnapshot
 	}
 	return MsgFetch
 }
@@ -254,6 +305,7 @@ func (c *cluster) checkLeader(n *simNode) {
 		return
 	}
 	c.leaderOfEpoch[epoch] = n.id
+	c.stats.leaders++
 	if c.onLeader != nil {
 		c.onLeader(n.id, epoch, c.s.NowNs())
 	}
@@ -264,8 +316,8 @@ func (c *cluster) checkLeader(n *simNode) {
 	slices.Sort(offsets)
 	for _, o := range offsets {
 		want := c.committedBy[o]
-		if want.epoch >= epoch {
-			continue
+		if want.epoch >= epoch || o < r.LogStartOffset() {
+			continue // not required yet, or in the leader's snapshot, checked as it was applied
 		}
 		if o >= r.EndOffset() || !sameEntry(r.Entries(o, o+1)[0], want.entry) {
 			c.fail("leader completeness: leader %d of epoch %d lacks entry %d (epoch %d) committed in epoch %d", n.id, epoch, o, want.entry.Epoch, want.epoch)
@@ -285,7 +337,7 @@ func (c *cluster) recordCommits(n *simNode) {
 	if r.Role() != Leader {
 		return
 	}
-	for o := r.CommittedOffset() - 1; o >= 0; o-- {
+	for o := r.CommittedOffset() - 1; o >= r.LogStartOffset(); o-- {
 		prev, ok := c.committedBy[o]
 		if ok && prev.epoch <= r.Epoch() {
 			break // recorded already, and everything below it too
@@ -309,6 +361,67 @@ func (c *cluster) checkVote(m Message) {
 	c.votes[key] = m.To
 }
 
+// encodeState is the harness's state machine snapshot: every applied
+// entry, so that installing one can be checked entry by entry.
+func encodeState(applied []Entry) []byte {
+	var out []byte
+	for _, e := range applied {
+		out = binary.BigEndian.AppendUint32(out, uint32(e.Epoch))
+		out = binary.BigEndian.AppendUint32(out, uint32(len(e.Data)))
+		out = append(out, e.Data...)
+	}
+	return out
+}
+
+func decodeState(b []byte) ([]Entry, error) {
+	var out []Entry
+	for len(b) > 0 {
+		if len(b) < 8 || int(binary.BigEndian.Uint32(b[4:])) > len(b)-8 {
+			return nil, fmt.Errorf("snapshot state cut at entry %d", len(out))
+		}
+		n := int(binary.BigEndian.Uint32(b[4:]))
+		var data []byte
+		if n > 0 {
+			data = b[8 : 8+n]
+		}
+		out = append(out, Entry{Offset: int64(len(out)), Epoch: int32(binary.BigEndian.Uint32(b)), Data: data})
+		b = b[8+n:]
+	}
+	return out, nil
+}
+
+// loadSnapshot replaces n's state machine with snap's, checking every
+// entry in it against what was committed (state machine safety).
+func (c *cluster) loadSnapshot(n *simNode, snap *Snapshot) {
+	entries, err := decodeState(snap.Data)
+	if err != nil || int64(len(entries)) != snap.EndOffset {
+		c.fail("node %d loads snapshot %d-%d holding %d entries: %v", n.id, snap.EndOffset, snap.Epoch, len(entries), err)
+		return
+	}
+	n.applied = nil
+	for _, e := range entries {
+		c.apply(n, e)
+	}
+}
+
+// takeSnapshots has every node snapshot its applied state now and then.
+func (c *cluster) takeSnapshots(rng *rand.Rand) {
+	for _, n := range c.nodes {
+		if n.node.Up() && !n.node.Paused() && int64(len(n.applied)) > n.raft.LogStartOffset()+5 {
+			err := n.raft.TakeSnapshot(int64(len(n.applied)), encodeState(n.applied))
+			if err == nil {
+				c.stats.snapshotsTaken++
+			}
+			if err != nil && !errors.Is(err, ErrSnapshotPending) {
+				c.fail("node %d snapshot: %v", n.id, err)
+				return
+			}
+			c.after(n)
+		}
+	}
+	c.s.After((300+rng.Int64N(2000))*msNs, func() { c.takeSnapshots(rng) })
+}
+
 // apply: state machine safety: every node applies the same entry at an
 // offset, in order.
 func (c *cluster) apply(n *simNode, e Entry) {
@@ -329,16 +442,21 @@ func (c *cluster) apply(n *simNode, e Entry) {
 func (c *cluster) checkLogMatching() {
 	for i, a := range c.nodes {
 		for _, b := range c.nodes[i+1:] {
-			la, lb := a.raft.Entries(0, a.raft.EndOffset()), b.raft.Entries(0, b.raft.EndOffset())
+			from := max(a.raft.LogStartOffset(), b.raft.LogStartOffset())
+			to := min(a.raft.EndOffset(), b.raft.EndOffset())
+			if from >= to {
+				continue
+			}
+			la, lb := a.raft.Entries(from, to), b.raft.Entries(from, to)
 			last := -1
-			for o := range min(len(la), len(lb)) {
-				if la[o].Epoch == lb[o].Epoch {
-					last = o
+			for i := range la {
+				if la[i].Epoch == lb[i].Epoch {
+					last = i
 				}
 			}
-			for o := 0; o <= last; o++ {
-				if !sameEntry(la[o], lb[o]) {
-					c.fail("log matching: nodes %d and %d agree on offset %d (epoch %d) but differ at %d", a.id, b.id, last, la[last].Epoch, o)
+			for i := 0; i <= last; i++ {
+				if !sameEntry(la[i], lb[i]) {
+					c.fail("log matching: nodes %d and %d agree on offset %d (epoch %d) but differ at %d", a.id, b.id, la[last].Offset, la[last].Epoch, la[i].Offset)
 					return
 				}
 			}
@@ -422,6 +540,7 @@ func (c *cluster) startFaults(rng *rand.Rand, untilNs int64) {
 
 func (c *cluster) restart(n *simNode) {
 	if !n.node.Up() {
+		c.stats.restarts++
 		n.node.Restart()
 		c.start(n)
 	}
@@ -464,20 +583,26 @@ func drawFaults(rng *rand.Rand) simFaults {
 	return simFaults{
 		delayMsMax: 1 + rng.Int64N([]int64{5, 60, 400}[rng.IntN(3)]), dropPerMille: rng.IntN(30),
 		crashes: rng.IntN(4) != 0, partitions: rng.IntN(4) != 0, pauses: rng.IntN(3) != 0,
-		syncDelayMsMax: 1 + rng.Int64N(20),
+		syncDelayMsMax: 1 + rng.Int64N(20), snapshots: rng.IntN(3) != 0,
 	}
 }
 
 // runChaos runs one seed: faults for faultMs, then healing; it returns the
 // first violation ("" if none). With liveness, it also demands that after
 // healing a leader emerges and a new entry reaches every node.
-func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool) string {
+func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool, stats *chaosStats) string {
 	streams := sched.NewStreams(seed)
 	faults := drawFaults(streams.Get("quorum/faults/draw"))
 	c := newCluster(t, seed, voters, bugs, faults)
+	if stats != nil {
+		c.stats = stats
+	}
 	const faultMs, healMs = 15_000, 12_000
 	c.startWorkload(streams.Get("quorum/workload"), (faultMs+healMs-3000)*msNs)
 	c.startFaults(streams.Get("quorum/faults"), faultMs*msNs)
+	if faults.snapshots {
+		c.takeSnapshots(streams.Get("quorum/snapshots"))
+	}
 	c.s.Run(faultMs * msNs)
 	if c.violation != "" {
 		return c.violation
@@ -501,7 +626,7 @@ func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool) s
 		return fmt.Sprintf("liveness: no leader %d ms after healing", healMs)
 	}
 	commit := leader.raft.CommittedOffset()
-	if commit == 0 || leader.raft.Entries(commit-1, commit)[0].Epoch != leader.raft.Epoch() {
+	if commit == 0 || epochAt(leader.raft, commit-1) != leader.raft.Epoch() {
 		return fmt.Sprintf("liveness: leader %d of epoch %d has committed nothing of its epoch (commit %d)", leader.id, leader.raft.Epoch(), commit)
 	}
 	for _, n := range c.nodes {
@@ -514,3 +639,11 @@ func runChaos(t testing.TB, seed uint64, voters int, bugs Bugs, liveness bool) s
 }
 
 func newStreams(seed uint64) *sched.Streams { return sched.NewStreams(seed) }
+
+// epochAt is the epoch of the entry at offset, held or the last in r's snapshot.
+func epochAt(r *Raft, offset int64) int32 {
+	if offset < r.LogStartOffset() {
+		return r.LatestSnapshot().Epoch
+	}
+	return r.Entries(offset, offset+1)[0].Epoch
+}
