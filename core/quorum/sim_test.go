@@ -83,7 +83,7 @@ func newCluster(t testing.TB, seed uint64, voters int, bugs Bugs, faults simFaul
 	streams := sched.NewStreams(seed)
 	c := &cluster{
 		stats: &chaosStats{},
-		t: t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
+		t:     t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
 		netRng: streams.Get("quorum/net"), diskRng: streams.Get("quorum/disk"),
 		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, votes: map[[2]int32]int32{}, committed: map[int64]Entry{}, committedBy: map[int64]epochEntry{},
 	}
