@@ -134,6 +134,9 @@ func (c *Coordinator) Load(records []LogRecord) error {
 		if errors.Is(err, errSkippedRecord) {
 			continue
 		}
+		if err == nil && p.group != nil && len(p.group.members) > 0 && (p.group.protocol == nil || *p.group.protocol == "") {
+			err = fmt.Errorf("group %q has %d members but no protocol", p.groupID, len(p.group.members))
+		}
 		if err != nil {
 			return fmt.Errorf("group: __consumer_offsets partition %d, record %d of this load: %w", c.cfg.Partition, i, err)
 		}

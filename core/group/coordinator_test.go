@@ -639,3 +639,87 @@ func TestStateTransitionTable(t *testing.T) {
 	}()
 	g.transition(Stable, 0)
 }
+
+func TestOffsetFetchVersions(t *testing.T) {
+	cfg := DefaultConfig(47, 50) // "a" is partition 47's, "ab" partition 5's
+	cfg.GroupInitialRebalanceDelayMs = 0
+	h := newHarness(t, cfg)
+	h.commit("a", "", -1, "t", 1, 11)
+	h.commit("a", "", -1, "s", 0, 22)
+	h.store.commitAll()
+
+	v8 := kmsg.NewPtrOffsetFetchRequest()
+	v8.Version = 8
+	v8.Groups = []kmsg.OffsetFetchRequestGroup{
+		{Group: "a", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{1, 2}}}},
+		{Group: "a"}, // null topics: every committed offset
+		{Group: "ab", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{1}}}},
+	}
+	resp := h.send(v8).one(t).(*kmsg.OffsetFetchResponse)
+	type row struct {
+		Group, Topic string
+		Partition    int32
+		Offset       int64
+		Code         int16
+	}
+	var got []row
+	for _, g := range resp.Groups {
+		got = append(got, row{Group: g.Group, Code: g.ErrorCode, Offset: -9})
+		for _, tp := range g.Topics {
+			for _, p := range tp.Partitions {
+				got = append(got, row{g.Group, tp.Topic, p.Partition, p.Offset, p.ErrorCode})
+			}
+		}
+	}
+	want := []row{
+		{Group: "a", Offset: -9}, {"a", "t", 1, 11, 0}, {"a", "t", 2, -1, 0},
+		{Group: "a", Offset: -9}, {"a", "s", 0, 22, 0}, {"a", "t", 1, 11, 0},
+		{Group: "ab", Offset: -9, Code: kerr.NotCoordinator.Code}, {"ab", "t", 1, -1, 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("OffsetFetch v8 (-want +got):\n%s", diff)
+	}
+
+	v1 := kmsg.NewPtrOffsetFetchRequest()
+	v1.Version, v1.Group = 1, "ab"
+	v1.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	r1 := h.send(v1).one(t).(*kmsg.OffsetFetchResponse)
+	if code := r1.Topics[0].Partitions[0].ErrorCode; code != kerr.NotCoordinator.Code {
+		t.Errorf("v1 group error goes per partition: %d", code)
+	}
+	v3 := kmsg.NewPtrOffsetFetchRequest()
+	v3.Version, v3.Group = 3, "ab"
+	if r3 := h.send(v3).one(t).(*kmsg.OffsetFetchResponse); r3.ErrorCode != kerr.NotCoordinator.Code || len(r3.Topics) != 0 {
+		t.Errorf("v3 group error: top-level %d with %d topics", r3.ErrorCode, len(r3.Topics))
+	}
+}
+
+func TestLeaveByInstanceIDAndDescribeUnknown(t *testing.T) {
+	h := newHarness(t, testConfig())
+	joinA := h.join("g", joinOpts{instanceID: "i1"})
+	h.clock.advance(0)
+	a := joinResp(t, joinA).MemberID
+	h.sync("g", a, 1, map[string]string{a: "x"})
+	h.store.commitAll()
+	inst, other := "i1", "i9"
+	lr := kmsg.NewPtrLeaveGroupRequest()
+	lr.Version, lr.Group = 4, "g"
+	lr.Members = []kmsg.LeaveGroupRequestMember{{InstanceID: &inst}, {InstanceID: &other}}
+	resp := h.send(lr).one(t).(*kmsg.LeaveGroupResponse)
+	if len(resp.Members) != 2 || resp.Members[0].ErrorCode != 0 || resp.Members[1].ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("leave by instance id: %+v", resp.Members)
+	}
+	// The only member left: the group ends its rebalance empty.
+	if got := describeGroup(h, "g").State; got != "Empty" {
+		t.Errorf("after the static member left: %s, want Empty", got)
+	}
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Version, d.Groups = 6, []string{"nope"}
+	if g := h.send(d).one(t).(*kmsg.DescribeGroupsResponse).Groups[0]; g.State != "Dead" || g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("describe v6 of an unknown group: %s %d", g.State, g.ErrorCode)
+	}
+	h.c.Unload()
+	if code := h.send(kmsg.NewPtrListGroupsRequest()).one(t).(*kmsg.ListGroupsResponse).ErrorCode; code != kerr.NotCoordinator.Code {
+		t.Errorf("list at an unloaded coordinator: %d", code)
+	}
+}

@@ -174,3 +174,33 @@ func TestParseOlderAndFlexibleValues(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRefusesMalformedRecords: bad bytes in the log are an error that
+// names the record, never a panic; unknown record types are skipped.
+func TestLoadRefusesMalformedRecords(t *testing.T) {
+	members := groupValue{protocolType: "consumer", generation: 1, members: []memberValue{{memberID: "m", subscription: []byte{}, assignment: []byte{}}}}
+	cases := []struct {
+		name string
+		rec  LogRecord
+		ok   bool
+	}{
+		{"short key", LogRecord{Key: []byte{0}}, false},
+		{"truncated offset key", LogRecord{Key: offsetKeyBytes("g", topicPartition{"t", 0})[:5]}, false},
+		{"bad offset value", LogRecord{Key: offsetKeyBytes("g", topicPartition{"t", 0}), Value: []byte{0, 3, 1}}, false},
+		{"members without a protocol", LogRecord{Key: groupKeyBytes("g"), Value: groupValueBytes(&members)}, false},
+		{"KIP-848 record type", LogRecord{Key: appendString(appendInt16(nil, 3), "g"), Value: []byte{1}}, true},
+		{"offset tombstone of an unknown group", LogRecord{Key: offsetKeyBytes("g", topicPartition{"t", 0})}, true},
+	}
+	for _, c := range cases {
+		co, err := New(testConfig(), &manualClock{}, &memStore{}, counterIDs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		co.BeginLoad()
+		err = co.Load([]LogRecord{c.rec})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: Load error %v, want ok=%v", c.name, err, c.ok)
+		}
+		co.FinishLoad()
+	}
+}
