@@ -61,7 +61,7 @@ func TestHostileRequestsAreAnsweredOnce(t *testing.T) {
 					all = append(all, h.join(g, joinOpts{memberID: r.MemberID}))
 				}
 			},
-			"advance": func(rt *rapid.T) { h.clock.advance(int64(rapid.IntRange(0, 20000).Draw(rt, "ms"))) },
+			"advance":       func(rt *rapid.T) { h.clock.advance(int64(rapid.IntRange(0, 20000).Draw(rt, "ms"))) },
 			"commitAppends": func(rt *rapid.T) { h.store.commitAll() },
 			"failAppends": func(rt *rapid.T) {
 				h.store.failAll(fmt.Errorf("x: %w", rapid.SampledFrom([]*kerr.Error{kerr.NotEnoughReplicas, kerr.MessageTooLarge, kerr.NotLeaderForPartition}).Draw(rt, "err")))
