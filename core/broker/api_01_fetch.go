@@ -11,7 +11,9 @@ package broker
 // Long polling: without enough data (MinBytes) and without errors, the
 // request waits up to MaxWaitMillis, re-checked whenever a hosted
 // partition's HW or LEO moves; the waiting list is bounded by
-// strand.purgatory.requests.max (beyond it, fetches are answered at once).
+// strand.purgatory.requests.max and, per partition (counting acks=all
+// produces), strand.purgatory.requests.per.partition.max: beyond them,
+// fetches are answered at once.
 // A fetch of __cluster_metadata-0 goes to the controller role
 // (core/controller).
 //
@@ -57,8 +59,7 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 		return
 	}
 	resp, bytes, answerNow := n.executeFetch(req)
-	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) ||
-		len(n.fetchWaiters) >= int(n.cfg.Broker.Limits.PurgatoryRequestsMax) {
+	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(req) {
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
@@ -162,6 +163,40 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest) {
 		}
 	})
 	n.fetchWaiters = append(n.fetchWaiters, w)
+}
+
+// purgatoryFull reports whether parking req would exceed
+// strand.purgatory.requests.max, or strand.purgatory.requests.per.partition.max
+// on one of its partitions (CLARIFICATIONS.md, "Validation and limits").
+// Acks=all produces are bounded per partition by core/replica.
+func (n *Node) purgatoryFull(req *kmsg.FetchRequest) bool {
+	limits := n.cfg.Broker.Limits
+	if len(n.fetchWaiters) >= int(limits.PurgatoryRequestsMax) {
+		return true
+	}
+	for _, t := range req.Topics {
+		for _, fp := range t.Partitions {
+			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
+			if p != nil && n.fetchWaitersOn(p)+p.replica.AckWaiters() >= int(limits.PurgatoryRequestsPerPartitionMax) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fetchWaitersOn counts the parked fetches waiting on p.
+func (n *Node) fetchWaitersOn(p *partition) int {
+	count := 0
+	for _, w := range n.fetchWaiters {
+		for _, pp := range w.parts {
+			if pp.p == p {
+				count++
+				break
+			}
+		}
+	}
+	return count
 }
 
 func (n *Node) removeFetchWaiter(w *fetchWaiter) bool {

@@ -114,3 +114,32 @@ func TestListOffsets(t *testing.T) {
 		t.Errorf("max timestamp: %d, want %d", r.Timestamp, base+30)
 	}
 }
+
+// TestFetchPurgatoryBoundedPerPartition: beyond
+// strand.purgatory.requests.per.partition.max waiting requests on a
+// partition, a long poll is answered at once instead of waiting.
+func TestFetchPurgatoryBoundedPerPartition(t *testing.T) {
+	c := newCluster(t, 1, map[string]string{"strand.purgatory.requests.per.partition.max": "1"})
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	start := c.s.NowNs()
+	first := c.send(1, fetchReq("t", 0, 0, 2000))
+	c.run(10) // parked
+	// Another connection: answers on one connection keep request order.
+	other, err := c.client.Dial(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := false
+	other.Send(fetchReq("t", 0, 0, 2000), func(kmsg.Response, error) { answered = true })
+	c.waitFor("second long poll answered", 1000, func() bool { return answered })
+	if waited := (c.s.NowNs() - start) / 1e6; waited >= 2000 {
+		t.Fatalf("the second long poll waited %d ms; the purgatory holds one", waited)
+	}
+	if _, err := first(); err != nil {
+		t.Fatal(err)
+	}
+	if waited := (c.s.NowNs() - start) / 1e6; waited < 2000 {
+		t.Fatalf("the first long poll waited only %d ms", waited)
+	}
+}
