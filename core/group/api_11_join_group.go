@@ -151,7 +151,7 @@ func (c *Coordinator) joinNewMember(g *group, j joinRequest) {
 		return
 	}
 	if j.instanceID != "" {
-		id := c.newMemberID(j.instanceID)
+		id := c.newMemberID(g, j.instanceID)
 		if old, ok := g.static[j.instanceID]; ok {
 			c.replaceStaticMemberAndRejoin(g, j, old, id)
 			return
@@ -159,7 +159,7 @@ func (c *Coordinator) joinNewMember(g *group, j joinRequest) {
 		c.addMemberAndRebalance(g, j, id)
 		return
 	}
-	id := c.newMemberID(j.client.ClientID)
+	id := c.newMemberID(g, j.client.ClientID)
 	if j.version < joinRequiresKnownMemberIDVersion {
 		c.addMemberAndRebalance(g, j, id)
 		return

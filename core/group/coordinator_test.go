@@ -723,3 +723,25 @@ func TestLeaveByInstanceIDAndDescribeUnknown(t *testing.T) {
 		t.Errorf("list at an unloaded coordinator: %d", code)
 	}
 }
+
+// TestRepeatedIDSourceDoesNotCollide: a coordinator whose id source starts
+// over (a node restarted with the same seed) must not hand out a member id
+// the loaded group already holds.
+func TestRepeatedIDSourceDoesNotCollide(t *testing.T) {
+	h := newHarness(t, testConfig())
+	ids := stableGroup(t, h, "g", 1)
+	c2, err := New(testConfig(), h.clock, &memStore{}, counterIDs()) // same ids again
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.BeginLoad()
+	if err := c2.Load(h.store.records(t)); err != nil {
+		t.Fatal(err)
+	}
+	c2.FinishLoad()
+	h2 := &harness{t: t, clock: h.clock, store: &memStore{}, c: c2}
+	r := joinResp(t, h2.join("g", joinOpts{}))
+	if r.ErrorCode != kerr.MemberIDRequired.Code || r.MemberID == ids[0] {
+		t.Errorf("new member got error %d id %s; the loaded member is %s", r.ErrorCode, r.MemberID, ids[0])
+	}
+}

@@ -14,12 +14,26 @@ import (
 // requests, heartbeat deadlines, the join phase and its completion, and the
 // invariants every change must keep.
 
+// memberIDTriesMax bounds how often newMemberID draws again when an id is
+// taken: an id source that repeats that often is broken.
+const memberIDTriesMax = 16
+
 // newMemberID is Kafka's member id: the client id (or, for a static member,
-// its group.instance.id), a dash, and a UUID.
-func (c *Coordinator) newMemberID(prefix string) string {
-	id := c.newID()
-	h := hex.EncodeToString(id[:])
-	return fmt.Sprintf("%s-%s-%s-%s-%s-%s", prefix, h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
+// its group.instance.id), a dash, and a UUID. An id already in use in g
+// (an id source restarted with the same seed after a crash would repeat
+// ids the log still holds) is drawn again.
+func (c *Coordinator) newMemberID(g *group, prefix string) string {
+	for try := 0; try < memberIDTriesMax; try++ {
+		id := c.newID()
+		h := hex.EncodeToString(id[:])
+		memberID := fmt.Sprintf("%s-%s-%s-%s-%s-%s", prefix, h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
+		_, member := g.members[memberID]
+		_, pending := g.pending[memberID]
+		if !member && !pending {
+			return memberID
+		}
+	}
+	panic(fmt.Sprintf("group %q: the id source repeated %d times", g.id, memberIDTriesMax))
 }
 
 // answerJoin answers m's parked JoinGroup, if any.
