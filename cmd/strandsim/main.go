@@ -221,10 +221,14 @@ func firstLine(s string) string {
 }
 
 // PlantedBugShape is the shape a planted bug is hunted in: lost-fsync only
-// shows when the log syncs every batch.
+// shows when the log syncs every batch, isr-min-ignored when ISRs shrink
+// often (a short replica.lag.time.max.ms).
 func PlantedBugShape(bug string) string {
-	if bug == "lost-fsync" {
+	switch bug {
+	case "lost-fsync":
 		return "sync"
+	case "isr-min-ignored":
+		return "lag"
 	}
 	return "mixed"
 }

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,9 +35,9 @@ type Node struct {
 	envDisk env.Disk
 	// nextCrash is the crash mode MayCrash chose for the coming crash.
 	nextCrash memdisk.CrashMode
-	// lostData: this broker lost unsynced data in a crash and has not yet
-	// recovered (the fault budget): rejoined every ISR with its log back
-	// past mustReach, what was acknowledged when it crashed.
+	// lostData: this broker crashed (and so may have lost unsynced data)
+	// and has not yet recovered (the fault budget): rejoined every ISR with
+	// its log back past mustReach, what was acknowledged when it crashed.
 	lostData  bool
 	mustReach map[models.TopicPartition]int64
 	// failNextSync arms an fsync failure on the next file Sync.
@@ -95,6 +97,9 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		proc.OnCrash(func() {
 			what := node.Disk.Crash(crashStream, node.nextCrash)
 			s.Trace(sched.Record{Kind: "disk.crash", Node: node.ID, A: int64(node.nextCrash), B: int64(len(what))})
+			if node.nextCrash != memdisk.CrashKeepAll {
+				c.checkSyncedKept(node)
+			}
 		})
 		c.Nodes = append(c.Nodes, n)
 		if err := c.start(n); err != nil {
@@ -118,7 +123,7 @@ func brokerConfig(id int32, shape Shape) (config.Broker, error) {
 		"default.replication.factor":     fmt.Sprint(shape.ReplicationFactor),
 		"broker.session.timeout.ms":      "3000",
 		"broker.heartbeat.interval.ms":   "500",
-		"replica.lag.time.max.ms":        "3000",
+		"replica.lag.time.max.ms":        fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 	}
 	if id == ControllerID {
@@ -185,8 +190,10 @@ func (h refusingHandler) HandleClosed(env.ConnID) {}
 // harness-controlled twists on file Syncs. When the node's failNextSync is
 // armed, the next Sync fails with env.ErrIO and makes nothing durable (the
 // harness disarms it when healing, which memdisk.FailNextSync cannot).
-// With lie set (the lost-fsync planted bug) every Sync reports success
-// without making anything durable. SyncDir stays honest.
+// With lie set (the lost-fsync planted bug) every Sync of a segment file
+// (*.log) reports success without making anything durable: the log claims
+// durability it does not have. Checkpoints, indexes and SyncDir stay
+// honest, so the bug shows as lost records, not as unreadable files.
 type faultDisk struct {
 	*memdisk.Disk
 	node *Node
@@ -215,7 +222,7 @@ func (f faultFile) Sync(done func(error)) {
 		n.failNextSync = false
 		path := f.Path()
 		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
-	case f.disk.lie:
+	case f.disk.lie && strings.HasSuffix(f.Path(), ".log"):
 		n.Proc.Post(func() { done(nil) })
 	default:
 		f.File.Sync(done)

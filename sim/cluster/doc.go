@@ -30,12 +30,16 @@
 //
 // # The fault budget (CLARIFICATIONS.md)
 //
-// Each seed draws "within budget" or "over budget". Within budget, a
-// crash that would lose unsynced data is turned into a process crash
-// whenever min.insync.replicas−1 brokers have already lost data and not
-// yet rejoined every ISR; over budget, every crash may lose data, and if
-// the budget was in fact exceeded, lost acknowledged records are reported
-// as "loss over budget" instead of violations. The sync-every-batch shape
+// Each seed draws "within budget" or "over budget". Every crash counts
+// against the budget, a process crash that kept the page cache too: the
+// restarted broker cannot tell what it lost, registers as unclean and
+// leaves the ISR and ELR (KIP-966) just as after a power loss. Within
+// budget, a crash is refused while min.insync.replicas−1 other brokers
+// have crashed and not yet recovered (rejoined every ISR with every record
+// acknowledged before their crash back in their log); over budget, every
+// crash goes ahead, and if the budget was in fact exceeded, lost
+// acknowledged records are reported as "loss over budget" instead of
+// violations. The sync-every-batch shape
 // lets every crash lose data and still demands that nothing acknowledged
 // is lost.
 //

@@ -134,13 +134,33 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	}
 }
 
-// mayCrash chooses the coming crash's mode, keeping the budget: within it,
-// a crash that would lose data becomes a process crash once
-// min.insync.replicas−1 other brokers have lost data and not recovered.
+// mayCrash chooses the coming crash's mode and keeps the budget. Every
+// crash counts against it, process crashes too: a broker restarted without
+// a clean shutdown cannot know what it lost, registers as unclean and
+// leaves the ISR and the ELR (KIP-966), exactly as after a power loss.
+// Within budget, a crash is refused while min.insync.replicas−1 other
+// brokers have crashed and not yet recovered; over budget, every crash
+// goes ahead and the run notes whether the budget was exceeded. The
+// sync-every-batch shape lets every crash through and stays strict.
 func (f *faults) mayCrash(i int) bool {
 	c := f.c
 	n := c.Brokers()[i]
 	f.refreshRecovered()
+	if !n.lostData {
+		unrecovered := 0
+		for _, other := range c.Brokers() {
+			if other.lostData {
+				unrecovered++
+			}
+		}
+		if unrecovered+1 > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
+			if !f.overBudget {
+				c.S.Trace(sched.Record{Kind: "fault.crash_refused", Node: n.ID, A: int64(unrecovered)})
+				return false
+			}
+			f.budgetExceeded = true
+		}
+	}
 	mode := memdisk.CrashKeepAll
 	if !sched.Chance(f.crashR, f.disk.KeepCachePerMille) {
 		mode = memdisk.CrashLoseAll
@@ -148,29 +168,12 @@ func (f *faults) mayCrash(i int) bool {
 			mode = memdisk.CrashTorn
 		}
 	}
-	if mode != memdisk.CrashKeepAll && !n.lostData {
-		lost := 0
-		for _, other := range c.Brokers() {
-			if other.lostData {
-				lost++
-			}
-		}
-		if lost+1 > c.shape.MinInsyncReplicas-1 {
-			if !f.overBudget && !c.shape.SyncEveryBatch {
-				mode = memdisk.CrashKeepAll
-			} else if !c.shape.SyncEveryBatch {
-				f.budgetExceeded = true
-			}
-		}
-	}
 	n.nextCrash = mode
-	if mode != memdisk.CrashKeepAll {
-		n.lostData = true
-		n.mustReach = f.ackedEnds()
-		if sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
-			// Damage the tail once the crash has reverted the disk.
-			c.S.After(0, func() { f.damageTail(n) })
-		}
+	n.lostData = true
+	n.mustReach = f.ackedEnds()
+	if mode != memdisk.CrashKeepAll && sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
+		// Damage the tail once the crash has reverted the disk.
+		c.S.After(0, func() { f.damageTail(n) })
 	}
 	c.S.Trace(sched.Record{Kind: "fault.crash_mode", Node: n.ID, A: int64(mode)})
 	return true
@@ -359,10 +362,41 @@ func (f *faults) heal() {
 	f.processChaos.Heal()
 	for _, n := range c.Brokers() {
 		if n.diskFaulted && n.Proc.Up() {
-			n.nextCrash = memdisk.CrashKeepAll
-			n.Proc.Crash()
-			c.restart(n)
+			f.cleanRestart(n)
 		}
 	}
 	c.S.Trace(sched.Record{Kind: "fault.heal", Node: -1})
+}
+
+// cleanRestartWaitNs bounds a controlled shutdown at heal time; past it the
+// broker is restarted the hard way.
+const cleanRestartWaitNs = 10e9
+
+// cleanRestart restarts n the way an operator would after a disk fault: a
+// controlled shutdown (leadership moves away, logs flushed, clean-shutdown
+// marker written), then a process restart that keeps the page cache. If
+// the shutdown does not finish in time, the restart is unclean.
+func (f *faults) cleanRestart(n *Node) {
+	c := f.c
+	incarnation := n.Proc.Incarnation()
+	restarted := false
+	restart := func(clean bool) {
+		if restarted || n.Proc.Incarnation() != incarnation || !n.Proc.Up() {
+			return
+		}
+		restarted = true
+		cleanFlag := int64(0)
+		if clean {
+			cleanFlag = 1
+		}
+		c.S.Trace(sched.Record{Kind: "fault.heal_restart", Node: n.ID, A: cleanFlag})
+		n.nextCrash = memdisk.CrashKeepAll
+		n.Proc.Crash()
+		c.restart(n)
+	}
+	core := n.Core
+	core.BeginShutdown(func() {
+		core.Close(func(error) { c.S.After(0, func() { restart(true) }) })
+	})
+	c.S.After(cleanRestartWaitNs, func() { restart(false) })
 }

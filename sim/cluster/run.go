@@ -216,7 +216,8 @@ func (r *run) heal() {
 	// The hard end of the liveness phase, whatever the probes are doing.
 	r.s.After(r.shape.ConvergeNs+convergePollNs, func() {
 		if !r.done {
-			r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s", r.shape.ConvergeNs/1e9, r.notConverged))
+			r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s; %s",
+				r.shape.ConvergeNs/1e9, r.notConverged, r.metadataSummary()))
 		}
 	})
 	r.s.After(produceAfterHealNs, func() {
@@ -358,4 +359,26 @@ func (r *run) visualize(h models.History) []string {
 		paths = append(paths, p)
 	}
 	return paths
+}
+
+// metadataSummary describes each partition as the lowest running broker's
+// metadata has it, for liveness reports.
+func (r *run) metadataSummary() string {
+	for _, n := range r.c.Brokers() {
+		if !n.Proc.Up() || n.Core == nil {
+			continue
+		}
+		var parts []string
+		for _, tp := range r.tps {
+			st, ok := n.Core.Image().PartitionByName(tp.Topic, tp.Partition)
+			if !ok {
+				parts = append(parts, tp.String()+" unknown")
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s leader=%d epoch=%d isr=%v elr=%v last_known_elr=%v",
+				tp, st.Leader, st.LeaderEpoch, st.ISR, st.ELR, st.LastKnownELR))
+		}
+		return fmt.Sprintf("broker %d's metadata: %s", n.ID, strings.Join(parts, "; "))
+	}
+	return "no broker running"
 }

@@ -26,6 +26,10 @@ type Shape struct {
 	FaultPhaseNs int64
 	// ConvergeNs bounds the liveness phase.
 	ConvergeNs int64
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms; 0 means 3000 (the
+	// run's scaled-down default). A short one shrinks ISRs on every pause
+	// or clog, which is where min.insync.replicas matters.
+	ReplicaLagTimeMaxMs int
 	// SyncEveryBatch sets log.flush.interval.messages=1: every crash may
 	// then lose unsynced data, and no acknowledged record may be lost.
 	SyncEveryBatch bool
@@ -39,12 +43,14 @@ var Shapes = map[string]Shape{
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9},
 	"hot": {Name: "hot", Brokers: 3, Topics: 1, Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 4, RecordsPerSec: 300, Consumers: 2, FaultPhaseNs: 10e9, ConvergeNs: 30e9},
+	"lag": {Name: "lag", Brokers: 3, Topics: 1, Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 4, RecordsPerSec: 300, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, ReplicaLagTimeMaxMs: 300},
 	"sync": {Name: "sync", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, SyncEveryBatch: true},
 }
 
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed.
-var MixedShapes = []string{"small", "hot", "sync", "small", "hot"}
+var MixedShapes = []string{"small", "hot", "sync", "lag", "small", "hot"}
 
 // ShapeFor resolves a shape name; "mixed" picks one of MixedShapes from the
 // seed, so that a seed names its shape.
