@@ -597,14 +597,19 @@ func (sm *logMachine) crash(t *rapid.T) {
 	crashRP := sm.log.RecoveryPoint()
 	mode := rapid.SampledFrom([]memdisk.CrashMode{memdisk.CrashLoseAll, memdisk.CrashTorn, memdisk.CrashKeepAll}).Draw(t, "crashMode")
 	seed := rapid.Uint64().Draw(t, "crashSeed")
-	// The recovery-point checkpoint may lag: any lower value is safe.
+	// The recovery-point checkpoint may lag: any lower value is safe. A
+	// higher one is not: after a truncation lowered the recovery point, a
+	// checkpoint still holding the old value makes Open trust segments
+	// rewritten since, and claim unsynced batches durable. The checkpoint
+	// must be lowered durably at a truncation, as Kafka's
+	// LogManager.truncateTo does (checkpointRecoveryOffsetsInDir).
 	reopenRP := crashRP
 	if rapid.IntRange(0, 3).Draw(t, "staleRecoveryPoint") == 0 {
 		reopenRP = rapid.Int64Range(0, crashRP).Draw(t, "reopenRecoveryPoint")
 	}
 	trace := sm.disk.Crash(rand.New(rand.NewPCG(seed, 0x5eed)), mode)
 	sm.pending = nil
-	damage := sm.damageUnsynced(t, crashRP, reopenRP)
+	damage := sm.damageUnsynced(t, max(crashRP, reopenRP), reopenRP)
 	sm.stats.crashes++
 	if damage != "" {
 		sm.stats.damaged++
@@ -666,8 +671,10 @@ func (sm *logMachine) reopen(t *rapid.T) {
 // ---- Crash helpers ----
 
 // damageUnsynced may damage the files after a crash, only where recovery
-// verifies or rebuilds and only beyond what was synced (see crash).
-func (sm *logMachine) damageUnsynced(t *rapid.T, crashRP, reopenRP int64) string {
+// verifies or rebuilds (from the segment holding reopenRP) and only in the
+// .log bytes beyond trustedRP: what was synced, or what recovery will trust
+// because the recovery point it is given says so (see crash).
+func (sm *logMachine) damageUnsynced(t *rapid.T, trustedRP, reopenRP int64) string {
 	kind := rapid.IntRange(0, 7).Draw(t, "damage")
 	if kind >= 5 {
 		return ""
@@ -689,22 +696,22 @@ func (sm *logMachine) damageUnsynced(t *rapid.T, crashRP, reopenRP int64) string
 		return ""
 	}
 	// Recovery starts at the segment holding the recovery point it is
-	// given; the synced bytes end in the segment holding crashRP.
+	// given; the synced bytes end in the segment holding trustedRP.
 	recovered := holderOf(bases, reopenRP)
-	syncedHolder := holderOf(bases, crashRP)
+	syncedHolder := holderOf(bases, trustedRP)
 	i := rapid.IntRange(recovered, len(bases)-1).Draw(t, "damagedSegment")
 	logPath := testDir + "/" + segmentFileName(bases[i], logSuffix)
 	data, err := sm.disk.ReadFile(logPath)
 	if err != nil {
 		t.Fatalf("ReadFile(%s): %v", logPath, err)
 	}
-	// A segment before the one holding crashRP is wholly synced, its size
+	// A segment before the one holding trustedRP is wholly synced, its size
 	// included: only its indexes may be damaged (it is recovered, hence
 	// they are rebuilt, when reopenRP is stale).
 	logDamage := i >= syncedHolder
 	unsyncedFrom := int64(0)
 	if i == syncedHolder {
-		unsyncedFrom = positionOfOffset(data, crashRP)
+		unsyncedFrom = positionOfOffset(data, trustedRP)
 	}
 	indexPath := testDir + "/" + segmentFileName(bases[i], rapid.SampledFrom([]string{indexSuffix, timeIndexSuffix}).Draw(t, "damagedIndex"))
 	switch kind {
