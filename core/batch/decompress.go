@@ -169,3 +169,17 @@ func decodeZstd(src []byte, limit int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Decompress returns the records section src of a batch compressed with
+// codec, refusing to produce more than decompressedBytesMax bytes. For
+// CodecNone it returns src itself, not a copy. The log cleaner uses it to
+// read the records of stored batches; an unknown codec is an *Error.
+func Decompress(codec Codec, src []byte, decompressedBytesMax int) ([]byte, error) {
+	switch codec {
+	case CodecNone:
+		return src, nil
+	case CodecGzip, CodecSnappy, CodecLZ4, CodecZstd:
+		return decompress(codec, src, decompressedBytesMax)
+	}
+	return nil, &Error{"attributes", fmt.Sprintf("unknown compression codec %d", codec), codeUnsupportedCompression}
+}
