@@ -1,0 +1,214 @@
+package quorum
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+// Applier is the replicated state machine a Node feeds, on the event loop.
+type Applier interface {
+	// LoadSnapshot replaces the state with snap's: at start (the latest
+	// durable snapshot) and when the leader sends one.
+	LoadSnapshot(snap *Snapshot)
+	// Apply applies committed entries, in offset order.
+	Apply(entries []Entry)
+	// Failed reports that the node stopped: its storage failed. Nothing is
+	// called after it.
+	Failed(err error)
+}
+
+// driverTickMs is how often a Node ticks its Raft.
+const driverTickMs = 10
+
+// Node runs one Raft voter (or observer) on a node's environment: it
+// persists each Ready through Storage, and only when that completes sends
+// its messages over env.Network, applies its committed entries and calls
+// Advance; it answers peers' quorum requests, and ticks on env.Clock.
+// Everything runs on the node's event loop.
+type Node struct {
+	raft    *Raft
+	storage *Storage
+	clock   env.Clock
+	net     env.Network
+	apply   Applier
+	timer   env.Timer
+	// inbound are the requests stepped in and not yet answered, by Ref.
+	inbound    map[uint64]inboundRequest
+	nextRef    uint64
+	persisting bool
+	stopped    bool
+}
+
+type inboundRequest struct {
+	conn          env.ConnID
+	correlationID int32
+	version       int16
+}
+
+// StartNode recovers the quorum's storage in dir, hands the latest snapshot
+// to apply, and starts the voter.
+func StartNode(cfg Config, clock env.Clock, net env.Network, disk env.Disk, dir string, apply Applier) (*Node, error) {
+	storage, rec, err := OpenStorage(disk, dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := New(cfg, rec.Hard, rec.Snapshot, rec.Entries, clock.MonotonicNs()/1e6)
+	if err != nil {
+		storage.Close()
+		return nil, fmt.Errorf("quorum: restart from %s: %w", dir, err)
+	}
+	n := &Node{raft: r, storage: storage, clock: clock, net: net, apply: apply, inbound: map[uint64]inboundRequest{}}
+	if rec.Snapshot != nil {
+		apply.LoadSnapshot(rec.Snapshot)
+	}
+	n.scheduleTick()
+	return n, nil
+}
+
+// Raft is the node's state machine, for reading its state.
+func (n *Node) Raft() *Raft { return n.raft }
+
+func (n *Node) nowMs() int64 { return n.clock.MonotonicNs() / 1e6 }
+
+func (n *Node) scheduleTick() {
+	n.timer = n.clock.SetTimer(driverTickMs*1e6, func() {
+		if n.stopped {
+			return
+		}
+		n.raft.Tick(n.nowMs())
+		n.pump()
+		n.scheduleTick()
+	})
+}
+
+// IsQuorumRequest reports whether req is one a Node answers: Vote,
+// BeginQuorumEpoch, FetchSnapshot, and Fetch of __cluster_metadata-0.
+func IsQuorumRequest(req kmsg.Request) bool {
+	switch req := req.(type) {
+	case *kmsg.VoteRequest, *kmsg.BeginQuorumEpochRequest, *kmsg.FetchSnapshotRequest:
+		return true
+	case *kmsg.FetchRequest:
+		return len(req.Topics) == 1 && (req.Topics[0].Topic == MetadataTopic || req.Topics[0].TopicID == MetadataTopicID)
+	}
+	return false
+}
+
+// HandleRequest steps a peer's quorum request in; the answer goes out once
+// what it depends on is durable. A malformed request closes the connection.
+func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg.Request, self env.NodeID) {
+	if n.stopped {
+		return
+	}
+	m, err := DecodeRequest(int32(self), req)
+	if err != nil {
+		n.net.Close(conn)
+		return
+	}
+	n.nextRef++
+	m.Ref = n.nextRef
+	n.inbound[m.Ref] = inboundRequest{conn: conn, correlationID: header.CorrelationID, version: header.APIVersion}
+	n.raft.Step(n.nowMs(), m)
+	n.pump()
+}
+
+// HandleClosed forgets the requests of a closed connection.
+func (n *Node) HandleClosed(conn env.ConnID) {
+	for ref, in := range n.inbound { // order-independent: deletes only
+		if in.conn == conn {
+			delete(n.inbound, ref)
+		}
+	}
+}
+
+// Propose appends data if this node leads; see Raft.Propose.
+func (n *Node) Propose(data []byte) (int64, error) {
+	if n.stopped {
+		return 0, fmt.Errorf("quorum: node stopped")
+	}
+	offset, err := n.raft.Propose(n.nowMs(), data)
+	n.pump()
+	return offset, err
+}
+
+// TakeSnapshot records a snapshot of the applied state; see Raft.TakeSnapshot.
+func (n *Node) TakeSnapshot(endOffset int64, data []byte) error {
+	if err := n.raft.TakeSnapshot(endOffset, data); err != nil {
+		return err
+	}
+	n.pump()
+	return nil
+}
+
+// Stop stops ticking and answering; pending completions are ignored.
+func (n *Node) Stop() {
+	n.stopped = true
+	n.timer.Stop()
+	n.storage.Close()
+}
+
+// pump persists the next Ready, then sends, applies and advances.
+func (n *Node) pump() {
+	if n.persisting || n.stopped || !n.raft.HasReady() {
+		return
+	}
+	rd := n.raft.Ready()
+	n.persisting = true
+	n.storage.Persist(rd, func(err error) {
+		n.persisting = false
+		if n.stopped {
+			return
+		}
+		if err != nil {
+			n.stopped = true
+			n.timer.Stop()
+			n.apply.Failed(err)
+			return
+		}
+		for _, m := range rd.Messages {
+			n.send(m)
+		}
+		if rd.SnapshotInstall {
+			n.apply.LoadSnapshot(rd.Snapshot)
+		}
+		if len(rd.Committed) > 0 {
+			n.apply.Apply(rd.Committed)
+		}
+		n.raft.Advance(n.nowMs(), rd)
+		n.pump()
+	})
+}
+
+func (n *Node) send(m Message) {
+	if m.Type.IsResponse() {
+		in, ok := n.inbound[m.Ref]
+		if !ok {
+			return // the connection closed
+		}
+		delete(n.inbound, m.Ref)
+		resp, err := EncodeResponse(m)
+		if err != nil {
+			panic(fmt.Sprintf("quorum: %v", err)) // Raft made a message the codec lacks
+		}
+		resp.SetVersion(in.version)
+		n.net.Reply(in.conn, in.correlationID, resp)
+		return
+	}
+	req, err := EncodeRequest(m)
+	if err != nil {
+		panic(fmt.Sprintf("quorum: %v", err))
+	}
+	n.net.Send(env.NodeID(m.To), req, func(resp kmsg.Response, err error) {
+		if err != nil || n.stopped {
+			return // Raft's own timeouts retry
+		}
+		answer, err := DecodeResponse(m, resp)
+		if err != nil {
+			return
+		}
+		n.raft.Step(n.nowMs(), answer)
+		n.pump()
+	})
+}
