@@ -91,9 +91,11 @@ func roundRobin(members []string) map[string]string {
 	return out
 }
 
-// simMember is a simulated consumer-group client, dynamic (no instance id).
+// simMember is a simulated consumer-group client: dynamic, or static with
+// an instance id (KIP-345).
 type simMember struct {
 	name       string
+	instanceID string
 	memberID   string
 	generation int32
 	members    []string // the JoinGroup member list, if it leads
@@ -106,6 +108,16 @@ type simMember struct {
 	// synced: it holds an assignment for generation; mustRejoin: a
 	// heartbeat said the group is rebalancing.
 	synced, mustRejoin bool
+}
+
+// owner is who the assignment checker holds responsible for m's
+// partitions: a static member's partitions move with its instance id when
+// it rejoins under a new member id within a generation, as KIP-345 intends.
+func (m *simMember) owner() string {
+	if m.instanceID != "" {
+		return "instance " + m.instanceID
+	}
+	return m.memberID
 }
 
 type simCommit struct {
@@ -125,6 +137,7 @@ type world struct {
 	all      []*pendingReply
 	check    *assignmentChecker
 	maxGen   int32 // highest generation answered by this incarnation
+	orderErr error
 	nextOff  int64
 	acked    map[int32]int64   // last acknowledged commit per partition
 	possible map[int32][]int64 // commits with unknown outcome since then
@@ -133,8 +146,20 @@ type world struct {
 	bugs Bugs
 }
 
+// send sends req and checks, as each JoinGroup answer arrives, that this
+// coordinator never answers a generation older than one it answered before.
 func (w *world) send(req kmsg.Request) *pendingReply {
-	p := w.h.send(req)
+	p := &pendingReply{}
+	coordinator := w.h.c
+	w.h.c.Handle(req, Client{ClientID: "client", ClientHost: "/10.0.0.1"}, func(r kmsg.Response) {
+		if jr, ok := r.(*kmsg.JoinGroupResponse); ok && jr.ErrorCode == 0 && coordinator == w.h.c {
+			if jr.Generation < w.maxGen && w.orderErr == nil {
+				w.orderErr = fmt.Errorf("JoinGroup answered generation %d after %d", jr.Generation, w.maxGen)
+			}
+			w.maxGen = max(w.maxGen, jr.Generation)
+		}
+		p.reply(r)
+	})
 	w.all = append(w.all, p)
 	return p
 }
@@ -144,6 +169,10 @@ func (w *world) sendJoin(m *simMember) {
 	r.Version, r.Group, r.MemberID, r.ProtocolType = 5, "g", m.memberID, "consumer"
 	r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 3000, 2000
 	r.Protocols = []kmsg.JoinGroupRequestProtocol{proto("roundrobin", m.name)}
+	if m.instanceID != "" {
+		inst := m.instanceID
+		r.InstanceID = &inst
+	}
 	m.join = w.send(r)
 }
 
@@ -190,16 +219,15 @@ func (w *world) round(commitAppends bool, advanceMs int64) {
 
 // process handles every answer that has arrived.
 func (w *world) process() {
+	if w.orderErr != nil {
+		w.t.Fatal(w.orderErr)
+	}
 	for _, m := range w.members {
 		if m.join != nil && m.join.answered() {
 			r := m.join.one(w.t).(*kmsg.JoinGroupResponse)
 			m.join = nil
 			switch r.ErrorCode {
 			case 0:
-				if r.Generation < w.maxGen {
-					w.t.Fatalf("JoinGroup answered generation %d after %d", r.Generation, w.maxGen)
-				}
-				w.maxGen = r.Generation
 				m.memberID, m.generation, m.members = r.MemberID, r.Generation, nil
 				m.synced, m.mustRejoin = false, false
 				if r.LeaderID == r.MemberID {
@@ -210,7 +238,7 @@ func (w *world) process() {
 				w.check.joinedGeneration(m.memberID, m.generation)
 			case kerr.MemberIDRequired.Code:
 				m.memberID = r.MemberID
-			case kerr.UnknownMemberID.Code:
+			case kerr.UnknownMemberID.Code, kerr.FencedInstanceID.Code:
 				m.memberID, m.generation = "", -1
 			}
 		}
@@ -222,7 +250,7 @@ func (w *world) process() {
 			}
 			if r.ErrorCode == 0 {
 				m.synced = m.syncGen == m.generation
-				if err := w.check.assigned(m.memberID, m.syncGen, decodeAssignment(r.MemberAssignment)); err != nil {
+				if err := w.check.assigned(m.owner(), m.syncGen, decodeAssignment(r.MemberAssignment)); err != nil {
 					w.t.Fatal(err)
 				}
 			}
@@ -234,7 +262,7 @@ func (w *world) process() {
 				continue
 			}
 			switch hb.one(w.t).(*kmsg.HeartbeatResponse).ErrorCode {
-			case kerr.UnknownMemberID.Code:
+			case kerr.UnknownMemberID.Code, kerr.FencedInstanceID.Code:
 				m.memberID, m.generation = "", -1
 			case kerr.IllegalGeneration.Code:
 				m.generation = -1
@@ -321,7 +349,11 @@ func coordinatorProperty(bugs Bugs) func(*rapid.T) {
 		cfg.GroupMaxSize = int32(rapid.IntRange(2, 5).Draw(rt, "groupMaxSize"))
 		w := &world{t: rt, h: newHarness(rt, cfg), check: newAssignmentChecker(), acked: map[int32]int64{}, possible: map[int32][]int64{}}
 		for i := 0; i < rapid.IntRange(1, 4).Draw(rt, "members"); i++ {
-			w.members = append(w.members, &simMember{name: fmt.Sprintf("c%d", i), generation: -1})
+			m := &simMember{name: fmt.Sprintf("c%d", i), generation: -1}
+			if rapid.Bool().Draw(rt, "static") {
+				m.instanceID = fmt.Sprintf("i%d", i)
+			}
+			w.members = append(w.members, m)
 		}
 		for i := int32(0); i < topicPartitions; i++ {
 			w.acked[i] = -1
@@ -332,6 +364,16 @@ func coordinatorProperty(bugs Bugs) func(*rapid.T) {
 				if m := pick(); m.join == nil {
 					w.sendJoin(m)
 				}
+			},
+			"restart": func(rt *rapid.T) {
+				// The client process restarts: a static member comes back
+				// with its instance id and no member id.
+				m := pick()
+				if m.join != nil || m.sync != nil {
+					rt.Skip("busy")
+				}
+				m.memberID, m.generation, m.members, m.synced = "", -1, nil, false
+				w.sendJoin(m)
 			},
 			"sync": func(rt *rapid.T) {
 				m := pick()
