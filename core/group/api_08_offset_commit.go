@@ -51,10 +51,49 @@ func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func
 		c.scheduleHeartbeat(g, m, m.sessionTimeoutMs)
 	}
 	setAll(0)
-	var records []batch.Record
-	var keys []topicPartition
-	var values []offsetValue
-	var okSlots []*int16
+	w := c.offsetWrites(g, r, resp)
+	records, keys, values, okSlots := w.records, w.keys, w.values, w.okSlots
+	if len(records) == 0 {
+		reply(resp)
+		return
+	}
+	for _, k := range keys {
+		g.offsetsInFlight[k]++
+	}
+	seq := c.appendSeq + 1 // the number append gives this write
+	c.append(records, func(err error) {
+		c.finishOffsetWrite(g, keys, seq, func(tp topicPartition, i int) {
+			if err == nil {
+				g.offsets[tp] = values[i]
+			}
+		})
+		if err != nil {
+			for _, s := range okSlots {
+				*s = appendErrorCode(err, true)
+			}
+		}
+		reply(resp)
+	}, func() {
+		for _, s := range okSlots {
+			*s = kerr.NotCoordinator.Code
+		}
+		reply(resp)
+	})
+}
+
+// offsetWrite is what one OffsetCommit writes: a record per accepted
+// partition, its key and value, and where its answer goes.
+type offsetWrite struct {
+	records []batch.Record
+	keys    []topicPartition
+	values  []offsetValue
+	okSlots []*int16
+}
+
+// offsetWrites checks each partition of r (metadata size, existence),
+// setting refused ones' codes in resp, and builds the records for the rest.
+func (c *Coordinator) offsetWrites(g *group, r *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) offsetWrite {
+	var w offsetWrite
 	now := c.wallMs()
 	for ti, t := range r.Topics {
 		for pi, p := range t.Partitions {
@@ -76,36 +115,11 @@ func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func
 			if r.Version < 6 {
 				v.leaderEpoch = -1
 			}
-			records = append(records, batch.Record{Key: offsetKeyBytes(g.id, tp), Value: offsetValueBytes(v)})
-			keys, values, okSlots = append(keys, tp), append(values, v), append(okSlots, slot)
+			w.records = append(w.records, batch.Record{Key: offsetKeyBytes(g.id, tp), Value: offsetValueBytes(v)})
+			w.keys, w.values, w.okSlots = append(w.keys, tp), append(w.values, v), append(w.okSlots, slot)
 		}
 	}
-	if len(records) == 0 {
-		reply(resp)
-		return
-	}
-	for _, k := range keys {
-		g.offsetsInFlight[k]++
-	}
-	seq := c.appendSeq + 1
-	c.append(records, func(err error) {
-		c.finishOffsetWrite(g, keys, seq, func(tp topicPartition, i int) {
-			if err == nil {
-				g.offsets[tp] = values[i]
-			}
-		})
-		if err != nil {
-			for _, s := range okSlots {
-				*s = appendErrorCode(err, true)
-			}
-		}
-		reply(resp)
-	}, func() {
-		for _, s := range okSlots {
-			*s = kerr.NotCoordinator.Code
-		}
-		reply(resp)
-	})
+	return w
 }
 
 // finishOffsetWrite ends an append of keys numbered seq: apply runs for each

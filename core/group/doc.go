@@ -32,6 +32,17 @@
 // Unload answers everything still parked with NOT_COORDINATOR and drops the
 // state; an unloaded coordinator answers NOT_COORDINATOR.
 //
+// # Wiring it into a broker
+//
+// The broker answers FindCoordinator itself (the leader of PartitionFor's
+// partition), advertises Versions, and passes each group request to the
+// coordinator of the group's partition; requests naming several groups go
+// to each coordinator and each group's answer is taken from its own. It
+// calls BeginLoad/Load/FinishLoad when it becomes a __consumer_offsets
+// leader, giving Load the records of the log (DecodeBatch decodes the
+// batches the coordinator wrote), and Unload when it stops being one. Its
+// Store appends to the partition with acks=all semantics.
+//
 // # Invariants
 //
 // Asserted in code (a panic is a coordinator bug): within one generation no
