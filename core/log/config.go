@@ -33,6 +33,8 @@ type Config struct {
 	// FlushIntervalMs is flush.ms (log.flush.interval.ms): flush when this
 	// long has passed since the last flush. The default never flushes.
 	FlushIntervalMs int64
+	// Compaction is cleanup.policy=compact and its settings (compact_config.go).
+	Compaction CompactionConfig
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -46,6 +48,7 @@ func DefaultConfig() Config {
 		RetentionBytes:        -1,
 		FlushIntervalMessages: math.MaxInt64,
 		FlushIntervalMs:       math.MaxInt64,
+		Compaction:            DefaultCompactionConfig(),
 	}
 }
 
@@ -75,6 +78,9 @@ func (c Config) Validate() error {
 	check(c.RetentionBytes >= -1, "retention.bytes %d: must be -1 (unlimited) or more", c.RetentionBytes)
 	check(c.FlushIntervalMessages >= 1, "flush.messages %d: must be at least 1", c.FlushIntervalMessages)
 	check(c.FlushIntervalMs >= 0, "flush.ms %d: must not be negative", c.FlushIntervalMs)
+	if err := c.Compaction.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("log config: %w", errors.Join(errs...))
 	}
