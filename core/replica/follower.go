@@ -112,6 +112,7 @@ func (p *Partition) OnFollowerAppend(leaderHighWatermark int64) {
 	if p.role != RoleFollower {
 		return
 	}
+	p.clampHighWatermarkToLog()
 	p.hw = max(p.hw, min(leaderHighWatermark, p.log.LogEndOffset()))
 }
 

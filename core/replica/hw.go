@@ -62,6 +62,7 @@ func (p *Partition) maybeAdvanceHighWatermark(nowMs int64) bool {
 	if p.role != RoleLeader {
 		return false
 	}
+	p.clampHighWatermarkToLog()
 	leo := p.log.LogEndOffset()
 	candidate := highWatermarkCandidate(leo, p.hwHolders(nowMs))
 	next := nextHighWatermark(p.hw, candidate, len(p.state.ISR), p.effectiveMinISR(), p.cfg.Bugs.ISRMinIgnored)

@@ -1,7 +1,5 @@
 package replica
 
-import "fmt"
-
 // leaderState is what only the leader keeps (SPEC.md §4, leader side).
 type leaderState struct {
 	// epochStartOffset is the LEO when this replica became leader of the
@@ -93,7 +91,6 @@ func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) {
 	p.state = s
 	p.role = RoleLeader
 	p.follower = followerState{}
-	p.assertHighWatermarkWithinLog()
 	p.maybeAdvanceHighWatermark(nowMs)
 	p.failAcksIfUnderMinISR()
 }
@@ -222,13 +219,5 @@ func (p *Partition) failedFetch(code int16) FetchDecision {
 		HighWatermark:  p.hw,
 		LogStartOffset: p.log.LogStartOffset(),
 		LogEndOffset:   p.log.LogEndOffset(),
-	}
-}
-
-// assertHighWatermarkWithinLog panics if the HW left the log: the broker
-// must never truncate the log without the replica deciding it.
-func (p *Partition) assertHighWatermarkWithinLog() {
-	if p.hw > p.log.LogEndOffset() {
-		panic(fmt.Sprintf("replica %d: high watermark %d above log end offset %d", p.cfg.ReplicaID, p.hw, p.log.LogEndOffset()))
 	}
 }

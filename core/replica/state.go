@@ -223,6 +223,7 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 		return Transition{}, fmt.Errorf("stale partition state: leader epoch %d, partition epoch %d; have leader epoch %d, partition epoch %d",
 			s.LeaderEpoch, s.PartitionEpoch, p.state.LeaderEpoch, p.state.PartitionEpoch)
 	}
+	p.clampHighWatermarkToLog()
 	newEpoch := p.role == RoleNone || s.LeaderEpoch > p.state.LeaderEpoch
 	if p.cfg.Bugs.NoFencing && p.role == RoleLeader && s.LeaderID != p.cfg.ReplicaID {
 		// Planted bug no-fencing: the deposed leader ignores its demotion.
@@ -233,6 +234,16 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: NoOffset}, nil
 	}
 	return p.becomeFollower(s.clone(), newEpoch), nil
+}
+
+// clampHighWatermarkToLog lowers the HW to the LEO if the log now ends
+// below it, as Kafka's min(checkpoint, LEO) on load. The log's length comes
+// from disk: a power loss may have dropped an unsynced tail the checkpoint
+// counted, or a truncation the replica decided may have failed. That is data
+// loss (over the fault budget, or a failed disk), never a reason to panic.
+// Called on every state change and before every HW update.
+func (p *Partition) clampHighWatermarkToLog() {
+	p.hw = min(p.hw, p.log.LogEndOffset())
 }
 
 // effectiveMinISR is min.insync.replicas capped at the replication factor,

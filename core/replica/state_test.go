@@ -135,3 +135,57 @@ func TestNoFencingBugKeepsDeposedLeader(t *testing.T) {
 		t.Errorf("no-fencing: deposed leader role %s, produce %v; want it still accepting writes", n.p.Role(), err)
 	}
 }
+
+// TestLogBelowHighWatermarkIsClamped is sim finding F2: a log that ends
+// below the HW this replica holds (a power loss dropped an unsynced tail,
+// or a failed truncation left the log short) must clamp the HW, as Kafka's
+// min(checkpoint, LEO), and never panic: the log's length came from disk.
+func TestLogBelowHighWatermarkIsClamped(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		leader int32
+	}{{"leader", 1}, {"follower", 2}, {"leaderless", NoLeader}} {
+		t.Run(c.name, func(t *testing.T) {
+			log := &fakeLog{}
+			log.appendN(0, 10, "r")
+			n := newNode(1, log, 10, testConfig(1))
+			if n.p.HighWatermark() != 10 {
+				t.Fatalf("HW %d, want the checkpoint 10", n.p.HighWatermark())
+			}
+			log.truncateTo(9) // the log shrank under the replica
+			isr := []int32{1, 2}
+			if c.leader == NoLeader {
+				isr = []int32{1}
+			}
+			n.apply(state(c.leader, 1, 1, []int32{1, 2}, isr), 0)
+			if got := n.p.HighWatermark(); got != 9 {
+				t.Errorf("HW %d after the log shrank to 9, want 9", got)
+			}
+		})
+	}
+}
+
+// TestLeaderLogShrinkingUnderItDoesNotPanic: a leader whose log is cut
+// below its HW (a failed disk rolled back, over the fault budget) keeps
+// serving with HW = LEO instead of panicking in the next HW update.
+func TestLeaderLogShrinkingUnderItDoesNotPanic(t *testing.T) {
+	cfg := testConfig(0)
+	cfg.MinInsyncReplicas = 1
+	l := newNode(1, nil, 0, cfg)
+	f := newNode(2, nil, 0, cfg)
+	s := state(1, 0, 0, []int32{1, 2}, []int32{1, 2})
+	l.apply(s, 0)
+	f.apply(s, 0)
+	must(t, l.produce(AcksLeader, 1, 0, 0, "a", "b", "c"))
+	fetchOnce(f, l, 1)
+	fetchOnce(f, l, 2)
+	if l.p.HighWatermark() != 3 {
+		t.Fatalf("HW %d, want 3", l.p.HighWatermark())
+	}
+	l.log.truncateTo(1)
+	f.log.truncateTo(1)
+	fetchOnce(f, l, 3)
+	if got := l.p.HighWatermark(); got != 1 {
+		t.Errorf("HW %d after the leader's log shrank to 1, want 1", got)
+	}
+}
