@@ -745,3 +745,36 @@ func TestRepeatedIDSourceDoesNotCollide(t *testing.T) {
 		t.Errorf("new member got error %d id %s; the loaded member is %s", r.ErrorCode, r.MemberID, ids[0])
 	}
 }
+
+func TestPendingMemberIDExpires(t *testing.T) {
+	h := newHarness(t, testConfig())
+	r := joinResp(t, h.join("g", joinOpts{sessionMs: 1000}))
+	h.clock.advance(1000)
+	if code := joinResp(t, h.join("g", joinOpts{memberID: r.MemberID})).ErrorCode; code != kerr.UnknownMemberID.Code {
+		t.Errorf("join with an expired KIP-394 id: %d, want UNKNOWN_MEMBER_ID", code)
+	}
+	r = joinResp(t, h.join("g", joinOpts{sessionMs: 1000}))
+	h.clock.advance(999)
+	second := h.join("g", joinOpts{memberID: r.MemberID})
+	h.clock.advance(0) // the initial rebalance delay is 0 here
+	if got := joinResp(t, second); got.ErrorCode != 0 || got.MemberID != r.MemberID {
+		t.Errorf("KIP-394 id used before its session timeout: error %d id %s", got.ErrorCode, got.MemberID)
+	}
+}
+
+func TestCommitsKeepTheSessionAlive(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := stableGroup(t, h, "g", 1)[0]
+	for i := 0; i < 5; i++ {
+		h.clock.advance(6000)
+		h.commit("g", a, 1, "t", 0, int64(i))
+		h.store.commitAll()
+	}
+	if got := describeGroup(h, "g").State; got != "Stable" {
+		t.Errorf("a member that only commits: group %s after 30 s, want Stable", got)
+	}
+	h.clock.advance(10000)
+	if got := describeGroup(h, "g").State; got != "Empty" {
+		t.Errorf("after a silent session: %s, want Empty", got)
+	}
+}
