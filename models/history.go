@@ -75,4 +75,9 @@ type Violation struct {
 	Detail string
 }
 
-func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Check, v.TP, v.Detail) }
+func (v Violation) String() string {
+	if v.TP.Topic == "" {
+		return fmt.Sprintf("%s: %s", v.Check, v.Detail)
+	}
+	return fmt.Sprintf("%s %s: %s", v.Check, v.TP, v.Detail)
+}

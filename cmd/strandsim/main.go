@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -31,29 +32,49 @@ func main() {
 	bugSeedsMax := flag.Int("bug-seeds-max", 200, "with -planted-bugs: seeds to try per bug before giving up")
 	out := flag.String("out", "sim-out", "directory for visualizations and traces of failing seeds")
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "strandsim:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "strandsim:", err)
+			os.Exit(2)
+		}
+		code := run(*seed, *count, *bug, *shape, *verbose, *planted, *bugSeedsMax, *out, *parallel)
+		pprof.StopCPUProfile()
+		f.Close()
+		os.Exit(code)
+	}
+	os.Exit(run(*seed, *count, *bug, *shape, *verbose, *planted, *bugSeedsMax, *out, *parallel))
+}
 
+// run carries out the flags and returns the exit status.
+func run(seed uint64, count int, bug, shape string, verbose, planted bool, bugSeedsMax int, out string, parallel int) int {
 	seedSet := false
 	flag.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
-	if *planted {
-		os.Exit(plantedBugs(*shape, *bugSeedsMax, *parallel))
+	if planted {
+		return plantedBugs(shape, bugSeedsMax, parallel)
 	}
 	if !seedSet {
 		// make sim with no arguments: a short sweep.
-		*seed, *count = 1, max(*count, 20)
-		if *shape == "" {
-			*shape = "mixed"
+		seed, count = 1, max(count, 20)
+		if shape == "" {
+			shape = "mixed"
 		}
 	}
-	if *count < 1 {
+	if count < 1 {
 		fmt.Fprintln(os.Stderr, "strandsim: -count must be at least 1")
-		os.Exit(2)
+		return 2
 	}
-	if _, err := cluster.ParseBug(*bug); err != nil {
+	if _, err := cluster.ParseBug(bug); err != nil {
 		fmt.Fprintln(os.Stderr, "strandsim:", err)
-		os.Exit(2)
+		return 2
 	}
-	os.Exit(sweep(*seed, *count, *shape, *bug, *verbose, *parallel, *out))
+	return sweep(seed, count, shape, bug, verbose, parallel, out)
 }
 
 // sweep runs seeds first..first+count-1 and prints their results in seed
@@ -187,7 +208,7 @@ func plantedBugs(shape string, seedsMax, parallel int) int {
 	for _, bug := range cluster.BugNames {
 		bugShape := shape
 		if bugShape == "" {
-			bugShape = PlantedBugShape(bug)
+			bugShape = cluster.PlantedBugShape(bug)
 		}
 		h := cluster.HuntBug(bug, bugShape, seedsMax, parallel)
 		seeds += h.SeedsRun
@@ -218,17 +239,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// PlantedBugShape is the shape a planted bug is hunted in: lost-fsync only
-// shows when the log syncs every batch, isr-min-ignored when ISRs shrink
-// often (a short replica.lag.time.max.ms).
-func PlantedBugShape(bug string) string {
-	switch bug {
-	case "lost-fsync":
-		return "sync"
-	case "isr-min-ignored":
-		return "lag"
-	}
-	return "mixed"
 }

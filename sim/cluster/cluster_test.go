@@ -108,3 +108,24 @@ func TestSweep(t *testing.T) {
 		t.Errorf("the sweep covered only shapes %v", shapes)
 	}
 }
+
+// plantedSeedsMax bounds the seeds TestPlantedBugsCaught tries per bug.
+const plantedSeedsMax = 200
+
+// TestPlantedBugsCaught is `make sim-bugs` inside `make test`: every
+// planted bug must be caught (a violation with the bug that the same seed
+// lacks without it) within plantedSeedsMax seeds.
+func TestPlantedBugsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hunting the planted bugs takes a while")
+	}
+	for _, bug := range BugNames {
+		h := HuntBug(bug, PlantedBugShape(bug), plantedSeedsMax, runtime.GOMAXPROCS(0))
+		if h.CaughtSeed == 0 {
+			t.Errorf("bug %s not caught in %d seeds of shape %s (%d seeds failed without it too)", bug, h.SeedsRun, h.Shape, h.Masked)
+			continue
+		}
+		t.Logf("bug %s caught at seed %d (%d seeds needed, shape %s): %s", bug, h.CaughtSeed, h.SeedsRun, h.Shape,
+			firstLines(h.Caught.Violations[0].String(), 1))
+	}
+}

@@ -62,3 +62,16 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 	}
 	return h
 }
+
+// PlantedBugShape is the shape a planted bug is hunted in: lost-fsync shows
+// only when the log syncs every batch, isr-min-ignored when ISRs shrink
+// often (a short replica.lag.time.max.ms); the others in the mixed sweep.
+func PlantedBugShape(bug string) string {
+	switch bug {
+	case "lost-fsync":
+		return "sync"
+	case "isr-min-ignored":
+		return "lag"
+	}
+	return "mixed"
+}
