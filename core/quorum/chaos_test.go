@@ -51,7 +51,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		{"raft-commit-early", Bugs{CommitEarly: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			seeds := seedsFor(t, 60)
+			seeds := seedsFor(t, 200)
 			caught := 0
 			first := ""
 			for seed := range uint64(seeds) {

@@ -24,6 +24,7 @@ const (
 	beginEpochVersion int16 = 0
 	fetchVersion      int16 = 16
 	fetchSnapVersion  int16 = 0
+	endEpochVersion   int16 = 0
 )
 
 // EncodeRequest turns a request message (Vote, BeginEpoch, Fetch) into the
@@ -61,6 +62,15 @@ func EncodeRequest(m Message) (kmsg.Request, error) {
 		t := kmsg.NewFetchRequestTopic()
 		t.Topic, t.TopicID, t.Partitions = MetadataTopic, MetadataTopicID, []kmsg.FetchRequestTopicPartition{p}
 		req.Topics = []kmsg.FetchRequestTopic{t}
+		return req, nil
+	case MsgEndEpoch:
+		req := kmsg.NewPtrEndQuorumEpochRequest()
+		req.Version = endEpochVersion
+		p := kmsg.NewEndQuorumEpochRequestTopicPartition()
+		p.LeaderID, p.LeaderEpoch, p.PreferredSuccessors = m.From, m.Epoch, m.PreferredSuccessors
+		t := kmsg.NewEndQuorumEpochRequestTopic()
+		t.Topic, t.Partitions = MetadataTopic, []kmsg.EndQuorumEpochRequestTopicPartition{p}
+		req.Topics = []kmsg.EndQuorumEpochRequestTopic{t}
 		return req, nil
 	case MsgFetchSnapshot:
 		req := kmsg.NewPtrFetchSnapshotRequest()
@@ -107,6 +117,12 @@ func DecodeRequest(to int32, req kmsg.Request) (Message, error) {
 		}
 		m.LeaderID = to // a fetch goes to the leader its sender knows
 		m.Epoch, m.FetchOffset, m.LastFetchedEpoch, m.MaxWaitMs = p.CurrentLeaderEpoch, p.FetchOffset, p.LastFetchedEpoch, int64(max(req.MaxWaitMillis, 0))
+	case *kmsg.EndQuorumEpochRequest:
+		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Topic != MetadataTopic || req.Topics[0].Partitions[0].Partition != 0 {
+			return m, fmt.Errorf("quorum: EndQuorumEpochRequest.Topics must name only %s-0", MetadataTopic)
+		}
+		p := req.Topics[0].Partitions[0]
+		m.Type, m.From, m.LeaderID, m.Epoch, m.PreferredSuccessors = MsgEndEpoch, p.LeaderID, p.LeaderID, p.LeaderEpoch, p.PreferredSuccessors
 	case *kmsg.FetchSnapshotRequest:
 		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Topic != MetadataTopic || req.Topics[0].Partitions[0].Partition != 0 {
 			return m, fmt.Errorf("quorum: FetchSnapshotRequest.Topics must name only %s-0", MetadataTopic)
@@ -158,6 +174,15 @@ func EncodeResponse(m Message) (kmsg.Response, error) {
 		t.Topic, t.TopicID, t.Partitions = MetadataTopic, MetadataTopicID, []kmsg.FetchResponseTopicPartition{p}
 		resp.Topics = []kmsg.FetchResponseTopic{t}
 		return resp, nil
+	case MsgEndEpochResp:
+		resp := kmsg.NewPtrEndQuorumEpochResponse()
+		resp.Version = endEpochVersion
+		p := kmsg.NewEndQuorumEpochResponseTopicPartition()
+		p.ErrorCode, p.LeaderID, p.LeaderEpoch = m.ErrorCode, m.LeaderID, m.Epoch
+		t := kmsg.NewEndQuorumEpochResponseTopic()
+		t.Topic, t.Partitions = MetadataTopic, []kmsg.EndQuorumEpochResponseTopicPartition{p}
+		resp.Topics = []kmsg.EndQuorumEpochResponseTopic{t}
+		return resp, nil
 	case MsgFetchSnapshotResp:
 		resp := kmsg.NewPtrFetchSnapshotResponse()
 		resp.Version = fetchSnapVersion
@@ -205,6 +230,12 @@ func DecodeResponse(req Message, resp kmsg.Response) (Message, error) {
 			return m, err
 		}
 		m.Entries = entries
+	case *kmsg.EndQuorumEpochResponse:
+		if req.Type != MsgEndEpoch || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return m, fmt.Errorf("quorum: EndQuorumEpochResponse does not answer a %v with one partition", req.Type)
+		}
+		p := resp.Topics[0].Partitions[0]
+		m.Type, m.ErrorCode, m.LeaderID, m.Epoch = MsgEndEpochResp, p.ErrorCode, p.LeaderID, p.LeaderEpoch
 	case *kmsg.FetchSnapshotResponse:
 		if req.Type != MsgFetchSnapshot || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 			return m, fmt.Errorf("quorum: FetchSnapshotResponse does not answer a %v with one partition", req.Type)

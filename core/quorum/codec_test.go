@@ -10,7 +10,7 @@ import (
 
 func drawMessage(t *rapid.T) Message {
 	typ := rapid.SampledFrom([]MsgType{MsgVote, MsgVoteResp, MsgBeginEpoch, MsgBeginEpochResp, MsgFetch, MsgFetchResp,
-		MsgFetchSnapshot, MsgFetchSnapshotResp}).Draw(t, "type")
+		MsgFetchSnapshot, MsgFetchSnapshotResp, MsgEndEpoch, MsgEndEpochResp}).Draw(t, "type")
 	m := Message{
 		Type: typ, From: rapid.Int32Range(0, 5).Draw(t, "from"), To: rapid.Int32Range(0, 5).Draw(t, "to"),
 		Ref: rapid.Uint64().Draw(t, "ref"), Epoch: rapid.Int32Range(0, 9).Draw(t, "epoch"),
@@ -47,6 +47,11 @@ func drawMessage(t *rapid.T) Message {
 			}
 			m.Entries = append(m.Entries, Entry{Offset: base + int64(i), Epoch: m.Epoch, Data: data})
 		}
+	case MsgEndEpoch:
+		m.LeaderID = m.From
+		m.PreferredSuccessors = rapid.SliceOfN(rapid.Int32Range(0, 5), 1, 4).Draw(t, "successors")
+	case MsgEndEpochResp:
+		m.LeaderID, m.ErrorCode = rapid.Int32Range(-1, 5).Draw(t, "leader"), rapid.SampledFrom([]int16{0, errFencedLeaderEpoch}).Draw(t, "error")
 	case MsgFetchSnapshot:
 		m.LeaderID = m.To
 		m.SnapshotEndOffset, m.SnapshotEpoch = rapid.Int64Range(1, 99).Draw(t, "snapEnd"), rapid.Int32Range(0, 9).Draw(t, "snapEpoch")

@@ -85,10 +85,11 @@ func (n *Node) scheduleTick() {
 }
 
 // IsQuorumRequest reports whether req is one a Node answers: Vote,
-// BeginQuorumEpoch, FetchSnapshot, and Fetch of __cluster_metadata-0.
+// BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and Fetch of
+// __cluster_metadata-0.
 func IsQuorumRequest(req kmsg.Request) bool {
 	switch req := req.(type) {
-	case *kmsg.VoteRequest, *kmsg.BeginQuorumEpochRequest, *kmsg.FetchSnapshotRequest:
+	case *kmsg.VoteRequest, *kmsg.BeginQuorumEpochRequest, *kmsg.EndQuorumEpochRequest, *kmsg.FetchSnapshotRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return len(req.Topics) == 1 && (req.Topics[0].Topic == MetadataTopic || req.Topics[0].TopicID == MetadataTopicID)
@@ -140,6 +141,12 @@ func (n *Node) TakeSnapshot(endOffset int64, data []byte) error {
 	}
 	n.pump()
 	return nil
+}
+
+// Resign hands leadership on before a controlled shutdown; see Raft.Resign.
+func (n *Node) Resign() {
+	n.raft.Resign(n.nowMs())
+	n.pump()
 }
 
 // Stop stops ticking and answering; pending completions are ignored.

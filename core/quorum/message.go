@@ -22,6 +22,11 @@ const (
 	MsgFetchSnapshot
 	// MsgFetchSnapshotResp is FetchSnapshotResponse.
 	MsgFetchSnapshotResp
+	// MsgEndEpoch is EndQuorumEpochRequest (54): a resigning leader tells
+	// the voters to elect another at once, the best placed first.
+	MsgEndEpoch
+	// MsgEndEpochResp is EndQuorumEpochResponse.
+	MsgEndEpochResp
 )
 
 // String names the type for test output.
@@ -43,13 +48,17 @@ func (t MsgType) String() string {
 		return "FetchSnapshot"
 	case MsgFetchSnapshotResp:
 		return "FetchSnapshotResp"
+	case MsgEndEpoch:
+		return "EndEpoch"
+	case MsgEndEpochResp:
+		return "EndEpochResp"
 	}
 	return "Unknown"
 }
 
 // IsResponse reports whether t answers a request.
 func (t MsgType) IsResponse() bool {
-	return t == MsgVoteResp || t == MsgBeginEpochResp || t == MsgFetchResp || t == MsgFetchSnapshotResp
+	return t == MsgVoteResp || t == MsgBeginEpochResp || t == MsgFetchResp || t == MsgFetchSnapshotResp || t == MsgEndEpochResp
 }
 
 // Kafka error codes the quorum uses (kerr's numbers).
@@ -119,4 +128,8 @@ type Message struct {
 	Position      int64
 	SnapshotSize  int64
 	SnapshotBytes []byte
+
+	// EndEpoch: the voters in the order they should stand, best placed
+	// (longest match) first.
+	PreferredSuccessors []int32
 }

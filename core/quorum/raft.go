@@ -390,12 +390,57 @@ func (r *Raft) tickLeader(nowMs int64) {
 		}
 	}
 	if live < r.majority() {
-		r.becomeFollower(nowMs, r.hard.Epoch, -1) // resign
+		r.Resign(nowMs)
 		return
 	}
 	if nowMs-r.lastBeginSentMs >= r.cfg.ElectionTimeoutMs {
 		r.sendBeginEpoch(nowMs)
 	}
+}
+
+// Resign ends this leader's epoch: it tells the voters (EndQuorumEpoch),
+// best placed first, so that one stands at once instead of after the fetch
+// timeout, and becomes an unattached follower. Check-quorum resigns too; a
+// controlled shutdown calls it. A node that does not lead does nothing.
+func (r *Raft) Resign(nowMs int64) {
+	if r.role != Leader {
+		return
+	}
+	successors := make([]int32, 0, len(r.voters)-1)
+	for _, v := range r.voters {
+		if v != r.cfg.ID {
+			successors = append(successors, v)
+		}
+	}
+	slices.SortStableFunc(successors, func(a, b int32) int { return cmpInt64(r.matches[b], r.matches[a]) })
+	for _, v := range successors {
+		r.send(Message{Type: MsgEndEpoch, To: v, Epoch: r.hard.Epoch, LeaderID: r.cfg.ID, PreferredSuccessors: successors})
+	}
+	r.becomeFollower(nowMs, r.hard.Epoch, -1)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// stepEndEpoch: this epoch's leader resigned. The voter forgets it and
+// stands after a backoff that grows with its place among the successors.
+func (r *Raft) stepEndEpoch(nowMs int64, m Message) {
+	if m.Epoch == r.hard.Epoch && r.leader == m.From && r.role != Leader {
+		place := int64(slices.Index(m.PreferredSuccessors, r.cfg.ID))
+		if place < 0 {
+			place = int64(len(m.PreferredSuccessors))
+		}
+		r.becomeFollower(nowMs, r.hard.Epoch, -1)
+		r.deadlineMs = nowMs + place*r.cfg.ElectionTimeoutMs/4 + r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs/8+1)
+	}
+	r.send(Message{Type: MsgEndEpochResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader})
 }
 
 // Step processes a message received at nowMs.
@@ -412,7 +457,7 @@ func (r *Raft) Step(nowMs int64, m Message) {
 	}
 	if m.Epoch > r.hard.Epoch {
 		leader := int32(-1)
-		if m.LeaderID >= 0 && (m.Type == MsgBeginEpoch || m.Type.IsResponse()) {
+		if m.LeaderID >= 0 && (m.Type == MsgBeginEpoch || (m.Type.IsResponse() && m.Type != MsgEndEpochResp)) {
 			leader = m.LeaderID
 		}
 		r.becomeFollower(nowMs, m.Epoch, leader)
@@ -448,6 +493,8 @@ func (r *Raft) Step(nowMs int64, m Message) {
 		r.stepFetchSnapshot(nowMs, m)
 	case MsgFetchSnapshotResp:
 		r.stepFetchSnapshotResp(nowMs, m)
+	case MsgEndEpoch:
+		r.stepEndEpoch(nowMs, m)
 	}
 }
 

@@ -282,6 +282,8 @@ func requestOf(t MsgType) MsgType {
 		return MsgBeginEpoch
 	case MsgFetchSnapshotResp:
 		return MsgFetchSnapshot
+	case MsgEndEpochResp:
+		return MsgEndEpoch
 	}
 	return MsgFetch
 }
@@ -516,7 +518,7 @@ func (c *cluster) startFaults(rng *rand.Rand, untilNs int64) {
 				}
 			}
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			if c.faults.crashes && victim.node.Up() {
 				victim.node.Crash()
@@ -531,6 +533,11 @@ func (c *cluster) startFaults(rng *rand.Rand, untilNs int64) {
 		case 2:
 			if c.faults.pauses && victim.node.Up() {
 				victim.node.PauseFor((10 + rng.Int64N(3000)) * msNs)
+			}
+		case 3: // a controlled shutdown's resignation
+			if victim.node.Up() && !victim.node.Paused() {
+				victim.raft.Resign(c.nowMs())
+				c.after(victim)
 			}
 		}
 		c.s.After((200+rng.Int64N(1500))*msNs, next)
