@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"maps"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -187,7 +189,35 @@ apply:
 		}
 	}
 	n.reconcilePartitions()
+	n.updateIneligibleReplicas(usableBefore)
 	n.reconsiderUnfenced(usableBefore)
+}
+
+// updateIneligibleReplicas hands every hosted partition the replicas the
+// image shows unusable (fenced, shutting down, unregistered), when that set
+// changed: a leader neither adds them to the ISR nor lets them hold its HW
+// back (replica.SetIneligibleReplicas, Kafka's isReplicaIsrEligible).
+func (n *Node) updateIneligibleReplicas(usableBefore map[int32]bool) {
+	if maps.Equal(usableBefore, n.usableBrokers()) {
+		return
+	}
+	for _, p := range n.sortedPartitions() {
+		n.setIneligibleReplicas(p)
+		n.afterReplicaChange(p)
+	}
+}
+
+// setIneligibleReplicas tells p's replica which of its replicas the image
+// shows unusable.
+func (n *Node) setIneligibleReplicas(p *partition) {
+	usable := n.usableBrokers()
+	var ineligible []int32
+	for _, r := range p.replica.State().Replicas {
+		if !usable[r] {
+			ineligible = append(ineligible, r)
+		}
+	}
+	p.replica.SetIneligibleReplicas(ineligible, n.nowMs())
 }
 
 // usableBrokers is the set of registered, unfenced brokers not shutting
@@ -263,6 +293,8 @@ func (n *Node) reconcilePartitions() {
 			continue
 		}
 		n.applyPartitionState(p, state)
+		n.setIneligibleReplicas(p)
+		n.afterReplicaChange(p)
 	}
 	n.wakeFetchWaiters()
 }

@@ -6,8 +6,13 @@ import "fmt"
 // Partition.maybeIncrementLeaderHW with KIP-966's strict min ISR:
 //
 //   - HW = min LEO over the maximal ISR (leader included), and over any
-//     replica that is caught up but not yet in the ISR (Kafka holds the HW
-//     for it so that it can ever join);
+//     replica that is caught up, not yet in the ISR, and ISR-eligible: not
+//     fenced or shutting down in the metadata image (SetIneligibleReplicas)
+//     and not refused by the controller since the last pushed state. This
+//     is Kafka's shouldWaitForReplicaToJoinIsr (caught up and
+//     isReplicaIsrEligible): the HW waits for a replica about to join, so
+//     that it can ever join, but not for one that cannot, such as a
+//     crashed follower the controller has fenced;
 //   - HW never moves backwards on the leader;
 //   - HW does not advance while the committed ISR is smaller than
 //     min.insync.replicas (capped at the replication factor);
@@ -43,13 +48,14 @@ func nextHighWatermark(current, candidate int64, isrSize, minISR int, ignoreMinI
 }
 
 // hwHolders returns the LEOs of the followers that hold the HW back: members
-// of the maximal ISR, and caught-up assigned replicas outside it.
+// of the maximal ISR, and caught-up, ISR-eligible assigned replicas outside it.
 func (p *Partition) hwHolders(nowMs int64) []int64 {
 	leo := p.log.LogEndOffset()
 	isr := p.maximalISR()
 	var holders []int64
 	for _, f := range p.leader.followers {
-		if containsID(isr, f.replicaID) || f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) {
+		waitToJoin := f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) && p.isrEligible(f.replicaID)
+		if containsID(isr, f.replicaID) || waitToJoin {
 			holders = append(holders, f.logEndOffset)
 		}
 	}

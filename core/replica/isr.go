@@ -166,7 +166,7 @@ func (p *Partition) maximalISR() []int32 {
 // second bound is KAFKA-7128: a new leader's HW may lag, and a follower
 // admitted below the epoch start could miss committed records).
 func (p *Partition) maybeProposeExpand(f followerProgress) {
-	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) || containsID(p.leader.ineligible, f.replicaID) {
+	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) || !p.isrEligible(f.replicaID) {
 		return
 	}
 	if f.logEndOffset < p.hw || f.logEndOffset < p.leader.epochStartOffset {

@@ -230,3 +230,48 @@ func TestIneligibleReplicaNotReproposed(t *testing.T) {
 		t.Errorf("replica 2 not proposed after a pushed state")
 	}
 }
+
+// TestFencedReplicaOutsideISRDoesNotHoldHighWatermark: a follower crashes
+// while caught up; the controller fences it and pushes an ISR without it.
+// Kafka's maybeIncrementLeaderHW holds the HW for a caught-up replica
+// outside the ISR only while it is ISR-eligible (isReplicaIsrEligible: not
+// fenced, not shutting down), so once the leader learns of the fencing the
+// HW advances at once instead of stalling acks=all until the crashed
+// replica's replica.lag.time.max.ms runs out.
+func TestFencedReplicaOutsideISRDoesNotHoldHighWatermark(t *testing.T) {
+	cfg := testConfig(0) // min.insync.replicas 2, replica.lag.time.max.ms 10 s
+	l, f2, f3 := cluster3(cfg, []int32{1, 2, 3})
+	fetchOnce(f2, l, 1)
+	fetchOnce(f3, l, 1)                                         // 3 is caught up at time 1, then crashes
+	l.apply(state(1, 0, 1, []int32{1, 2, 3}, []int32{1, 2}), 2) // the controller fenced 3
+	must(t, l.produce(AcksAll, 7, 3, 5_000, "a"))
+	fetchOnce(f2, l, 4)
+	fetchOnce(f2, l, 5)
+	if got := l.p.HighWatermark(); got != 0 {
+		t.Fatalf("HW %d: a caught-up, still eligible replica outside the ISR must hold it (Kafka's shouldWaitForReplicaToJoinIsr), want 0", got)
+	}
+	l.p.SetIneligibleReplicas([]int32{3}, 6)
+	if got := l.p.HighWatermark(); got != 1 {
+		t.Fatalf("HW %d after replica 3 was fenced, want 1: only ISR members and eligible replicas hold it", got)
+	}
+	if res := l.p.TakeAckResults(); len(res) != 1 || res[0].RequestID != 7 || res[0].Error != codeNone {
+		t.Errorf("ack results %+v, want request 7 acknowledged", res)
+	}
+	// A fenced replica is not proposed for the ISR either, even when it
+	// fetches (a late fetch from before the crash).
+	l.p.OnFollowerFetch(FetchRequest{ReplicaID: 3, FetchOffset: 1, CurrentLeaderEpoch: 0, LastFetchedEpoch: 0}, 7)
+	if req, ok := l.p.PendingAlterPartition(); ok {
+		t.Fatalf("fenced replica proposed: %+v", req)
+	}
+	// Unfenced again (a pushed state does not reset the set): proposed.
+	l.apply(state(1, 0, 2, []int32{1, 2, 3}, []int32{1, 2}), 8)
+	l.p.OnFollowerFetch(FetchRequest{ReplicaID: 3, FetchOffset: 1, CurrentLeaderEpoch: 0, LastFetchedEpoch: 0}, 9)
+	if _, ok := l.p.PendingAlterPartition(); ok {
+		t.Fatalf("replica 3 proposed while the image still says it is fenced")
+	}
+	l.p.SetIneligibleReplicas(nil, 10)
+	l.p.OnFollowerFetch(FetchRequest{ReplicaID: 3, FetchOffset: 1, CurrentLeaderEpoch: 0, LastFetchedEpoch: 0}, 11)
+	if req, ok := l.p.PendingAlterPartition(); !ok || !cmp.Equal(req.NewISR, []int32{1, 2, 3}) {
+		t.Errorf("after unfencing: proposal %+v %v, want ISR [1 2 3]", req, ok)
+	}
+}

@@ -174,6 +174,11 @@ type Partition struct {
 	leader   leaderState
 	follower followerState
 	acks     ackTracker
+	// ineligibleReplicas are the replicas the metadata image shows fenced,
+	// in controlled shutdown or unregistered (SetIneligibleReplicas),
+	// sorted. Unlike leader.ineligible it survives pushed states: it is
+	// broker state, not partition state.
+	ineligibleReplicas []int32
 	// nextProposalID numbers AlterPartition proposals across leaderships,
 	// so an answer to an old proposal can never match a new one.
 	nextProposalID uint64
@@ -234,6 +239,29 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: NoOffset}, nil
 	}
 	return p.becomeFollower(s.clone(), newEpoch), nil
+}
+
+// SetIneligibleReplicas tells the replica which brokers may not join an ISR
+// according to the metadata image: fenced, in controlled shutdown, or not
+// registered (KIP-841). Kafka's leader reads the same from its metadata
+// cache (Partition.isReplicaIsrEligible). The broker calls it whenever the
+// image's broker registrations change; the set replaces the previous one
+// and is kept across ApplyState.
+//
+// On the leader, an ineligible replica is never proposed for the ISR and,
+// when outside the maximal ISR, no longer holds the HW back even if it was
+// caught up: the HW is recomputed at once, completing acks=all waiters it
+// passes.
+func (p *Partition) SetIneligibleReplicas(ids []int32, nowMs int64) {
+	p.ineligibleReplicas = sortedCopy(ids)
+	p.maybeAdvanceHighWatermark(nowMs)
+}
+
+// isrEligible reports whether replica id may join the ISR as far as this
+// replica knows: the image does not show it fenced or shutting down, and the
+// controller has not refused it since the last pushed state.
+func (p *Partition) isrEligible(id int32) bool {
+	return !containsID(p.ineligibleReplicas, id) && !containsID(p.leader.ineligible, id)
 }
 
 // clampHighWatermarkToLog lowers the HW to the LEO if the log now ends
