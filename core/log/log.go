@@ -31,6 +31,8 @@ type Log struct {
 	epochVersionWritten uint64
 
 	flush flushState
+	// clean is the log cleaner's state (cleaner.go).
+	clean cleanerState
 
 	// failed, once set, is returned (it wraps env.ErrIO) by every call.
 	failed error
@@ -120,6 +122,7 @@ func (l *Log) fail(cause error) error {
 // complete. The log must not be used afterwards.
 func (l *Log) Close() error {
 	l.epochWriter.Close()
+	l.abandonCleaning()
 	var first error
 	for _, s := range l.segments {
 		if err := s.close(); err != nil && first == nil {

@@ -55,6 +55,7 @@ type Manager struct {
 	recoveryPoints  *checkpoint.Writer
 	replication     *checkpoint.Writer
 	logStartOffsets *checkpoint.Writer
+	cleaner         managerCleaner
 	// failed records a failed sync of the directory itself.
 	failed error
 }
@@ -78,9 +79,10 @@ func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config,
 		recoveryPoints:  checkpoint.NewWriter(disk, dir, RecoveryPointCheckpointName),
 		replication:     checkpoint.NewWriter(disk, dir, ReplicationCheckpointName),
 		logStartOffsets: checkpoint.NewWriter(disk, dir, LogStartOffsetCheckpointName),
+		cleaner:         managerCleaner{offsets: checkpoint.NewWriter(disk, dir, CleanerOffsetCheckpointName)},
 	}
 	checkpoints := map[string]map[TopicPartition]int64{}
-	for _, name := range []string{RecoveryPointCheckpointName, ReplicationCheckpointName, LogStartOffsetCheckpointName} {
+	for _, name := range []string{RecoveryPointCheckpointName, ReplicationCheckpointName, LogStartOffsetCheckpointName, CleanerOffsetCheckpointName} {
 		offsets, err := readOffsets(disk, joinPath(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("open log directory %s: %w", dir, err)
@@ -113,6 +115,7 @@ func (m *Manager) openLogs(checkpoints map[string]map[TopicPartition]int64, nowM
 		l, err := Open(m.disk, joinPath(m.dir, name), m.configFor(tp.Topic), OpenOptions{
 			RecoveryPoint:  checkpoints[RecoveryPointCheckpointName][tp],
 			LogStartOffset: checkpoints[LogStartOffsetCheckpointName][tp],
+			CleanerOffset:  checkpoints[CleanerOffsetCheckpointName][tp],
 			NowMs:          nowMs,
 		})
 		if err != nil {

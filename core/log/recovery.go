@@ -20,6 +20,9 @@ type OpenOptions struct {
 	LogStartOffset int64
 	// NowMs is the wall clock, for the segments' creation time.
 	NowMs int64
+	// CleanerOffset is from cleaner-offset-checkpoint (0 if absent): the
+	// cleaner point of a compacted log.
+	CleanerOffset int64
 }
 
 // Open loads the log in dir, creating an empty one if dir holds none, and
@@ -96,6 +99,9 @@ var errBadEpochCheckpoint = errors.New("corrupt leader epoch checkpoint")
 // loadSegments opens, checks and recovers every segment, then settles the
 // log start offset, recovery point and epoch cache.
 func (l *Log) loadSegments(opts OpenOptions) error {
+	if err := l.completeSwaps(); err != nil {
+		return err
+	}
 	bases, present, err := l.listSegments()
 	if err != nil {
 		return err
@@ -132,6 +138,10 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
 	l.epochs.truncateFromEnd(l.LogEndOffset())
 	l.epochs.truncateFromStart(l.logStartOffset)
+	l.clean.point = opts.CleanerOffset
+	if l.clean.point < l.logStartOffset || l.clean.point > l.LogEndOffset() {
+		l.clean.point = l.logStartOffset // as Kafka resets an out-of-range checkpoint
+	}
 	if l.LogEndOffset() == l.logStartOffset {
 		// No batch implies any epoch. An entry left here can only come
 		// from a checkpoint whose clearing (TruncateFullyAndStartAt) a
@@ -237,6 +247,7 @@ func (l *Log) startAt(offset int64, nowMs int64) error {
 
 // removeSegments deletes segments[from:] and their files.
 func (l *Log) removeSegments(from int) error {
+	l.abortCleaning()
 	var err error
 	for _, s := range l.segments[from:] {
 		err = errors.Join(err, s.remove(l.disk))

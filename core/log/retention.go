@@ -67,6 +67,7 @@ func (l *Log) deleteOldest(n int) error {
 	if n == 0 {
 		return nil
 	}
+	l.abortCleaning()
 	if n >= len(l.segments) {
 		panic(fmt.Sprintf("log %s: deleting %d of %d segments, the active one included", l.dir, n, len(l.segments)))
 	}

@@ -68,6 +68,8 @@ func (l *Log) truncateSegment(s *segment, at batchAt) error {
 
 // afterTruncation settles what depends on the LEO after it moved back.
 func (l *Log) afterTruncation() {
+	l.abortCleaning()
+	l.clean.point = min(l.clean.point, l.LogEndOffset())
 	leo := l.LogEndOffset()
 	l.recoveryPoint = min(l.recoveryPoint, leo)
 	l.logStartOffset = min(l.logStartOffset, leo)
