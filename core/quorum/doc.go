@@ -62,20 +62,51 @@
 // sends BeginQuorumEpoch to the voters. Check-quorum: a leader that has not
 // been fetched from by a majority within 1.5 × FetchTimeoutMs resigns.
 //
+// # Snapshots
+//
+// The state machine hands Raft a snapshot of its state at an applied offset
+// (TakeSnapshot); once a Ready has made it durable, the log behind it is
+// dropped. A follower whose fetch falls below the leader's log start (or
+// whose last fetched epoch predates it) gets the snapshot's id in the Fetch
+// response, reads it with FetchSnapshot in chunks, and installs it: its log
+// restarts at the snapshot's end and its state machine loads the snapshot.
+//
+// # Resignation
+//
+// Resign (a controlled shutdown; check-quorum failing) sends
+// EndQuorumEpoch to the voters with the best-placed (longest match) first;
+// they forget the leader and stand after a backoff that grows with their
+// place, so a hand-over takes about a round trip, not a fetch timeout.
+//
 // # Messages
 //
 // Message is the protocol's own struct; codec.go maps it to and from Kafka's
-// own RPCs in kmsg (Vote 52, BeginQuorumEpoch 53, Fetch 1 on
-// __cluster_metadata-0), so messages cross the network encoded as any other
-// Kafka request. Entries travel in Fetch responses as RecordBatch v2, one
-// batch per entry, its PartitionLeaderEpoch the entry's epoch.
+// own RPCs in kmsg (Vote 52, BeginQuorumEpoch 53, EndQuorumEpoch 54, Fetch 1
+// on __cluster_metadata-0, FetchSnapshot 59), so messages cross the network
+// encoded as any other Kafka request. Entries travel in Fetch responses as
+// RecordBatch v2, one batch per entry, its PartitionLeaderEpoch the entry's
+// epoch.
 //
-// # Not here (yet)
+// # Storage and the driver
 //
-// Snapshots (FetchSnapshot, key 59, <offset>-<epoch>.checkpoint) and log
-// truncation behind them, EndQuorumEpoch on resignation, and the driver
-// that persists Ready to core/log and the quorum-state file over env.Disk
-// are not written yet; see the package's report in the repository history.
+// Storage persists a Ready on an env.Disk: quorum-state (Kafka's file
+// name, JSON), quorum.log (CRC'd entries) and <offset>-<epoch>.checkpoint
+// snapshots, and calls back once everything is durable. Node is the thin
+// driver: it steps peers' requests in (HandleRequest), ticks on env.Clock,
+// persists each Ready through Storage and only then sends its messages over
+// env.Network, applies committed entries through an Applier, and advances.
+//
+// # For the controller
+//
+// The controller's quorum interface (core/controller/quorum.go) speaks
+// record offsets and appends one batch of records per decision; here one
+// entry holds one offset. To replace localQuorum, either an entry becomes a
+// batch (Entry gains a record count, offsets become record offsets, as in
+// KRaft) or an adapter proposes one entry per record and re-batches on
+// read. The controller must also follow leadership: become active when its
+// node's leader-change entry commits (rebuilding its latest image from the
+// committed one), and drop uncommitted records and answer NOT_CONTROLLER
+// when it loses leadership.
 //
 // # What it must not do
 //
