@@ -538,7 +538,7 @@ func (r *Raft) stepProspective(nowMs int64, m Message) {
 
 func (r *Raft) stepVote(nowMs int64, m Message) {
 	granted := false
-	if m.Epoch == r.hard.Epoch && r.isVoter(r.cfg.ID) {
+	if m.Epoch == r.hard.Epoch && r.isVoter(r.cfg.ID) && r.isVoter(m.From) {
 		upToDate := logUpToDate(m.LastEpoch, m.LastOffset, r.log.lastEpoch(), r.log.endOffset())
 		granted = voteGranted(r.hard.VotedFor, m.From, r.leader >= 0, upToDate, r.cfg.Bugs.VoteTwice)
 	}
@@ -619,6 +619,16 @@ func (r *Raft) stepFetch(nowMs int64, m Message) {
 		r.maybeCommit(nowMs)
 	}
 	if m.FetchOffset == r.log.endOffset() && r.hwSent[m.From] == r.commit && m.MaxWaitMs > 0 {
+		// At most one parked fetch per replica, so the list stays bounded:
+		// a newer one supersedes it, and the older is answered now (every
+		// request gets its response; its sender ignores it).
+		r.parked = slices.DeleteFunc(r.parked, func(p parkedFetch) bool {
+			if p.req.From == m.From {
+				r.answerFetch(p.req)
+				return true
+			}
+			return false
+		})
 		r.parked = append(r.parked, parkedFetch{req: m, deadlineMs: nowMs + min(m.MaxWaitMs, r.cfg.FetchMaxWaitMs)})
 		return
 	}
