@@ -491,3 +491,96 @@ func TestLastReplicaStandingAfterUncleanRestart(t *testing.T) {
 		t.Fatalf("after the clean restart of %d: %+v, want it leading with ISR = {%d}", clean, got, clean)
 	}
 }
+
+// TestOnlyReplicaKilledLeadsAgainAfterRestart: a single-node cluster (the
+// controller and the only replica of every partition in one process, as
+// `make run`) is killed and restarted. Over the fault budget, but the
+// partition must get its leader back (CLARIFICATIONS.md, the fault budget):
+// the restarted broker registers as soon as the old session has expired
+// (Kafka refuses a new incarnation until then: DUPLICATE_BROKER_REGISTRATION),
+// and once it has caught up and is unfenced it leads again, elected from the
+// last known ELR although its unclean restart took it out of the ELR.
+func TestOnlyReplicaKilledLeadsAgainAfterRestart(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	epochs := h.startBrokers(1)
+	h.createTopic("a", 2, 1, nil)
+	before := h.partition("a", 0)
+	if before.Leader != 0 {
+		t.Fatalf("leader %d, want 0", before.Leader)
+	}
+	h.restart() // kill -9 of the whole process; the broker is gone too
+	// The new controller gives every unfenced broker a fresh session, so
+	// the new incarnation is refused until it expires.
+	if resp := h.registerRaw(0, 2, -1); resp.ErrorCode != kerr.DuplicateBrokerRegistration.Code {
+		t.Fatalf("registration during the old session: error %d, want DUPLICATE_BROKER_REGISTRATION", resp.ErrorCode)
+	}
+	h.advance(9_500)
+	if b, _ := h.c.Image().Broker(0); !b.Fenced {
+		t.Fatal("old incarnation not fenced after its session expired")
+	}
+	resp := h.registerRaw(0, 2, -1) // kill -9: no clean shutdown to name
+	if resp.ErrorCode != 0 {
+		t.Fatalf("registration after the session expired: error %d", resp.ErrorCode)
+	}
+	if resp.BrokerEpoch == epochs[0] {
+		t.Fatalf("new incarnation kept broker epoch %d", resp.BrokerEpoch)
+	}
+	got := h.partition("a", 0)
+	if got.Leader != metadata.NoLeader || len(got.ISR) != 0 || len(got.ELR) != 0 || !sameIDs(got.LastKnownELR, []int32{0}) {
+		t.Fatalf("registered, still fenced: %+v, want no leader, empty ISR and ELR, last known ELR [0]", got)
+	}
+	if hb := h.heartbeat(0, resp.BrokerEpoch, false); hb.ErrorCode != 0 || hb.IsFenced {
+		t.Fatalf("caught-up heartbeat: %+v, want unfenced", hb)
+	}
+	for p := int32(0); p < 2; p++ {
+		got = h.partition("a", p)
+		if got.Leader != 0 || !sameIDs(got.ISR, []int32{0}) || len(got.LastKnownELR) != 0 || got.LeaderEpoch <= before.LeaderEpoch {
+			t.Fatalf("partition %d after the broker is back: %+v, want leader 0 in a new epoch, ISR [0], last known ELR cleared", p, got)
+		}
+	}
+}
+
+// TestEveryISRMemberKilledLeadsAgain: RF 3, min.insync.replicas 2; every
+// replica is killed (kill -9: unclean) and restarted. With ISR and ELR
+// empty, the first member of the last known ELR to come back leads; a
+// replica that fell out of sync before (never in the ELR) does not, nor a
+// broker that is not a replica.
+func TestEveryISRMemberKilledLeadsAgain(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	epochs := h.startBrokers(4)
+	h.createTopic("a", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	s := h.partition("a", 0)
+	h.advance(10_000) // all four silent: fenced, lowest id first
+	got := h.partition("a", 0)
+	eligible := got.ELR
+	if got.Leader != metadata.NoLeader || len(got.ISR) != 0 || len(eligible) != 2 {
+		t.Fatalf("all fenced: %+v, want no leader and the last two ISR members in the ELR", got)
+	}
+	outOfSync := without(without(s.Replicas, eligible[0]), eligible[1])[0]
+	outsider := int32(-1)
+	for id := int32(0); id < 4; id++ {
+		if !slices.Contains(s.Replicas, id) {
+			outsider = id
+		}
+	}
+	newEpochs := map[int32]int64{}
+	for _, id := range s.Replicas {
+		newEpochs[id] = h.registerRaw(id, 2, -1).BrokerEpoch
+	}
+	got = h.partition("a", 0)
+	if got.Leader != metadata.NoLeader || len(got.ELR) != 0 || !sameIDs(got.LastKnownELR, eligible) {
+		t.Fatalf("all restarted uncleanly, fenced: %+v, want no leader, empty ELR, last known ELR %v", got, eligible)
+	}
+	outsiderEpoch := h.registerRaw(outsider, 2, epochs[outsider]).BrokerEpoch
+	h.heartbeat(outsider, outsiderEpoch, false)
+	h.heartbeat(outOfSync, newEpochs[outOfSync], false)
+	if got = h.partition("a", 0); got.Leader != metadata.NoLeader {
+		t.Fatalf("brokers %d (not a replica) and %d (out of sync) unfenced: leader %d, want none", outsider, outOfSync, got.Leader)
+	}
+	back := eligible[1]
+	h.heartbeat(back, newEpochs[back], false)
+	got = h.partition("a", 0)
+	if got.Leader != back || !sameIDs(got.ISR, []int32{back}) || !sameIDs(got.LastKnownELR, []int32{eligible[0]}) {
+		t.Fatalf("replica %d back: %+v, want it leading alone in the ISR, last known ELR [%d]", back, got, eligible[0])
+	}
+}

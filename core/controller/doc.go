@@ -20,6 +20,23 @@
 // ISR/ELR bookkeeping use the pure functions of core/replica (elr.go), so the
 // replication proof does not depend on which controller drives it.
 //
+// Elections run whenever a leader leaves the ISR (fencing, controlled
+// shutdown, AlterPartition) and, for leaderless partitions, whenever one of
+// their replicas is unfenced. The rule is replica.Elect's: the ISR, then the
+// ELR when the ISR is empty, then, when ISR and ELR are both empty (every
+// replica that held the committed records restarted uncleanly, over the
+// fault budget), the first member of LastKnownELR to be unfenced, then any
+// live replica if unclean.leader.election.enable. So a partition whose only
+// replica, or whose every ISR member, was killed and restarted gets its
+// leader back as soon as such a replica re-registers and catches up.
+//
+// A restarted broker (new incarnation id) cannot register while its old
+// session is alive (DUPLICATE_BROKER_REGISTRATION, as Kafka's
+// ClusterControlManager.registerBroker); it retries until the session
+// expires (broker.session.timeout.ms). A controller that becomes active
+// grants every unfenced broker a full session, so after a single-node
+// restart the broker waits one session timeout, as in Kafka.
+//
 // # Two images
 //
 // The controller keeps the image of everything it appended (latest), from

@@ -15,9 +15,12 @@ import "slices"
 // records, so it leaves the ELR. With ELR, a partition with RF 3 and
 // min.insync.replicas 2 survives an unclean shutdown of its last ISR member.
 //
-// Not implemented: Kafka's "last known leader" recovery (electing the only
-// member of LastKnownELR when ISR and ELR are empty); LastKnownELR is kept
-// up to date so that it can be added.
+// Over the fault budget every replica that held the committed records may
+// restart after an unclean shutdown: ISR and ELR are then empty, and the
+// partition would stay offline forever. LastKnownELR remembers them (every
+// replica that left the ISR or ELR while the ISR was below min ISR, and was
+// not in the ISR or ELR since), and Elect takes its leader from there; see
+// Elect for the rule and how it differs from Kafka's.
 
 // ELRPolicy is the controller configuration these functions follow.
 type ELRPolicy struct {
@@ -90,6 +93,9 @@ const (
 	ElectionClean
 	// ElectionFromELR: the ISR was empty; a new leader from the ELR.
 	ElectionFromELR
+	// ElectionLastKnownELR: ISR and ELR were empty; a member of the last
+	// known ELR leads. Records it lost in an unclean shutdown are lost.
+	ElectionLastKnownELR
 	// ElectionUnclean: an out-of-sync replica leads; records may be lost.
 	ElectionUnclean
 )
@@ -97,12 +103,28 @@ const (
 // Elect returns the state after a leader election, as Kafka's
 // PartitionChangeBuilder.electAnyLeader. acceptable reports whether a
 // replica may lead (registered, unfenced, not shutting down: KIP-841). The
-// order: keep a valid current leader; else the first valid replica in
-// assignment order, valid meaning in the ISR, or in the ELR when the ISR is
-// empty; else, if unclean election is enabled, the first acceptable replica.
-// A leader from the ELR gets ISR = {leader}; an unclean leader gets
-// ISR = {leader} and an empty ELR. Whenever the leader changes (to NoLeader
-// too) both epochs are bumped.
+// order:
+//
+//  1. keep a valid current leader;
+//  2. the first valid replica in assignment order, valid meaning in the
+//     ISR, or in the ELR when the ISR is empty;
+//  3. with ELR enabled and both ISR and ELR empty: the first acceptable
+//     member of LastKnownELR in assignment order (last-known-ELR recovery);
+//  4. if unclean election is enabled, the first acceptable replica.
+//
+// A leader from the ELR gets ISR = {leader}; one from the last known ELR
+// gets ISR = {leader} and leaves the last known ELR; an unclean leader gets
+// ISR = {leader} and empty ELR and last known ELR. Whenever the leader
+// changes (to NoLeader too) both epochs are bumped.
+//
+// Step 3 is Kafka 4.x's last-known-leader election (canElectLastKnownLeader,
+// "select the last known leader if it is unfenced") generalised: Kafka keeps
+// only the last leader in LastKnownELR and waits for that one broker;
+// Strand keeps every replica that held the committed records when it left
+// the ISR/ELR (see nextELR) and takes the first to come back. Each of them
+// held every committed record and lost at most its unflushed tail, as the
+// last leader did. It runs without unclean.leader.election.enable, as in
+// Kafka, because no replica outside these could hold more.
 func Elect(cur PartitionState, pol ELRPolicy, acceptable func(replica int32) bool) (PartitionState, ElectionKind) {
 	valid := func(id int32) bool {
 		eligible := containsID(cur.ISR, id) || (len(cur.ISR) == 0 && containsID(cur.ELR, id))
@@ -118,6 +140,12 @@ func Elect(cur PartitionState, pol ELRPolicy, acceptable func(replica int32) boo
 				kind = ElectionFromELR
 			}
 			return withLeader(cur, id, kind), kind
+		}
+	}
+	if pol.ELREnabled && len(cur.ISR) == 0 && len(cur.ELR) == 0 {
+		lastKnown := func(id int32) bool { return containsID(cur.LastKnownELR, id) && acceptable(id) }
+		if i := slices.IndexFunc(cur.Replicas, lastKnown); i >= 0 {
+			return withLeader(cur, cur.Replicas[i], ElectionLastKnownELR), ElectionLastKnownELR
 		}
 	}
 	if pol.UncleanEnabled {
@@ -141,6 +169,9 @@ func withLeader(cur PartitionState, leader int32, kind ElectionKind) PartitionSt
 	case ElectionFromELR:
 		next.ISR = []int32{leader}
 		next.ELR = withoutIDs(cur.ELR, []int32{leader})
+	case ElectionLastKnownELR:
+		next.ISR = []int32{leader}
+		next.LastKnownELR = withoutIDs(cur.LastKnownELR, []int32{leader})
 	case ElectionUnclean:
 		next.ISR = []int32{leader}
 		next.ELR, next.LastKnownELR = nil, nil

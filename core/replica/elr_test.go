@@ -101,3 +101,48 @@ func TestLastReplicaStanding(t *testing.T) {
 		t.Errorf("elected %d with only the unclean 1 and the never-eligible 3 alive, want none", u.LeaderID)
 	}
 }
+
+// TestElectFromLastKnownELR: over the fault budget every replica that held
+// the committed records restarted after an unclean shutdown, so ISR and ELR
+// are empty. The partition must not stay offline forever (CLARIFICATIONS.md,
+// the fault budget): the first live member of LastKnownELR in assignment
+// order leads, as Kafka 4.x elects its last known leader. It holds as much
+// as anyone left can; records it lost are lost.
+func TestElectFromLastKnownELR(t *testing.T) {
+	// RF 1: the only replica was fenced, then restarted uncleanly.
+	one := state(1, 3, 5, []int32{1}, []int32{1})
+	one = ChangeISR(one, nil, nil, ELRPolicy{MinInsyncReplicas: 1, ELREnabled: true})
+	one, _ = Elect(one, elrOn, alive())
+	one, _ = RecordUncleanShutdown(ChangeISR(one, nil, []int32{1}, elrOn), 1)
+	if len(one.ISR) != 0 || len(one.ELR) != 0 || !cmp.Equal(one.LastKnownELR, []int32{1}) || one.LeaderID != NoLeader {
+		t.Fatalf("RF 1 after an unclean restart: %+v, want no leader, empty ISR and ELR, last known ELR [1]", one)
+	}
+	if s, kind := Elect(one, elrOn, alive()); kind != ElectionNoLeader || s.LeaderID != NoLeader {
+		t.Errorf("while 1 is fenced: leader %d kind %d, want none", s.LeaderID, kind)
+	}
+	s, kind := Elect(one, elrOn, alive(1))
+	if kind != ElectionLastKnownELR || s.LeaderID != 1 || !cmp.Equal(s.ISR, []int32{1}) || len(s.LastKnownELR) != 0 || s.LeaderEpoch != one.LeaderEpoch+1 {
+		t.Errorf("1 unfenced: %+v kind %d, want leader 1 with ISR [1], last known ELR cleared, new leader epoch", s, kind)
+	}
+
+	// RF 3: 3 never held the committed records; 1 and 2 did and both lost
+	// their unflushed tails. 3 alone alive must not lead; 2 alive leads.
+	lost := PartitionState{LeaderID: NoLeader, LeaderEpoch: 7, PartitionEpoch: 9, Replicas: []int32{3, 2, 1}, LastKnownELR: []int32{1, 2}}
+	if s, _ := Elect(lost, elrOn, alive(3)); s.LeaderID != NoLeader {
+		t.Errorf("only 3 alive: elected %d, want none (3 is not in the last known ELR)", s.LeaderID)
+	}
+	if s, kind := Elect(lost, elrOn, alive(1, 2, 3)); s.LeaderID != 2 || kind != ElectionLastKnownELR || !cmp.Equal(s.LastKnownELR, []int32{1}) {
+		t.Errorf("all alive: leader %d kind %d last known %v, want 2 (assignment order), last known [1]", s.LeaderID, kind, s.LastKnownELR)
+	}
+	// While an ELR member may still come back, the last known ELR waits.
+	waiting := lost
+	waiting.ELR = []int32{3}
+	if s, _ := Elect(waiting, elrOn, alive(1, 2)); s.LeaderID != NoLeader {
+		t.Errorf("ELR [3] fenced: elected %d from the last known ELR, want none until the ELR is empty", s.LeaderID)
+	}
+	// Without ELR the controller keeps the last ISR member in the ISR
+	// instead, so this path is ELR's only.
+	if s, _ := Elect(lost, ELRPolicy{MinInsyncReplicas: 2}, alive(1, 2)); s.LeaderID != NoLeader {
+		t.Errorf("ELR disabled: elected %d, want none", s.LeaderID)
+	}
+}

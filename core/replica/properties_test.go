@@ -347,16 +347,37 @@ func elrStep(rt *rapid.T, s PartitionState, pol ELRPolicy, hasAll map[int32]bool
 		}
 		s = ChangeISR(s, withoutIDs(s.ISR, []int32{id}), unclean, pol)
 		if s.LeaderID == id {
-			s, _ = Elect(s, pol, func(r int32) bool { return r != id && up(r) })
+			var kind ElectionKind
+			s, kind = Elect(s, pol, func(r int32) bool { return r != id && up(r) })
+			afterElection(rt, s, kind, hasAll)
 		}
 	case 3: // an election with some replicas down
 		var kind ElectionKind
 		s, kind = Elect(s, pol, up)
-		if (kind == ElectionClean || kind == ElectionFromELR) && !hasAll[s.LeaderID] {
-			rt.Fatalf("%v election chose %d, which lacks committed records", kind, s.LeaderID)
-		}
+		afterElection(rt, s, kind, hasAll)
 	}
 	return s
+}
+
+// afterElection checks that a clean or ELR election chose a replica holding
+// every committed record. A last-known-ELR election happens only after every
+// replica that held them shut down uncleanly (over the fault budget): what
+// the new leader holds becomes what is committed, and the others must catch
+// up again to rejoin.
+func afterElection(rt *rapid.T, s PartitionState, kind ElectionKind, hasAll map[int32]bool) {
+	switch kind {
+	case ElectionClean, ElectionFromELR:
+		if !hasAll[s.LeaderID] {
+			rt.Fatalf("%v election chose %d, which lacks committed records", kind, s.LeaderID)
+		}
+	case ElectionLastKnownELR:
+		if len(s.ISR) != 1 || s.ISR[0] != s.LeaderID || len(s.ELR) != 0 {
+			rt.Fatalf("last-known-ELR election of %d left ISR %v ELR %v", s.LeaderID, s.ISR, s.ELR)
+		}
+		for _, id := range s.Replicas {
+			hasAll[id] = id == s.LeaderID
+		}
+	}
 }
 
 func checkELRState(rt *rapid.T, s PartitionState, pol ELRPolicy, hasAll map[int32]bool) {
