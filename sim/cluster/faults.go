@@ -67,6 +67,9 @@ func drawDiskFaults(r *rand.Rand, shape Shape) DiskFaults {
 type faults struct {
 	c          *Cluster
 	overBudget bool
+	// syncEveryBatch: the shape syncs every batch, so every crash goes
+	// ahead and no acknowledged record may be lost.
+	syncEveryBatch bool
 	// budgetExceeded: at some point more brokers had lost data than the
 	// budget allows.
 	budgetExceeded bool
@@ -97,12 +100,16 @@ func drawFaults(streams *sched.Streams, shape Shape) *faults {
 		diskR:   streams.Get("disk"),
 	}
 	f.overBudget = sched.Chance(streams.Get("faults/budget"), 300)
+	f.syncEveryBatch = shape.SyncEveryBatch
 	return f
 }
 
 func (f *faults) String() string {
 	mode := "within-budget"
-	if f.overBudget {
+	switch {
+	case f.syncEveryBatch:
+		mode = "any-crash(sync-every-batch)"
+	case f.overBudget:
 		mode = "over-budget"
 	}
 	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String()}, " ")

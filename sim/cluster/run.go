@@ -173,10 +173,12 @@ func (r *run) execute(bugs Bugs) {
 			r.violate("liveness", "the event queue ran dry")
 		}
 	}
-	if r.s.Halted() != "" {
-		return
+	if r.s.Halted() == "" {
+		r.check()
 	}
-	r.check()
+	if len(r.res.Violations) > 0 && r.opts.HTMLDir != "" {
+		r.res.HTML = r.visualize(r.w.History())
+	}
 }
 
 // sampleLeaders records, every leaderSampleNs, each running broker's view
@@ -328,9 +330,6 @@ func (r *run) check() {
 		vs = append(vs, models.Violation{Check: "wire", Detail: fmt.Sprintf("%d malformed frames", n)})
 	}
 	res.Violations = append(res.Violations, vs...)
-	if len(res.Violations) > 0 && r.opts.HTMLDir != "" {
-		res.HTML = r.visualize(h)
-	}
 }
 
 // visualize writes the Porcupine visualization of each partition named by

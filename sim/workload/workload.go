@@ -64,6 +64,8 @@ type Workload struct {
 	r   *rand.Rand
 	cfg Config
 
+	// tps lists every partition of the workload's topics.
+	tps       []models.TopicPartition
 	clients   []*client
 	producers []*producer
 	consumers []*consumer
@@ -89,6 +91,11 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 		return nil, err
 	}
 	w := &Workload{s: s, net: net, r: r, cfg: cfg}
+	for _, t := range cfg.Topics {
+		for p := int32(0); p < cfg.Partitions; p++ {
+			w.tps = append(w.tps, models.TopicPartition{Topic: t, Partition: p})
+		}
+	}
 	w.admin = w.newClient("admin")
 	for i := 0; i < cfg.Producers; i++ {
 		w.producers = append(w.producers, w.newProducer())
@@ -104,16 +111,9 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	return w, nil
 }
 
-// Partitions lists every partition of the workload's topics.
-func (w *Workload) Partitions() []models.TopicPartition {
-	var out []models.TopicPartition
-	for _, t := range w.cfg.Topics {
-		for p := int32(0); p < w.cfg.Partitions; p++ {
-			out = append(out, models.TopicPartition{Topic: t, Partition: p})
-		}
-	}
-	return out
-}
+// Partitions lists every partition of the workload's topics. Callers must
+// not modify it.
+func (w *Workload) Partitions() []models.TopicPartition { return w.tps }
 
 // Start creates the topics, then starts producing and consuming; ready
 // runs once the topics exist.
