@@ -37,4 +37,3 @@ var ErrTooManyProducers = errors.New("too many producer ids in this partition")
 
 // CodeTooManyProducers is the Kafka error for ErrTooManyProducers.
 var CodeTooManyProducers = kerr.PolicyViolation
-
