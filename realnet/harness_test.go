@@ -24,6 +24,8 @@ import (
 type testCluster struct {
 	t     *testing.T
 	nodes []*Node
+	// configs are the nodes' configurations, for restarts.
+	configs []config.Broker
 }
 
 // startCluster starts size nodes with extra server.properties on top.
@@ -72,6 +74,7 @@ func startCluster(t *testing.T, size int, extra map[string]string) *testCluster 
 			t.Fatalf("node %d: %v", id, err)
 		}
 		c.nodes = append(c.nodes, n)
+		c.configs = append(c.configs, cfg)
 	}
 	t.Cleanup(c.stop)
 	c.waitRegistered(size)
@@ -103,6 +106,35 @@ func (c *testCluster) stop() {
 			n.Kill()
 		}
 	}
+}
+
+// restart starts node id again on its configuration, log directories and
+// ports, after a Shutdown or Kill.
+func (c *testCluster) restart(id int) {
+	c.t.Helper()
+	n, err := Start(Options{Config: c.configs[id-1], Logger: testLogger(c.t, id)})
+	if err != nil {
+		c.t.Fatalf("restart node %d: %v", id, err)
+	}
+	c.nodes[id-1] = n
+}
+
+// leaders returns the leader of each partition of topic, as node 1's
+// metadata says.
+func (c *testCluster) leaders(topic string, partitions int32) []int32 {
+	c.t.Helper()
+	leaders := make([]int32, partitions)
+	c.nodes[0].Call(func(b *broker.Node) {
+		for p := range partitions {
+			s, ok := b.Image().PartitionByName(topic, p)
+			if !ok {
+				c.t.Errorf("partition %d of %s not in node 1's metadata", p, topic)
+				continue
+			}
+			leaders[p] = s.Leader
+		}
+	})
+	return leaders
 }
 
 // waitRegistered waits until node 1's metadata lists size unfenced brokers.

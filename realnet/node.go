@@ -128,19 +128,27 @@ func (n *Node) Call(fn func(*broker.Node)) bool {
 	return n.loop.Call(func() { fn(n.core) })
 }
 
+// ErrControlledShutdownIncomplete is what Shutdown reports, after stopping
+// the node anyway, when the controller did not release the broker before the
+// deadline: its leaderships moved by session expiry instead.
+var ErrControlledShutdownIncomplete = errors.New("controlled shutdown did not complete before the deadline")
+
 // Shutdown stops the node gracefully: a controlled shutdown first (the
 // broker keeps serving while the controller moves its leaderships away),
 // bounded by ctx; then the listeners and connections close, the core closes
-// its logs, and the loop and disks stop.
+// its logs (flushing them and marking the shutdown clean when the controlled
+// shutdown completed), and the loop and disks stop.
 func (n *Node) Shutdown(ctx context.Context) error {
 	controlled := make(chan struct{})
 	if !n.loop.Call(func() { n.core.BeginShutdown(func() { close(controlled) }) }) {
 		return errors.New("realnet: event loop already stopped")
 	}
+	var incomplete error
 	select {
 	case <-controlled:
 		n.logger.Info("controlled shutdown complete")
 	case <-ctx.Done():
+		incomplete = fmt.Errorf("%w: %w", ErrControlledShutdownIncomplete, ctx.Err())
 		n.logger.Warn("controlled shutdown did not complete in time; closing anyway", "err", ctx.Err())
 	}
 	n.net.CloseListeners()
@@ -153,7 +161,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		closeErr = fmt.Errorf("realnet: closing the logs took over %s", closeFlushTimeout)
 	}
 	n.stop()
-	return closeErr
+	return errors.Join(incomplete, closeErr)
 }
 
 // Kill stops the node abruptly, as a crash would, without a controlled
