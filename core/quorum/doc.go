@@ -98,15 +98,19 @@
 //
 // # For the controller
 //
-// The controller's quorum interface (core/controller/quorum.go) speaks
-// record offsets and appends one batch of records per decision; here one
-// entry holds one offset. To replace localQuorum, either an entry becomes a
-// batch (Entry gains a record count, offsets become record offsets, as in
-// KRaft) or an adapter proposes one entry per record and re-batches on
-// read. The controller must also follow leadership: become active when its
-// node's leader-change entry commits (rebuilding its latest image from the
-// committed one), and drop uncommitted records and answer NOT_CONTROLLER
-// when it loses leadership.
+// MetadataQuorum implements the method set of the controller's quorum
+// interface (core/controller/quorum.go) over a Node, one entry per metadata
+// record so that entry offsets are record offsets; the leader-change entry
+// reads as a NoOpRecord. To adopt it, core/controller must take the quorum
+// from its caller instead of building localQuorum, and follow leadership:
+// become active when its node leads and its leader-change entry commits
+// (rebuilding its latest image from the committed one), drop uncommitted
+// records and answer NOT_CONTROLLER when it loses leadership, and load
+// snapshots into its committed image (and make them, with TakeSnapshot).
+// KRaft appends a decision as one atomic batch; here its records may commit
+// in two steps, which the controller tolerates but a broker fetching in
+// between would see: making an entry a whole batch (a record count per
+// entry) is the follow-up that closes this.
 //
 // # What it must not do
 //
