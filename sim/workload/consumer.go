@@ -104,6 +104,11 @@ func decodeRecords(b []byte, fromOffset int64) ([]models.Record, error) {
 		if size > len(b) {
 			return out, nil
 		}
+		if _, err := batch.Verify(b[:size]); err != nil {
+			// Clients check CRCs (kgo's default): a damaged batch reaching
+			// a consumer is reported, never decoded.
+			return out, fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+		}
 		var rb kmsg.RecordBatch
 		if err := rb.ReadFrom(b[:size]); err != nil {
 			return out, fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
