@@ -24,7 +24,9 @@
 // watermark), acks.go (acks=all waiters), follower.go (fetching and
 // truncating), elr.go and controller.go (the controller's side).
 //
-// The caller's loop, per partition: ApplyState on every pushed state; on the
+// The caller's loop, per partition: ApplyState on every pushed state, and
+// SetIneligibleReplicas whenever the image's fenced or shutting-down brokers
+// change (a leader neither adds them to the ISR nor waits for them); on the
 // leader, AdmitProduce → append → OnLeaderAppend, OnFollowerFetch and
 // OnConsumerFetch for fetches, MaybeShrinkISR and ExpireAcks on timers,
 // PendingAlterPartition → controller → OnAlterPartitionResponse, and
