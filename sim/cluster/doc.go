@@ -46,12 +46,20 @@
 // # The liveness phase
 //
 // At a drawn time every fault heals: network, clocks, disks; crashed
-// brokers restart and brokers whose log directory failed are restarted.
+// brokers restart, and brokers whose log directory may have failed are
+// restarted through a controlled shutdown (clean, so they stay eligible).
 // Producers stop shortly after; then every partition must accept an
 // acks=all write again, every request must be answered, and the replicas
 // must converge (identical logs ending at the high watermark, one leader
 // everyone agrees on) within the convergence window. Failing to converge
 // is a violation.
+//
+// # Invariants the harness checks itself
+//
+// Besides models' checkers: after every power loss each log must still
+// reach its checkpointed recovery point ("synced-kept": recovery never
+// drops a synced batch); a node that cannot restart, a panic, a malformed
+// frame or a damaged batch reaching a consumer is a violation.
 //
 // # Timeouts scaled down (they keep the protocol's behaviour)
 //
