@@ -269,13 +269,12 @@ func (l *Log) completeSwap(base int64, names []string, present map[string]bool) 
 		return err
 	}
 	for _, name := range names {
-		other, suffix, ok := parseSegmentFileName(name)
+		other, _, ok := parseSegmentFileName(name)
 		if ok && other > base && other < end && present[name] {
 			if err := l.disk.Remove(joinPath(l.dir, name)); err != nil {
 				return err
 			}
 			present[name] = false
-			_ = suffix
 		}
 	}
 	for _, suffix := range segmentSuffixes {
