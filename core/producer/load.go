@@ -71,12 +71,10 @@ func loadNewestSnapshot(cfg Config, snapshots *Snapshots, logStartOffset int64) 
 }
 
 // stateFromEntries builds the state a snapshot at offset describes. It
-// refuses a snapshot whose batches lie at or beyond its offset, or that holds
-// more producers than the bound: neither was written by Take.
+// refuses a snapshot with a batch at or beyond its offset, which Take never
+// writes. A snapshot holding more producers than the bound (lowered since)
+// loses the oldest, as replication would.
 func stateFromEntries(cfg Config, offset int64, entries []Entry) (*State, bool) {
-	if len(entries) > cfg.ProducersMax {
-		return nil, false
-	}
 	state := NewState(cfg, offset)
 	for _, e := range entries {
 		if len(e.Batches) > 0 && e.Batches[len(e.Batches)-1].LastOffset >= offset {
@@ -84,6 +82,9 @@ func stateFromEntries(cfg Config, offset int64, entries []Entry) (*State, bool) 
 		}
 		entry := e.clone()
 		state.producers[e.ProducerID] = &entry
+	}
+	for len(state.producers) > cfg.ProducersMax {
+		state.evictOldest()
 	}
 	return state, true
 }
@@ -104,13 +105,24 @@ func replay(state *State, logEndOffset int64, read BatchReader) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("load producer state: replay from %d: %w", state.mapEndOffset, err)
+			return fmt.Errorf("producer state: replay from %d: %w", state.mapEndOffset, err)
 		}
 	}
 	// The log's end may lie past its last batch (a log truncated fully and
 	// restarted there); the state describes the log up to it either way.
 	state.mapEndOffset = max(state.mapEndOffset, logEndOffset)
 	return nil
+}
+
+// CatchUp applies the log's batches from the state's map end offset to
+// logEndOffset, read back from the log: what a follower calls after
+// log.AppendAsFollower (which owns the fetched bytes once called), instead of
+// UpdateFromReplicated per batch. read only reads batch headers (LogReader).
+func (s *State) CatchUp(logEndOffset int64, read BatchReader) error {
+	if logEndOffset < s.mapEndOffset {
+		return fmt.Errorf("producer state: catch up to %d, below the map end offset %d (truncations go through TruncateTo)", logEndOffset, s.mapEndOffset)
+	}
+	return replay(s, logEndOffset, read)
 }
 
 // TruncateTo brings the state in line with a log just truncated, as Kafka's

@@ -90,6 +90,33 @@ func TestLoadFromRealLog(t *testing.T) {
 		t.Fatalf("full replay: %s", diff)
 	}
 
+	// A follower copies the log in a few fetches and catches up from its own
+	// log after each append.
+	follower, err := log.Open(disk, "t-1", cfg, log.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	followerState := NewState(testConfig(), 0)
+	for follower.LogEndOffset() < l.LogEndOffset() {
+		result, err := l.Read(follower.LogEndOffset(), 1500, l.LogEndOffset(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched, err := log.CopyRegions(result.Regions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follower.AppendAsFollower(fetched, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := followerState.CatchUp(follower.LogEndOffset(), LogReader(follower)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(live.Entries(), followerState.Entries()); diff != "" {
+		t.Fatalf("follower: %s", diff)
+	}
+
 	// Truncate the log inside its middle segment: the state reloads from a
 	// snapshot at or below the new end and equals a full replay of what is
 	// left; snapshots above the end are gone.

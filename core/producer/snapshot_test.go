@@ -247,3 +247,26 @@ func TestSnapshotDeletedWhileWriting(t *testing.T) {
 		t.Fatalf("snapshot after the abandoned write finished: %v", err)
 	}
 }
+
+func TestSnapshotOverTheBoundEvictsOldest(t *testing.T) {
+	var entries []Entry
+	for id := int64(1); id <= 6; id++ {
+		ts := 100 - id // producer 6 is the oldest
+		entries = append(entries, Entry{ProducerID: id, LastTimestampMs: ts,
+			Batches: []BatchMetadata{{LastSequence: 0, LastOffset: id, TimestampMs: ts}}})
+	}
+	state, ok := stateFromEntries(testConfig(), 10, entries) // ProducersMax 4
+	if !ok {
+		t.Fatal("snapshot refused")
+	}
+	var ids []int64
+	for _, e := range state.Entries() {
+		ids = append(ids, e.ProducerID)
+	}
+	if !cmp.Equal(ids, []int64{1, 2, 3, 4}) {
+		t.Fatalf("kept %v, want the four newest", ids)
+	}
+	if _, ok := stateFromEntries(testConfig(), 3, entries); ok {
+		t.Fatal("a snapshot holding batches beyond its offset was accepted")
+	}
+}
