@@ -11,7 +11,8 @@
 // answer success with the ORIGINAL offsets, append nothing) or an *Error
 // carrying the Kafka error code (OUT_OF_ORDER_SEQUENCE_NUMBER,
 // INVALID_PRODUCER_EPOCH, or the per-partition bound). After the append it
-// calls Update. Followers call UpdateFromReplicated for every batch they copy,
+// calls Update. Followers apply every batch they copy (CatchUp reads them back
+// from the log after AppendAsFollower; UpdateFromReplicated takes one header),
 // so that a new leader deduplicates retries of batches its predecessor wrote.
 //
 // State is rebuilt from disk by Load: the newest usable snapshot file, then
