@@ -97,6 +97,17 @@ type cleanerState struct {
 	// every key appears at most once, as its latest record below it.
 	point int64
 	pass  *cleanPass
+	// tombstoneHorizonMs is the earliest delete horizon of a batch that
+	// the last pass kept with tombstones, math.MaxInt64 if none or not yet
+	// known (after Open, until a pass has read the log): once the clock
+	// passes it, the log is due for a pass that drops them, as KIP-534 makes
+	// Kafka's cleaner do.
+	tombstoneHorizonMs int64
+}
+
+// newCleanerState is the state of a log opened with this cleaner point.
+func newCleanerState(point int64) cleanerState {
+	return cleanerState{point: point, tombstoneHorizonMs: math.MaxInt64}
 }
 
 type cleanPhase int
@@ -129,6 +140,12 @@ type cleanPass struct {
 	swapNamed bool
 	waiting   bool
 	buf       []byte
+	// tombstoneHorizonMs is the earliest delete horizon of a batch copied
+	// with tombstones so far.
+	tombstoneHorizonMs int64
+	// tombstonesDue says the pass began with tombstones past their delete
+	// horizon: it rewrites the clean section even if nothing is dirty.
+	tombstonesDue bool
 }
 
 // CleanerPoint is the cleaner point: every key appears at most once below it.
@@ -147,8 +164,9 @@ func (l *Log) DirtyRatio(nowMs, highWatermark int64) (ratio float64, due bool) {
 		return 0, false
 	}
 	firstDirty, dirtyEnd := l.dirtyRange(nowMs, highWatermark)
+	tombstonesExpired := nowMs >= l.clean.tombstoneHorizonMs && firstDirty > l.logStartOffset
 	if dirtyEnd <= firstDirty {
-		return 0, false
+		return 0, tombstonesExpired
 	}
 	var cleanBytes, dirtyBytes int64
 	oldestDirtyMs := int64(math.MaxInt64)
@@ -164,11 +182,11 @@ func (l *Log) DirtyRatio(nowMs, highWatermark int64) (ratio float64, due bool) {
 		}
 	}
 	if dirtyBytes == 0 {
-		return 0, false
+		return 0, tombstonesExpired
 	}
 	ratio = float64(dirtyBytes) / float64(cleanBytes+dirtyBytes)
 	lagged := oldestDirtyMs != math.MaxInt64 && nowMs-oldestDirtyMs > l.cfg.Compaction.MaxCompactionLagMs
-	return ratio, ratio >= l.cfg.Compaction.MinCleanableDirtyRatio || lagged
+	return ratio, ratio >= l.cfg.Compaction.MinCleanableDirtyRatio || lagged || tombstonesExpired
 }
 
 // dirtyRange is [first dirty offset, first uncleanable offset): never the
@@ -223,6 +241,7 @@ func (l *Log) CleanStep(nowMs, highWatermark int64, limits CleanLimits) (CleanSt
 			used, err = l.copyStep(p, nowMs)
 		case phaseFinished:
 			l.clean.point = max(l.clean.point, p.endOffset)
+			l.clean.tombstoneHorizonMs = p.tombstoneHorizonMs
 			l.clean.pass = nil
 			return CleanPassDone, nil
 		}
@@ -243,7 +262,8 @@ func (l *Log) startPass(nowMs, highWatermark int64, limits CleanLimits) *cleanPa
 	p := &cleanPass{
 		limits: limits, firstDirty: firstDirty, dirtyEnd: dirtyEnd, endOffset: firstDirty,
 		keys: map[string]int64{}, mapSegment: l.segmentFor(firstDirty), mapPosition: -1,
-		buf: make([]byte, scratchBytes),
+		buf: make([]byte, scratchBytes), tombstoneHorizonMs: math.MaxInt64,
+		tombstonesDue: nowMs >= l.clean.tombstoneHorizonMs,
 	}
 	l.clean.pass = p
 	return p
@@ -346,10 +366,12 @@ func storedRecords(b []byte, h batch.Header) ([]storedRecord, error) {
 // the end offset. A pass that mapped nothing finishes at once.
 func (l *Log) endMapPhase(p *cleanPass) error {
 	p.phase, p.buf = phaseCopy, p.buf[:cap(p.buf)]
-	if p.endOffset <= p.firstDirty {
+	if p.endOffset <= p.firstDirty && !(p.tombstonesDue && p.firstDirty > l.logStartOffset) {
 		p.phase = phaseFinished
 		return nil
 	}
+	// With nothing dirty mapped, the pass still rewrites the clean section:
+	// it was started for tombstones past their delete horizon.
 	var group []*segment
 	var groupBytes, indexBytes, timeIndexBytes int64
 	for _, s := range l.segments {
@@ -441,13 +463,20 @@ func (p *cleanPass) cleanBatch(b []byte, h batch.Header, nowMs, deleteRetentionM
 		kept = append(kept, r)
 	}
 	stamp := keptTombstone && !hasHorizon
+	horizon := h.FirstTimestamp
+	if stamp {
+		horizon = nowMs + min(deleteRetentionMs, math.MaxInt64-nowMs)
+	}
+	if keptTombstone {
+		p.tombstoneHorizonMs = min(p.tombstoneHorizonMs, horizon)
+	}
 	if len(kept) == len(records) && !stamp {
 		return append([]byte(nil), b...), nil
 	}
 	attributes, firstTimestamp := h.Attributes, h.FirstTimestamp
 	if stamp {
 		attributes |= attrDeleteHorizon
-		firstTimestamp = nowMs + min(deleteRetentionMs, math.MaxInt64-nowMs)
+		firstTimestamp = horizon
 	}
 	var raw []byte
 	for _, r := range kept {

@@ -29,6 +29,8 @@ type compactRecord struct {
 	key         string
 	value       []byte // nil: a tombstone
 	timestampMs int64
+	// appendMs is when the model appended it (not read back).
+	appendMs int64
 }
 
 func compactConfig() Config {
@@ -55,7 +57,7 @@ func appendKeyed(t fataler, l *Log, codec batch.Codec, nowMs int64, keys []strin
 	}
 	out := make([]compactRecord, len(keys))
 	for i, key := range keys {
-		out[i] = compactRecord{offset: result.BaseOffset + int64(i), key: key, value: values[i], timestampMs: nowMs + int64(i)}
+		out[i] = compactRecord{offset: result.BaseOffset + int64(i), key: key, value: values[i], timestampMs: nowMs + int64(i), appendMs: nowMs}
 	}
 	return out
 }
@@ -161,7 +163,7 @@ func checkCompacted(t fataler, l *Log, model []compactRecord, nowMs, untouchedFr
 		}
 	}
 	for key, r := range latest {
-		expired := r.value == nil && nowMs >= r.timestampMs+l.cfg.Compaction.DeleteRetentionMs
+		expired := r.value == nil && nowMs >= r.appendMs+l.cfg.Compaction.DeleteRetentionMs
 		if !present[r.offset] && !expired {
 			t.Fatalf("key %q lost its latest record %+v (now %d)", key, r, nowMs)
 		}
@@ -277,4 +279,73 @@ func TestCompactionProperty(t *testing.T) {
 		}
 		_ = l.Close()
 	})
+}
+
+// cleanUntilDone runs steps and completions until a pass finishes.
+func cleanUntilDone(t *testing.T, disk *memdisk.Disk, l *Log, nowMs int64) {
+	t.Helper()
+	for steps := 0; ; steps++ {
+		status, err := l.CleanStep(nowMs, l.LogEndOffset(), CleanLimits{StepBytesMax: 300, KeysMax: 100, KeyBytesMax: 1 << 20})
+		if err != nil || status == CleanIdle || steps > 1000 {
+			t.Fatalf("CleanStep: %v, %v after %d steps", status, err, steps)
+		}
+		if status == CleanPassDone {
+			return
+		}
+		disk.RunPending()
+	}
+}
+
+// TestTombstoneDeleteHorizon: a cleaned tombstone gets a delete horizon
+// (attribute bit 6, FirstTimestamp) of nowMs + delete.retention.ms and
+// stays; once the clock passes the horizon the log is due again although
+// nothing is dirty, and that pass drops the tombstone and keeps other keys.
+func TestTombstoneDeleteHorizon(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, compactConfig(), OpenOptions{NowMs: 1000})
+	var model []compactRecord
+	model = append(model, appendKeyed(t, l, batch.CodecZstd, 1000, []string{"a", "b"}, [][]byte{[]byte("a1"), []byte("b1")})...)
+	model = append(model, appendKeyed(t, l, batch.CodecZstd, 1001, []string{"a"}, [][]byte{nil})...)
+	if err := l.Roll(1002); err != nil {
+		t.Fatal(err)
+	}
+	cleanUntilDone(t, disk, l, 2000)
+	checkCompacted(t, l, model, 2000, l.LogEndOffset())
+	got := readCompacted(t, l)
+	if len(got) != 2 || got[0].key != "b" || got[1].key != "a" || got[1].value != nil {
+		t.Fatalf("after the first pass: %+v, want b1 and a's tombstone", got)
+	}
+	result, err := l.Read(got[1].offset, 1<<20, l.LogEndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := CopyRegions(result.Regions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := batch.Verify(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteRetentionMs := l.cfg.Compaction.DeleteRetentionMs
+	if h.Attributes&attrDeleteHorizon == 0 || h.FirstTimestamp != 2000+deleteRetentionMs {
+		t.Fatalf("tombstone batch attributes 0x%x first timestamp %d, want the horizon bit and %d", h.Attributes, h.FirstTimestamp, 2000+deleteRetentionMs)
+	}
+	if _, due := l.DirtyRatio(2000+deleteRetentionMs-1, l.LogEndOffset()); due {
+		t.Fatal("a clean log is due before its tombstones' horizon")
+	}
+	if _, due := l.DirtyRatio(2000+deleteRetentionMs, l.LogEndOffset()); !due {
+		t.Fatal("a log whose tombstone horizon passed is not due")
+	}
+	cleanUntilDone(t, disk, l, 2000+deleteRetentionMs)
+	got = readCompacted(t, l)
+	if len(got) != 1 || got[0].key != "b" || string(got[0].value) != "b1" {
+		t.Fatalf("after the horizon: %+v, want b1 alone", got)
+	}
+	if _, due := l.DirtyRatio(1<<40, l.LogEndOffset()); due {
+		t.Fatal("a log without tombstones is still due")
+	}
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("LEO moved to %d", l.LogEndOffset())
+	}
 }

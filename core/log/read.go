@@ -13,9 +13,11 @@ import (
 // to the file; it is not a copy. realnet sends it with sendfile, the
 // simulator reads it with ReadAt (CopyRegions).
 //
-// A Region is valid until the log next truncates or deletes the segment.
-// Issue 6 will pin regions of in-flight fetches so that truncation and
-// deletion wait for them; the pin will hang off this struct.
+// A Region is valid until the log next truncates or deletes the segment, or
+// the cleaner replaces it with a cleaned segment (cleaner.go): the old file
+// is then closed. Issue 6 will pin regions of in-flight fetches so that
+// truncation, deletion and the cleaner's swap wait for them; the pin will
+// hang off this struct.
 type Region struct {
 	File     env.File
 	Position int64

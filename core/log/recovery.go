@@ -138,7 +138,7 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
 	l.epochs.truncateFromEnd(l.LogEndOffset())
 	l.epochs.truncateFromStart(l.logStartOffset)
-	l.clean.point = opts.CleanerOffset
+	l.clean = newCleanerState(opts.CleanerOffset)
 	if l.clean.point < l.logStartOffset || l.clean.point > l.LogEndOffset() {
 		l.clean.point = l.logStartOffset // as Kafka resets an out-of-range checkpoint
 	}
