@@ -112,3 +112,58 @@ func TestCleanerCrashAtEverySwapStep(t *testing.T) {
 		t.Fatalf("a pass took only %d completions", totalCompletions)
 	}
 }
+
+// TestTruncationAbortsCleaning truncates a log while its pass has .cleaned
+// or .swap files on disk: the pass is dropped, its files deleted, late disk
+// completions change nothing, and a crash then leaves the truncated log.
+func TestTruncationAbortsCleaning(t *testing.T) {
+	for completionsBefore := 0; completionsBefore < 5; completionsBefore++ {
+		var queue []func()
+		disk := memdisk.New(memdisk.Options{Post: func(fn func()) { queue = append(queue, fn) }})
+		runOne := func() {
+			fn := queue[0]
+			queue = queue[1:]
+			fn()
+		}
+		l, model := buildCompactable(t, disk, runOne)
+		queue = nil
+		limits := CleanLimits{StepBytesMax: 1 << 20, KeysMax: 100, KeyBytesMax: 1 << 20}
+		// The high watermark bounds cleaning; truncation never goes below it.
+		cut := model[len(model)/2].offset
+		for ran := 0; ; {
+			status, err := l.CleanStep(3000, cut, limits)
+			if err != nil || status != CleanWaiting {
+				t.Fatalf("CleanStep: %v, %v", status, err)
+			}
+			if ran == completionsBefore {
+				break
+			}
+			runOne()
+			ran++
+		}
+		if err := l.TruncateTo(cut); err != nil {
+			t.Fatal(err)
+		}
+		if l.Cleaning() {
+			t.Fatal("a truncation left the pass running")
+		}
+		checkNoCleanerFiles(t, disk)
+		for len(queue) > 0 {
+			runOne()
+		}
+		checkNoCleanerFiles(t, disk)
+		model = model[:len(model)/2]
+		checkCompacted(t, l, model, 3000, cut)
+		disk.Crash(nil, memdisk.CrashKeepAll)
+		_ = l.Close()
+		l, err := Open(disk, testDir, compactConfig(), OpenOptions{NowMs: 3000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.LogEndOffset() != cut {
+			t.Fatalf("after a crash the truncated log ends at %d, want %d", l.LogEndOffset(), cut)
+		}
+		checkCompacted(t, l, model, 3000, cut)
+		_ = l.Close()
+	}
+}
