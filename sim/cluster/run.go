@@ -240,7 +240,8 @@ func (r *run) heal() {
 // converged; past deadlineNs it is a violation.
 func (r *run) pollConvergence(deadlineNs int64) {
 	if r.s.NowNs() > deadlineNs {
-		r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s", r.shape.ConvergeNs/1e9, r.notConverged))
+		r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s; %s",
+			r.shape.ConvergeNs/1e9, r.notConverged, r.metadataSummary()))
 		return
 	}
 	retry := func(why string) {
