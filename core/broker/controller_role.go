@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"encoding/binary"
 	"fmt"
+	"path"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,33 +12,69 @@ import (
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/quorum"
 )
 
-// metadataLogDir is where the metadata log lives in the first log
-// directory: metadata/__cluster_metadata-0, as if Kafka's metadata.log.dir
-// were set to <first log dir>/metadata. Not at the root, because
-// log.Manager opens every <topic>-<partition> directory there, and the log
-// must have one owner.
+// metadataLogDir is where the quorum keeps the metadata log in the first
+// log directory: metadata/__cluster_metadata-0, as if Kafka's
+// metadata.log.dir were set to <first log dir>/metadata. Not at the root,
+// because log.Manager opens every <topic>-<partition> directory there, and
+// the log must have one owner.
 const metadataLogDir = "metadata"
 
+// controllerRequestTimeoutMs bounds a request to the active controller
+// (controller.quorum.request.timeout.ms plus the metadata fetch's long
+// poll): a controller that crashed or lost its place is given up on
+// quickly, so brokers find the new one well within their session.
+const controllerRequestTimeoutMs = quorum.DefaultRequestTimeoutMs + replicaFetchMaxWaitMs
+
 // startController hosts core/controller when process.roles includes
-// controller. Only the active controller (the lowest voter until Raft)
-// opens the metadata log; the other voters answer NOT_CONTROLLER.
+// controller: a Raft voter (core/quorum) over the metadata log in the
+// first log directory, and the controller following it. The controller is
+// active while this voter leads.
 func (n *Node) startController(disk env.Disk) error {
 	b := n.cfg.Broker
-	var ml *controller.MetadataLog
-	if n.controllerID == n.id {
-		var err error
-		if ml, err = controller.OpenMetadataLog(disk, metadataLogDir, n.wallMs()); err != nil {
-			return fmt.Errorf("broker: open metadata log: %w", err)
-		}
-	}
-	ctrl, err := controller.New(controllerConfigOf(b), n.clock, ml, n.newID)
+	cfg := controllerConfigOf(b)
+	q := quorum.NewMetadataQuorum()
+	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
+	node, err := quorum.StartNode(qcfg, n.clock, n.net, disk, path.Join(metadataLogDir, controller.MetadataTopic+"-0"), q)
 	if err != nil {
+		return fmt.Errorf("broker: start metadata quorum: %w", err)
+	}
+	q.Attach(node)
+	ctrl, err := controller.New(cfg, n.clock, q, n.newID)
+	if err != nil {
+		node.Stop()
 		return fmt.Errorf("broker: start controller: %w", err)
 	}
-	n.ctrl, n.metadataLog = ctrl, ml
+	n.ctrl, n.quorumNode = ctrl, node
 	return nil
+}
+
+// randInt63n draws the quorum's election jitter from the node's id source,
+// the environment's seeded randomness (core/ has no other).
+func (n *Node) randInt63n(limit int64) int64 {
+	id := n.newID()
+	x := binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])
+	// splitmix64's finalizer: ids that differ in a few bits spread out.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return int64(x>>1) % limit
+}
+
+// isQuorumRequest reports whether a request is a peer voter's Raft traffic
+// (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and the voters'
+// Fetch of the metadata log, v15+ naming the replica in ReplicaState). A
+// broker following the metadata log fetches with v12 instead and is served
+// committed decisions by the controller.
+func isQuorumRequest(req kmsg.Request) bool {
+	if f, ok := req.(*kmsg.FetchRequest); ok {
+		return f.Version >= 15 && f.ReplicaState.ID >= 0 && quorum.IsQuorumRequest(f)
+	}
+	return quorum.IsQuorumRequest(req)
 }
 
 // controllerConfigOf maps server.properties onto the controller's settings.
@@ -55,9 +94,10 @@ func controllerConfigOf(b config.Broker) controller.Config {
 
 // handleControllerRequest routes a controller request (controller.Handles)
 // arriving from a connection: to the local controller role if there is
-// one; admin requests a client sent to a broker-only node are forwarded to
-// the active controller and the answer relayed (Kafka wraps them in
-// Envelope; Strand forwards them plainly).
+// one (it answers NOT_CONTROLLER unless active); admin requests a client
+// sent to a broker-only node are forwarded to the active controller and the
+// answer relayed (Kafka wraps them in Envelope; Strand forwards them
+// plainly).
 func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
 	if n.ctrl != nil {
@@ -81,14 +121,92 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 	}
 }
 
-// toController hands a request to the local active controller, or sends it
-// to the active controller over the network. done runs at most once.
+// toController hands a request to the active controller: the local one if
+// it is active, otherwise over the network to the voter this node believes
+// active (controllerTarget). done runs at most once.
+//
+// How a broker finds the active controller (Strand's choice; KRaft brokers
+// follow the quorum as observers and learn the leader from its Fetch
+// responses): a node with the controller role asks its own voter, which
+// knows the leader; otherwise it keeps a guess, starting at the lowest
+// voter. A metadata fetch refused with NOT_LEADER_OR_FOLLOWER names the
+// leader in CurrentLeader when that voter knows it; any other refusal
+// (NOT_CONTROLLER), a network error or a timeout moves the guess to the
+// next voter. The caller retries as it always does.
 func (n *Node) toController(req kmsg.Request, done func(kmsg.Response, error)) {
-	if n.ctrl != nil && n.ctrl.Active() {
+	target := n.controllerTarget()
+	if n.ctrl != nil && (n.ctrl.Active() || target == n.id) {
 		n.ctrl.HandleRequest(req, func(resp kmsg.Response) { done(resp, nil) })
 		return
 	}
-	n.send(n.controllerID, req, done)
+	n.sendWithin(target, req, controllerRequestTimeoutMs, func(resp kmsg.Response, err error) {
+		if leader, moved := controllerMoved(resp, err); moved && n.controllerID == target {
+			n.controllerID = leader
+			if leader < 0 || leader == target {
+				n.controllerID = n.nextVoter(target)
+			}
+		}
+		done(resp, err)
+	})
+}
+
+// controllerTarget is the voter this node believes is the active
+// controller.
+func (n *Node) controllerTarget() int32 {
+	if n.ctrl != nil {
+		if leader := n.ctrl.LeaderID(); leader >= 0 {
+			return leader
+		}
+	}
+	return n.controllerID
+}
+
+// nextVoter is the voter after id in id order, wrapping around.
+func (n *Node) nextVoter(id int32) int32 {
+	var voters []int32
+	for _, v := range n.cfg.Broker.QuorumVoters {
+		voters = append(voters, int32(v.ID))
+	}
+	slices.Sort(voters)
+	for _, v := range voters {
+		if v > id {
+			return v
+		}
+	}
+	return voters[0]
+}
+
+// controllerMoved reports whether an answer from the supposed active
+// controller says it is not (or did not answer), with the leader it named
+// (-1 if none).
+func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
+	if err != nil {
+		return -1, true
+	}
+	notController := kerr.NotController.Code
+	switch r := resp.(type) {
+	case *kmsg.FetchResponse:
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			if p := r.Topics[0].Partitions[0]; p.ErrorCode == kerr.NotLeaderForPartition.Code {
+				return p.CurrentLeader.LeaderID, true
+			}
+		}
+	case *kmsg.BrokerRegistrationResponse:
+		return -1, r.ErrorCode == notController
+	case *kmsg.BrokerHeartbeatResponse:
+		return -1, r.ErrorCode == notController
+	case *kmsg.AlterPartitionResponse:
+		return -1, r.ErrorCode == notController
+	case *kmsg.AllocateProducerIDsResponse:
+		return -1, r.ErrorCode == notController
+	case *kmsg.CreateTopicsResponse:
+		return -1, len(r.Topics) > 0 && r.Topics[0].ErrorCode == notController
+	case *kmsg.DeleteTopicsResponse:
+		return -1, len(r.Topics) > 0 && r.Topics[0].ErrorCode == notController
+	case *kmsg.CreatePartitionsResponse:
+		return -1, len(r.Topics) > 0 && r.Topics[0].ErrorCode == notController
+	}
+	return -1, false
 }
 
 // timedOut answers a forwarded admin request whose forwarding failed.

@@ -11,6 +11,7 @@ import (
 	"strand/core/env"
 	"strand/core/log"
 	"strand/core/metadata"
+	"strand/core/quorum"
 	"strand/core/replica"
 	"strand/core/wire"
 )
@@ -62,13 +63,13 @@ type Node struct {
 	advertised  []kmsg.ApiVersionsResponseApiKey
 	logConfig   log.Config
 
-	// controllerID is the active controller: until Raft, the voter with the
-	// lowest id (design-broker.md, single-voter quorum).
+	// controllerID is the voter this node believes is the active
+	// controller, starting at the lowest (controller_role.go, toController).
 	controllerID int32
 	// ctrl is the controller role (core/controller) when process.roles
-	// includes controller; metadataLog is its log on the active controller.
-	ctrl        *controller.Controller
-	metadataLog *controller.MetadataLog
+	// includes controller; quorumNode is its Raft voter (core/quorum).
+	ctrl       *controller.Controller
+	quorumNode *quorum.Node
 
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
@@ -103,8 +104,8 @@ type Node struct {
 	waking, wakeAgain bool
 }
 
-// New starts a node: it opens the controller's metadata log when it has the
-// controller role, registers with the controller when it has the broker
+// New starts a node: it starts the metadata quorum's voter and the
+// controller when it has the controller role, registers with the controller when it has the broker
 // role, and arms the periodic timers. disks are the log directories, in
 // log.dirs order; partition logs are opened as metadata assigns them.
 func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDSource) (*Node, error) {
@@ -177,6 +178,12 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		return
 	}
 
+	if n.quorumNode != nil && isQuorumRequest(req) {
+		// A peer voter's Raft traffic, in the versions core/quorum's
+		// codec speaks.
+		n.quorumNode.HandleRequest(conn, hdr, req, env.NodeID(n.id))
+		return
+	}
 	if !n.versionAdvertised(hdr.APIKey, hdr.APIVersion) {
 		if hdr.APIKey == kmsg.ApiVersions.Int16() {
 			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised))
@@ -222,6 +229,9 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 // HandleClosed forgets the requests parked for conn. Replies to it would be
 // dropped by the Network anyway; parked fetches would only hold memory.
 func (n *Node) HandleClosed(conn env.ConnID) {
+	if n.quorumNode != nil {
+		n.quorumNode.HandleClosed(conn)
+	}
 	kept := n.fetchWaiters[:0]
 	for _, w := range n.fetchWaiters {
 		if w.conn == conn {

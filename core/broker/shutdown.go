@@ -100,8 +100,8 @@ func (n *Node) closeFiles() error {
 	if n.ctrl != nil {
 		n.ctrl.Close()
 	}
-	if n.metadataLog != nil {
-		err = errors.Join(err, n.metadataLog.Close())
+	if n.quorumNode != nil {
+		n.quorumNode.Stop()
 	}
 	if err != nil {
 		return fmt.Errorf("broker: close node %d: %w", n.id, err)

@@ -119,7 +119,7 @@ func (c *Controller) fenceExpiredBrokers() {
 		}
 		t := c.begin()
 		c.fenceBroker(t, b)
-		t.commit(func() {})
+		t.commit(func() {}, nil)
 	}
 	c.armExpiryTimer()
 }
@@ -191,7 +191,7 @@ func (c *Controller) handleBrokerRegistration(req *kmsg.BrokerRegistrationReques
 	if exists && old.IncarnationID == req.IncarnationID {
 		// A retry of a registration already made: same answer.
 		resp.BrokerEpoch = old.Epoch
-		c.afterCommitOf(c.latest.Offset(), func() { reply(resp) })
+		c.afterCommitOf(c.latest.Offset(), func() { reply(resp) }, notController(req, reply))
 		return
 	}
 	if exists && !old.Fenced && c.sessionValid(req.BrokerID, now) {
@@ -218,7 +218,7 @@ func (c *Controller) handleBrokerRegistration(req *kmsg.BrokerRegistrationReques
 	ct := c.brokers.touch(req.BrokerID, now, -1)
 	ct.metadataOffset, ct.shutdownOffset = -1, -1 // a new process
 	resp.BrokerEpoch = epoch
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
 // endpointsOf converts registered listeners, sorted by name; ok is false if
@@ -289,7 +289,7 @@ func (c *Controller) handleBrokerHeartbeat(req *kmsg.BrokerHeartbeatRequest, rep
 	resp.IsCaughtUp = caughtUp
 	resp.IsFenced = after.Fenced
 	resp.ShouldShutdown = shutdownNow
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 	c.armExpiryTimer()
 }
 

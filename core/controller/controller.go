@@ -9,24 +9,31 @@ import (
 
 	"strand/core/env"
 	"strand/core/metadata"
+	"strand/core/quorum"
 )
 
-// Controller is the metadata controller of one node. It is driven by the
+// Controller is the metadata controller of one voter. It is driven by the
 // node's event loop (core/env's contract) and is not safe for concurrent use.
 type Controller struct {
 	cfg        Config
 	clock      env.Clock
 	newTopicID func() [16]byte
 
-	// quorum is nil on a node that is not the active controller.
-	quorum quorum
-	// latest has every appended record applied; committed only the
-	// committed ones. Decisions read latest; brokers see committed.
+	quorum Quorum
+	// active is set while this node leads the quorum and its epoch's
+	// leader-change entry has committed: only then does it decide.
+	active bool
+	// activeEpochStart is the offset of the leader-change entry of the
+	// epoch this controller is active in.
+	activeEpochStart int64
+	// latest has every record this active controller appended applied
+	// (nil when not active); committed only the committed ones, read back
+	// from the quorum. Decisions read latest; brokers see committed.
 	latest    *metadata.Image
 	committed *metadata.Image
-	// uncommitted are the records in latest but not yet in committed, in
-	// offset order.
-	uncommitted []offsetRecord
+	// appliedEnd is the quorum offset up to which committed decisions have
+	// been applied to committed (aborted decisions count as applied).
+	appliedEnd int64
 	// commitWaiters run once the offset they wait for is committed; their
 	// offsets never decrease along the queue.
 	commitWaiters []commitWaiter
@@ -41,62 +48,97 @@ type Controller struct {
 	rebalanceTimer env.Timer
 }
 
-type offsetRecord struct {
-	offset int64
-	record metadata.Record
-}
-
 type commitWaiter struct {
 	// offset must be committed (offset < CommittedOffset) before fn runs.
 	offset int64
 	fn     func()
+	// abort, if not nil, runs instead of fn when this controller stops
+	// being active first: it answers NOT_CONTROLLER.
+	abort func()
 }
 
-// New returns the controller of node cfg.NodeID. metadataLog is the opened
-// __cluster_metadata-0 log (OpenMetadataLog); it is replayed into the image
-// now. newTopicID returns a fresh random topic id: the environment seeds it
-// (the simulator from the run's seed, realnet from crypto/rand). On a node
-// that is not the active controller metadataLog may be nil.
-func New(cfg Config, clock env.Clock, metadataLog *MetadataLog, newTopicID func() [16]byte) (*Controller, error) {
+// New returns the controller of voter cfg.NodeID over its quorum, which it
+// follows from now on: committed decisions build the committed image, and
+// the controller becomes active when its node leads and the epoch's first
+// entry commits. newTopicID returns a fresh random topic id: the
+// environment seeds it (the simulator from the run's seed, realnet from
+// crypto/rand).
+func New(cfg Config, clock env.Clock, q Quorum, newTopicID func() [16]byte) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if newTopicID == nil {
 		return nil, fmt.Errorf("controller: newTopicID is nil")
 	}
+	if q == nil {
+		return nil, fmt.Errorf("controller: no quorum")
+	}
 	c := &Controller{
-		cfg: cfg, clock: clock, newTopicID: newTopicID,
-		latest: metadata.NewImage(), committed: metadata.NewImage(),
+		cfg: cfg, clock: clock, newTopicID: newTopicID, quorum: q,
+		committed: metadata.NewImage(), appliedEnd: q.LogStartOffset(),
 		brokers: newBrokerTracker(),
 	}
-	if !cfg.active() {
-		return c, nil
-	}
-	if metadataLog == nil {
-		return nil, fmt.Errorf("controller: node %d is the active controller but has no metadata log", cfg.NodeID)
-	}
-	q := newLocalQuorum(metadataLog, clock, c.onCommit, c.onQuorumFailure)
-	c.quorum = q
-	if err := q.Replay(c.replayBatch); err != nil {
-		return nil, err
-	}
-	c.brokers.resumeAll(c.latest, c.nowNs())
-	c.armExpiryTimer()
-	c.armRebalanceTimer()
-	q.start()
+	q.Listen(c.onCommit, c.onQuorumChange, c.onQuorumFailure, c.onSnapshot)
+	c.applyCommitted()
 	return c, nil
 }
 
-// replayBatch applies a batch read back from the log at start.
-func (c *Controller) replayBatch(b metadata.Batch) error {
-	for i, rec := range b.Records {
-		offset := b.BaseOffset + int64(i)
-		if err := c.latest.Apply(offset, rec); err != nil {
-			return err
-		}
-		c.uncommitted = append(c.uncommitted, offsetRecord{offset: offset, record: rec})
+// onSnapshot is the quorum's snapshot callback. The controller does not
+// take snapshots yet, so none can arrive: one stops it rather than letting
+// its committed image silently miss the snapshot's state.
+func (c *Controller) onSnapshot(*quorum.Snapshot) {
+	c.stop(errors.New("controller: metadata snapshots are not supported yet"))
+}
+
+// onQuorumChange follows leadership: a controller whose node no longer
+// leads the epoch it became active in resigns.
+func (c *Controller) onQuorumChange() {
+	if !c.active {
+		return
 	}
-	return nil
+	if start, ok := c.quorum.LeaderEpochStart(); !ok || start != c.activeEpochStart {
+		c.resign()
+	}
+}
+
+// maybeActivate makes this controller active once its node leads and its
+// epoch's leader-change entry is committed: then every earlier entry is
+// committed too, so the latest image starts as the committed one.
+func (c *Controller) maybeActivate() {
+	if c.active || c.failed != nil {
+		return
+	}
+	start, ok := c.quorum.LeaderEpochStart()
+	if !ok || c.appliedEnd <= start || c.appliedEnd != c.quorum.EndOffset() {
+		return
+	}
+	c.active, c.activeEpochStart = true, start
+	c.latest = c.committed.Clone()
+	c.brokers = newBrokerTracker()
+	c.brokers.resumeAll(c.latest, c.nowNs())
+	c.armExpiryTimer()
+	c.armRebalanceTimer()
+}
+
+// resign stops deciding: records not yet committed are forgotten (the new
+// leader's log decides whether they survive), waiting requests are answered
+// NOT_CONTROLLER so their senders retry at the new controller, and held
+// metadata fetches NOT_LEADER_OR_FOLLOWER.
+func (c *Controller) resign() {
+	c.active, c.latest = false, nil
+	c.brokers.stopTimer()
+	if c.rebalanceTimer != nil {
+		c.rebalanceTimer.Stop()
+		c.rebalanceTimer = nil
+	}
+	waiters := c.commitWaiters
+	c.commitWaiters = nil
+	for _, w := range waiters {
+		if w.abort != nil {
+			w.abort()
+		}
+	}
+	c.fetches.answerAll(c)
 }
 
 // Image returns the committed image. Callers must not modify it; it changes
@@ -104,19 +146,17 @@ func (c *Controller) replayBatch(b metadata.Batch) error {
 func (c *Controller) Image() *metadata.Image { return c.committed }
 
 // Active reports whether this node is the active controller.
-func (c *Controller) Active() bool { return c.quorum != nil && c.failed == nil }
+func (c *Controller) Active() bool { return c.active && c.failed == nil }
+
+// LeaderID is the quorum leader as this node knows it (the active
+// controller, or about to be), -1 if unknown.
+func (c *Controller) LeaderID() int32 { return c.quorum.LeaderID() }
 
 // Err returns the failure that stopped the controller, or nil.
 func (c *Controller) Err() error { return c.failed }
 
-// CommittedOffset is the offset after the last committed record, or 0 on a
-// node that is not the active controller.
-func (c *Controller) CommittedOffset() int64 {
-	if c.quorum == nil {
-		return 0
-	}
-	return c.quorum.CommittedOffset()
-}
+// CommittedOffset is the offset after the last committed decision.
+func (c *Controller) CommittedOffset() int64 { return c.quorum.CommittedOffset() }
 
 func (c *Controller) nowNs() int64 { return c.clock.MonotonicNs() }
 
@@ -190,29 +230,34 @@ func (t *txn) add(rec metadata.Record) {
 func (t *txn) nextOffset() int64 { return t.base + int64(len(t.records)) }
 
 // commit appends the records (if any) and runs then once they, and every
-// record appended before them, are committed.
-func (t *txn) commit(then func()) {
+// record appended before them, are committed; abort (if not nil) runs
+// instead if this controller stops being active first.
+func (t *txn) commit(then, abort func()) {
 	c := t.c
 	if len(t.records) > 0 {
 		base, err := c.quorum.Append(t.records)
 		if err != nil {
-			// onQuorumFailure has stopped the controller; the caller's
-			// client times out, as with a crashed controller.
+			// Leadership is gone (or the quorum failed, which stopped
+			// the controller): the records are dropped with latest.
+			if c.active {
+				c.resign()
+			}
+			if abort != nil {
+				abort()
+			}
 			return
 		}
 		if base != t.base {
 			panic(fmt.Sprintf("controller: batch appended at %d, expected %d", base, t.base))
 		}
-		for i, rec := range t.records {
-			c.uncommitted = append(c.uncommitted, offsetRecord{offset: base + int64(i), record: rec})
-		}
 	}
-	c.afterCommitOf(c.latest.Offset(), then)
+	c.afterCommitOf(c.latest.Offset(), then, abort)
 	c.applyCommitted()
 }
 
-// afterCommitOf runs fn once offset is committed (at once if it is).
-func (c *Controller) afterCommitOf(offset int64, fn func()) {
+// afterCommitOf runs fn once offset is committed (at once if it is), or
+// abort if this controller resigns first.
+func (c *Controller) afterCommitOf(offset int64, fn, abort func()) {
 	if offset < c.quorum.CommittedOffset() {
 		fn()
 		return
@@ -220,29 +265,44 @@ func (c *Controller) afterCommitOf(offset int64, fn func()) {
 	if n := len(c.commitWaiters); n > 0 && c.commitWaiters[n-1].offset > offset {
 		panic(fmt.Sprintf("controller: commit waiter for %d queued after one for %d", offset, c.commitWaiters[n-1].offset))
 	}
-	c.commitWaiters = append(c.commitWaiters, commitWaiter{offset: offset, fn: fn})
+	c.commitWaiters = append(c.commitWaiters, commitWaiter{offset: offset, fn: fn, abort: abort})
+}
+
+// notController returns an abort for a waiting request: it answers
+// NOT_CONTROLLER.
+func notController(req kmsg.Request, reply func(kmsg.Response)) func() {
+	return func() { reply(notControllerResponse(req)) }
 }
 
 // onCommit is the quorum's commit callback.
-func (c *Controller) onCommit(int64) { c.applyCommitted() }
+func (c *Controller) onCommit() { c.applyCommitted() }
 
-// applyCommitted applies newly committed records to the committed image,
-// then answers the requests waiting for them and wakes metadata fetches.
+// applyCommitted applies newly committed decisions to the committed image,
+// then answers the requests waiting for them, wakes metadata fetches, and
+// activates the controller if its epoch's first entry is now committed.
 func (c *Controller) applyCommitted() {
-	if c.applying || c.quorum == nil {
+	if c.applying || c.failed != nil {
 		return
 	}
 	c.applying = true
 	defer func() { c.applying = false }()
 	committedEnd := c.quorum.CommittedOffset()
-	n := 0
-	for ; n < len(c.uncommitted) && c.uncommitted[n].offset < committedEnd; n++ {
-		r := c.uncommitted[n]
-		if err := c.committed.Apply(r.offset, r.record); err != nil {
-			panic(fmt.Sprintf("controller: committed record does not apply: %v", err))
+	before := c.appliedEnd
+	if committedEnd > c.appliedEnd {
+		err := c.quorum.CommittedBatches(c.appliedEnd, func(b metadata.Batch) error {
+			for i, rec := range b.Records {
+				if err := c.committed.Apply(b.BaseOffset+int64(i), rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			c.stop(fmt.Errorf("controller: committed metadata does not apply: %w", err))
+			return
 		}
+		c.appliedEnd = committedEnd
 	}
-	c.uncommitted = c.uncommitted[n:]
 	w := 0
 	for ; w < len(c.commitWaiters) && c.commitWaiters[w].offset < committedEnd; w++ {
 	}
@@ -251,7 +311,8 @@ func (c *Controller) applyCommitted() {
 	for _, waiter := range ready {
 		waiter.fn()
 	}
-	if n > 0 {
+	c.maybeActivate()
+	if c.appliedEnd > before {
 		c.fetches.wake(c)
 	}
 }
@@ -275,6 +336,7 @@ func (c *Controller) onQuorumFailure(err error) { c.stop(err) }
 
 func (c *Controller) stop(err error) {
 	c.failed = err
+	c.active, c.latest = false, nil
 	c.commitWaiters = nil
 	c.brokers.stopTimer()
 	if c.rebalanceTimer != nil {

@@ -52,6 +52,18 @@ func (fw *fetchWaiters) wake(c *Controller) {
 	}
 }
 
+// answerAll answers every held fetch now (a resigning controller: they
+// learn the new leader).
+func (fw *fetchWaiters) answerAll(c *Controller) {
+	waiting := fw.waiting
+	fw.waiting = nil
+	for _, w := range waiting {
+		w.timer.Stop()
+		w.done = true
+		c.answerFetch(w.req, w.reply)
+	}
+}
+
 // dropAll forgets every held fetch without answering.
 func (fw *fetchWaiters) dropAll() {
 	for _, w := range fw.waiting {
@@ -68,9 +80,7 @@ func (fw *fetchWaiters) dropAll() {
 // FetchWaitersMax; beyond the log end it gets OFFSET_OUT_OF_RANGE.
 func (c *Controller) handleFetch(req *kmsg.FetchRequest, reply func(kmsg.Response)) {
 	if !c.Active() {
-		resp, p := fetchResponse(req)
-		p.ErrorCode = kerr.NotLeaderForPartition.Code
-		reply(resp)
+		c.answerFetch(req, reply)
 		return
 	}
 	offset := req.Topics[0].Partitions[0].FetchOffset
@@ -105,7 +115,10 @@ func (fw *fetchWaiters) remove(w *fetchWaiter) {
 func (c *Controller) answerFetch(req *kmsg.FetchRequest, reply func(kmsg.Response)) {
 	resp, p := fetchResponse(req)
 	if !c.Active() {
+		// Brokers follow the metadata log from the active controller;
+		// CurrentLeader (KIP-595) tells them where it is, if known.
 		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = c.quorum.LeaderID(), -1
 		reply(resp)
 		return
 	}

@@ -145,9 +145,13 @@ func TestCrashLosesOnlyUncommittedRecords(t *testing.T) {
 	if len(*replies) != 0 {
 		t.Fatal("CreateTopics answered before its records were synced")
 	}
-	h.c.Close()
+	h.stop()
 	h.disk.Crash(nil, memdisk.CrashLoseAll)
 	h.start()
+	// The restarted voter's epoch begins with its leader-change entry.
+	if err := committed.Apply(committed.Offset()+1, &metadata.NoOpRecord{}); err != nil {
+		t.Fatal(err)
+	}
 	if diff := imageDiff(committed, h.c.Image()); diff != "" {
 		t.Fatalf("image after the crash differs from the committed one (-want +got):\n%s", diff)
 	}
@@ -156,35 +160,38 @@ func TestCrashLosesOnlyUncommittedRecords(t *testing.T) {
 	}
 }
 
-// TestRestartedControllerHoldsFetchesUntilItsLogIsCommitted: right after a
-// restart nothing is committed until the log is synced again; a broker
-// fetching from where it was is held, not told it is out of range.
-func TestRestartedControllerHoldsFetchesUntilItsLogIsCommitted(t *testing.T) {
+// TestRestartedControllerServesFetchesOnceActive: right after a restart the
+// voter has not been elected and nothing is known committed: a metadata
+// fetch is refused (NOT_LEADER_OR_FOLLOWER, so the broker retries, at the
+// leader CurrentLeader names when known). Once active, a fetch from where
+// the broker was is held, not told it is out of range, and answered with
+// the next decision.
+func TestRestartedControllerServesFetchesOnceActive(t *testing.T) {
 	h := newHarness(t, DefaultConfig(100))
 	h.startBrokers(2)
 	h.createTopic("a", 2, 2, nil)
 	end := h.c.CommittedOffset()
-	h.c.Close()
-	if err := h.log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ml, err := OpenMetadataLog(h.disk, "data", h.clock.WallMs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(h.cfg, h.clock, ml, h.newTopicID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c, h.log = c, ml
-	if c.CommittedOffset() >= end {
-		t.Fatalf("committed %d before the startup sync completed", c.CommittedOffset())
+	h.stop()
+	c, node := h.startController()
+	h.c, h.node = c, node
+	if c.Active() || c.CommittedOffset() >= end {
+		t.Fatalf("restarted controller active %v with %d committed before its election", c.Active(), c.CommittedOffset())
 	}
 	replies := h.sendAsync(metadataFetch(12, end, 500, 1<<20))
-	if len(*replies) != 0 {
-		t.Fatalf("fetch at %d answered before the restarted log committed: %+v", end, fetchedPartition(t, (*replies)[0]))
+	if len(*replies) != 1 || fetchedPartition(t, (*replies)[0]).ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch before the election: %d answers, want one NOT_LEADER_OR_FOLLOWER", len(*replies))
 	}
-	h.settle()
+	for waited := 0; !c.Active(); waited += 10 {
+		if waited > 10_000 {
+			t.Fatal("the restarted voter did not become active")
+		}
+		h.advance(10)
+	}
+	end = c.CommittedOffset()
+	replies = h.sendAsync(metadataFetch(12, end, 500, 1<<20))
+	if len(*replies) != 0 {
+		t.Fatalf("fetch at the commit offset %d answered at once", end)
+	}
 	h.createTopic("b", 1, 1, nil)
 	if len(*replies) != 1 || len(fetchedPartition(t, (*replies)[0]).RecordBatches) == 0 {
 		t.Fatalf("held fetch: %d answers, want one with the new records", len(*replies))

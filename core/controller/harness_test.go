@@ -10,6 +10,7 @@ import (
 
 	"strand/core/env"
 	"strand/core/metadata"
+	"strand/core/quorum"
 	"strand/sim/memdisk"
 )
 
@@ -80,7 +81,7 @@ type harness struct {
 	clock   *manualClock
 	disk    *memdisk.Disk
 	cfg     Config
-	log     *MetadataLog
+	node    *quorum.Node
 	c       *Controller
 	idCount byte
 }
@@ -96,19 +97,37 @@ func (h *harness) newTopicID() [16]byte {
 	return [16]byte{0: 0x70, 15: h.idCount}
 }
 
-// start opens the metadata log and a controller over it.
+// start starts a single-voter quorum on the disk and a controller over
+// it, and runs the clock until the controller is active (the voter elects
+// itself after an election timeout and commits its leader-change entry).
 func (h *harness) start() {
 	h.t.Helper()
-	l, err := OpenMetadataLog(h.disk, "data", h.clock.WallMs())
+	c, node := h.startController()
+	h.c, h.node = c, node
+	for waited := 0; !c.Active(); waited += 10 {
+		if waited > 10_000 {
+			h.t.Fatal("the single voter did not become the active controller")
+		}
+		h.advance(10)
+	}
+}
+
+// startController starts the quorum and the controller without waiting.
+func (h *harness) startController() (*Controller, *quorum.Node) {
+	h.t.Helper()
+	q := quorum.NewMetadataQuorum()
+	qcfg := quorum.DefaultConfig(h.cfg.NodeID, h.cfg.Voters, func(n int64) int64 { return n / 2 })
+	node, err := quorum.StartNode(qcfg, h.clock, noNetwork{}, h.disk, "data/"+MetadataTopic+"-0", q)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	c, err := New(h.cfg, h.clock, l, h.newTopicID)
+	q.Attach(node)
+	c, err := New(h.cfg, h.clock, q, h.newTopicID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.log, h.c = l, c
 	h.settle()
+	return c, node
 }
 
 // restart stops the controller (as a clean process exit) and starts a new
@@ -116,11 +135,24 @@ func (h *harness) start() {
 func (h *harness) restart() {
 	h.t.Helper()
 	h.settle()
-	h.c.Close()
-	if err := h.log.Close(); err != nil {
-		h.t.Fatal(err)
-	}
+	h.stop()
 	h.start()
+}
+
+// stop stops the controller and its voter.
+func (h *harness) stop() {
+	h.c.Close()
+	h.node.Stop()
+}
+
+// noNetwork is the network of a voter with no reachable peer.
+type noNetwork struct{}
+
+func (noNetwork) Reply(env.ConnID, int32, kmsg.Response) {}
+func (noNetwork) Skip(env.ConnID, int32)                 {}
+func (noNetwork) Close(env.ConnID)                       {}
+func (noNetwork) Send(env.NodeID, kmsg.Request, func(kmsg.Response, error)) {
+	// Lost: a voter whose peers are unreachable never wins an election.
 }
 
 // settle runs disk completions until none are left.

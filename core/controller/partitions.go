@@ -155,7 +155,7 @@ func (c *Controller) handleAlterPartition(req *kmsg.AlterPartitionRequest, reply
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
 func (c *Controller) alterPartitionTopic(version int16, rt kmsg.AlterPartitionRequestTopic) (metadata.Topic, bool) {
@@ -276,5 +276,5 @@ func (c *Controller) electPreferredLeaders() {
 	}) {
 		t.add(&metadata.PartitionChangeRecord{TopicID: p.tp.TopicID, PartitionID: p.tp.Partition, Leader: p.state.Replicas[0]})
 	}
-	t.commit(func() {})
+	t.commit(func() {}, nil)
 }

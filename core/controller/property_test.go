@@ -138,7 +138,7 @@ func TestControllerProperties(t *testing.T) {
 			case 9: // the controller restarts, cleanly or after a power loss
 				if rapid.Bool().Draw(t, "crash") {
 					h.settle()
-					h.c.Close()
+					h.stop()
 					h.disk.Crash(nil, memdisk.CrashLoseAll)
 					h.start()
 				} else {

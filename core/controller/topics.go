@@ -65,7 +65,7 @@ func (c *Controller) handleCreateTopics(req *kmsg.CreateTopicsRequest, reply fun
 		reply(resp)
 		return
 	}
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
 func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopicsRequestTopic, out *kmsg.CreateTopicsResponseTopic, partitionsLeft *int) *apiError {
@@ -288,7 +288,7 @@ func (c *Controller) handleDeleteTopics(req *kmsg.DeleteTopicsRequest, reply fun
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
 // handleCreatePartitions adds partitions to existing topics, with the
@@ -325,7 +325,7 @@ func (c *Controller) handleCreatePartitions(req *kmsg.CreatePartitionsRequest, r
 		reply(resp)
 		return
 	}
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
 func (c *Controller) createPartitions(t *txn, validateOnly bool, rt kmsg.CreatePartitionsRequestTopic, partitionsLeft *int) *apiError {
@@ -385,5 +385,5 @@ func (c *Controller) handleAllocateProducerIDs(req *kmsg.AllocateProducerIDsRequ
 	t := c.begin()
 	t.add(&metadata.ProducerIdsRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, NextProducerID: start + int64(c.cfg.ProducerIDBlockSize)})
 	resp.ProducerIDStart, resp.ProducerIDLen = start, c.cfg.ProducerIDBlockSize
-	t.commit(func() { reply(resp) })
+	t.commit(func() { reply(resp) }, notController(req, reply))
 }

@@ -40,6 +40,9 @@ type Node struct {
 	nextRef    uint64
 	persisting bool
 	stopped    bool
+	// onStateChange, if set, runs whenever the node may have changed role,
+	// epoch or leader (MetadataQuorum filters real changes).
+	onStateChange func()
 }
 
 type inboundRequest struct {
@@ -158,6 +161,9 @@ func (n *Node) Stop() {
 
 // pump persists the next Ready, then sends, applies and advances.
 func (n *Node) pump() {
+	if n.onStateChange != nil && !n.stopped {
+		n.onStateChange()
+	}
 	if n.persisting || n.stopped || !n.raft.HasReady() {
 		return
 	}

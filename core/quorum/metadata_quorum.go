@@ -1,64 +1,130 @@
 package quorum
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"strand/core/batch"
 	"strand/core/metadata"
 )
 
-// MetadataQuorum adapts a Node to the controller's quorum interface
-// (core/controller/quorum.go: Append, EndOffset, CommittedOffset,
-// LogStartOffset, ReadCommitted, Replay): one entry per metadata record, so
-// that entry offsets are the record offsets of __cluster_metadata-0. The
-// leader-change entry a new leader appends reads as a NoOpRecord. Batches
-// read back group consecutive entries of one epoch.
+// MetadataQuorum adapts a Node to the controller's Quorum interface
+// (core/controller/quorum.go): one entry per metadata record, so that entry
+// offsets are the record offsets of __cluster_metadata-0. The leader-change
+// entry a new leader appends reads as a NoOpRecord.
 //
-// What the adapter does not give the controller: a decision's records may
-// commit in two steps (the controller applies record by record, so it
-// tolerates that; a broker fetching exactly between them sees half a
-// decision, which KRaft's atomic batches avoid), and following leadership
-// (becoming active, resigning) is the controller's to do.
+// # Decisions are atomic
 //
-// It is the Node's Applier: create it first, then StartNode with it, then
-// Attach the node.
+// A decision (one Append: one controller batch) is proposed as consecutive
+// entries, each headed by its index in the decision and the decision's
+// record count. A decision is visible only once all its entries are
+// committed: CommittedOffset is the end of the last whole committed
+// decision, not Raft's high watermark. A leader that loses its epoch in the
+// middle of replicating a decision may leave its first entries in a new
+// leader's log, where the new leader's own leader-change entry commits them;
+// such a decision, cut by an entry that does not continue it, is aborted:
+// every reader skips it. So neither the controller nor a broker ever sees
+// half a decision. Batches read back are one decision each, as KRaft's.
+//
+// Create it, StartNode with it as the Applier, then Attach the node, then
+// let the controller Listen.
 type MetadataQuorum struct {
-	node      *Node
-	onCommit  func(committedOffset int64)
-	onFailure func(error)
-	// onSnapshot loads a snapshot into the controller's committed image.
+	node       *Node
+	onCommit   func()
+	onChange   func()
+	onFailure  func(error)
 	onSnapshot func(*Snapshot)
 	// inAppend: a commit reported during Append is not called back (the
 	// controller reads CommittedOffset after Append returns).
 	inAppend bool
-	// batchBytesMax bounds one batch built by ReadCommitted or Replay.
-	batchBytesMax int
+	// visibleEnd is the end of the last whole committed decision, or of an
+	// aborted one: everything below it is decided.
+	visibleEnd int64
+	// lastRole, lastEpoch and lastLeader are what onChange last reported.
+	lastRole   Role
+	lastEpoch  int32
+	lastLeader int32
 }
 
-// NewMetadataQuorum returns the adapter; the callbacks run on the event loop.
-func NewMetadataQuorum(onCommit func(int64), onFailure func(error), onSnapshot func(*Snapshot)) *MetadataQuorum {
-	return &MetadataQuorum{onCommit: onCommit, onFailure: onFailure, onSnapshot: onSnapshot, batchBytesMax: 1 << 20}
+// NewMetadataQuorum returns the adapter.
+func NewMetadataQuorum() *MetadataQuorum {
+	return &MetadataQuorum{lastLeader: -2}
 }
 
-// Attach gives the adapter the node it serves.
-func (q *MetadataQuorum) Attach(n *Node) { q.node = n }
+// Attach gives the adapter the node it serves and starts watching its
+// leadership.
+func (q *MetadataQuorum) Attach(n *Node) {
+	q.node = n
+	q.visibleEnd = max(q.visibleEnd, n.raft.LogStartOffset())
+	n.onStateChange = q.stateChanged
+}
+
+// Listen registers the controller's callbacks, run on the event loop:
+// onCommit when CommittedOffset advances (not from inside Append), onChange
+// when this node's role, epoch or known leader changes, onFailure when the
+// node stopped, onSnapshot when a snapshot replaces the state.
+func (q *MetadataQuorum) Listen(onCommit, onChange func(), onFailure func(error), onSnapshot func(*Snapshot)) {
+	q.onCommit, q.onChange, q.onFailure, q.onSnapshot = onCommit, onChange, onFailure, onSnapshot
+}
 
 // LoadSnapshot implements Applier.
-func (q *MetadataQuorum) LoadSnapshot(snap *Snapshot) { q.onSnapshot(snap) }
+func (q *MetadataQuorum) LoadSnapshot(snap *Snapshot) {
+	q.visibleEnd = snap.EndOffset
+	if q.onSnapshot != nil {
+		q.onSnapshot(snap)
+	}
+}
 
 // Apply implements Applier: it reports the new commit offset.
 func (q *MetadataQuorum) Apply(entries []Entry) {
-	if len(entries) == 0 || q.inAppend || q.node == nil {
+	if len(entries) == 0 || q.inAppend || q.node == nil || q.onCommit == nil {
 		return
 	}
-	q.onCommit(entries[len(entries)-1].Offset + 1)
+	q.onCommit()
 }
 
 // Failed implements Applier.
-func (q *MetadataQuorum) Failed(err error) { q.onFailure(err) }
+func (q *MetadataQuorum) Failed(err error) {
+	if q.onFailure != nil {
+		q.onFailure(err)
+	}
+}
 
-// Append proposes each record as an entry; all or none are appended (only
-// a node that does not lead refuses, and it refuses the first).
+func (q *MetadataQuorum) stateChanged() {
+	r := q.node.raft
+	if r.Role() == q.lastRole && r.Epoch() == q.lastEpoch && r.LeaderID() == q.lastLeader {
+		return
+	}
+	q.lastRole, q.lastEpoch, q.lastLeader = r.Role(), r.Epoch(), r.LeaderID()
+	if q.onChange != nil {
+		q.onChange()
+	}
+}
+
+// LeaderID is the quorum's leader as this node knows it, -1 if unknown.
+func (q *MetadataQuorum) LeaderID() int32 { return q.node.raft.LeaderID() }
+
+// LeaderEpochStart reports whether this node leads, and if so the offset of
+// its epoch's leader-change entry: once that commits, everything before it
+// is committed and the node may act as the active controller.
+func (q *MetadataQuorum) LeaderEpochStart() (int64, bool) {
+	r := q.node.raft
+	if r.Role() != Leader {
+		return 0, false
+	}
+	start := r.EndOffset()
+	for start > r.LogStartOffset() && r.log.epochAt(start-1) == r.Epoch() {
+		start--
+	}
+	return start, true
+}
+
+// entryHeaderBytes heads every record entry: its index in the decision and
+// the decision's record count, big-endian uint32 each.
+const entryHeaderBytes = 8
+
+// Append proposes the records as one decision; all or none are appended
+// (only a node that does not lead refuses, and it refuses the first).
 func (q *MetadataQuorum) Append(records []metadata.Record) (int64, error) {
 	if len(records) == 0 {
 		return 0, fmt.Errorf("quorum: Append of no records")
@@ -67,7 +133,9 @@ func (q *MetadataQuorum) Append(records []metadata.Record) (int64, error) {
 	defer func() { q.inAppend = false }()
 	base := int64(-1)
 	for i, rec := range records {
-		offset, err := q.node.Propose(metadata.EncodeRecord(rec))
+		data := binary.BigEndian.AppendUint32(nil, uint32(i))
+		data = binary.BigEndian.AppendUint32(data, uint32(len(records)))
+		offset, err := q.node.Propose(append(data, metadata.EncodeRecord(rec)...))
 		if err != nil {
 			if i > 0 {
 				panic(fmt.Sprintf("quorum: leadership lost within one Append after %d records", i))
@@ -84,21 +152,77 @@ func (q *MetadataQuorum) Append(records []metadata.Record) (int64, error) {
 // EndOffset is the offset the next record gets.
 func (q *MetadataQuorum) EndOffset() int64 { return q.node.raft.EndOffset() }
 
-// CommittedOffset is the high watermark.
-func (q *MetadataQuorum) CommittedOffset() int64 { return q.node.raft.CommittedOffset() }
+// CommittedOffset is the end of the last whole committed decision.
+func (q *MetadataQuorum) CommittedOffset() int64 {
+	r := q.node.raft
+	hw := r.CommittedOffset()
+	q.visibleEnd = max(q.visibleEnd, r.LogStartOffset())
+	entries := r.Entries(q.visibleEnd, hw)
+	for len(entries) > 0 {
+		n, _, err := decisionLen(entries)
+		if err != nil || n == 0 {
+			break // corrupt (reads report it) or not yet decided
+		}
+		q.visibleEnd += int64(n)
+		entries = entries[n:]
+	}
+	return q.visibleEnd
+}
+
+// decisionLen returns how many entries the decision starting entries[0]
+// spans, and whether it is whole (false: aborted, to be skipped). It
+// returns 0 when the decision is not yet decided: its entries so far are
+// all there is.
+func decisionLen(entries []Entry) (n int, whole bool, err error) {
+	if entries[0].Data == nil {
+		return 1, true, nil
+	}
+	index, count, err := entryHeader(entries[0])
+	if err != nil {
+		return 0, false, err
+	}
+	if index != 0 {
+		return 1, false, nil // the tail of a decision whose head is gone
+	}
+	for i := 1; i < count; i++ {
+		if i == len(entries) {
+			return 0, false, nil
+		}
+		e := entries[i]
+		if e.Data == nil || e.Epoch != entries[0].Epoch {
+			return i, false, nil
+		}
+		if idx, _, err := entryHeader(e); err != nil || idx != uint32(i) {
+			return i, false, err
+		}
+	}
+	return count, true, nil
+}
+
+func entryHeader(e Entry) (index uint32, count int, err error) {
+	if len(e.Data) < entryHeaderBytes {
+		return 0, 0, fmt.Errorf("quorum: entry %d has %d bytes, shorter than its header", e.Offset, len(e.Data))
+	}
+	index, c := binary.BigEndian.Uint32(e.Data), binary.BigEndian.Uint32(e.Data[4:])
+	if c == 0 || index >= c {
+		return 0, 0, fmt.Errorf("quorum: entry %d is record %d of a decision of %d", e.Offset, index, c)
+	}
+	return index, int(c), nil
+}
 
 // LogStartOffset is the first offset held as an entry (after the snapshot).
 func (q *MetadataQuorum) LogStartOffset() int64 { return q.node.raft.LogStartOffset() }
 
-// ReadCommitted encodes committed entries from fetchOffset as record
-// batches, at most maxBytes unless the first batch alone is larger.
+// ReadCommitted encodes whole committed decisions from fetchOffset as
+// record batches, one per decision, at most maxBytes unless the first batch
+// alone is larger. Aborted decisions are skipped.
 func (q *MetadataQuorum) ReadCommitted(fetchOffset int64, maxBytes int32) ([]byte, error) {
 	r := q.node.raft
 	if fetchOffset < r.LogStartOffset() || fetchOffset > r.EndOffset() {
 		return nil, fmt.Errorf("quorum: fetch offset %d outside the log [%d, %d]", fetchOffset, r.LogStartOffset(), r.EndOffset())
 	}
 	var out []byte
-	err := q.batches(fetchOffset, r.CommittedOffset(), func(b []byte) bool {
+	err := q.decisions(fetchOffset, q.CommittedOffset(), func(b []byte, _ metadata.Batch) bool {
 		if len(out) > 0 && len(out)+len(b) > int(maxBytes) {
 			return false
 		}
@@ -108,20 +232,14 @@ func (q *MetadataQuorum) ReadCommitted(fetchOffset int64, maxBytes int32) ([]byt
 	return out, err
 }
 
-// Replay decodes every entry of the log, committed or not, as batches.
-func (q *MetadataQuorum) Replay(fn func(metadata.Batch) error) error {
-	r := q.node.raft
+// CommittedBatches decodes the whole committed decisions from offset on,
+// one batch each, skipping aborted ones, and hands them to fn in order.
+func (q *MetadataQuorum) CommittedBatches(from int64, fn func(metadata.Batch) error) error {
+	from = max(from, q.node.raft.LogStartOffset())
 	var ferr error
-	err := q.batches(r.LogStartOffset(), r.EndOffset(), func(b []byte) bool {
-		decoded, err := metadata.DecodeBatches(b)
-		if err == nil && len(decoded) != 1 {
-			err = fmt.Errorf("built %d batches, want 1", len(decoded))
-		}
-		if err == nil {
-			err = fn(decoded[0])
-		}
-		ferr = err
-		return err == nil
+	err := q.decisions(from, q.CommittedOffset(), func(_ []byte, b metadata.Batch) bool {
+		ferr = fn(b)
+		return ferr == nil
 	})
 	if err != nil {
 		return err
@@ -129,29 +247,38 @@ func (q *MetadataQuorum) Replay(fn func(metadata.Batch) error) error {
 	return ferr
 }
 
-// batches builds record batches of entries [from, to), each a run of one
-// epoch of at most batchBytesMax, and hands them to emit until it says stop.
-func (q *MetadataQuorum) batches(from, to int64, emit func([]byte) bool) error {
+// decisions builds the record batch of each whole decision in [from, to)
+// and hands it, encoded and decoded, to emit until it says stop.
+func (q *MetadataQuorum) decisions(from, to int64, emit func([]byte, metadata.Batch) bool) error {
 	entries := q.node.raft.Entries(from, to)
 	for len(entries) > 0 {
-		var records []metadata.Record
-		size, n := 0, 0
-		for n < len(entries) && entries[n].Epoch == entries[0].Epoch && (n == 0 || size+len(entries[n].Data) <= q.batchBytesMax) {
-			rec := metadata.Record(&metadata.NoOpRecord{})
-			if entries[n].Data != nil {
-				decoded, err := metadata.DecodeRecord(entries[n].Data)
-				if err != nil {
-					return fmt.Errorf("quorum: entry %d is not a metadata record: %w", entries[n].Offset, err)
-				}
-				rec = decoded
-			}
-			records, size, n = append(records, rec), size+len(entries[n].Data), n+1
+		n, whole, err := decisionLen(entries)
+		if err != nil {
+			return err
 		}
-		b := metadata.EncodeBatch(records, 0)
-		batch.SetBaseOffset(b, entries[0].Offset)
-		batch.SetPartitionLeaderEpoch(b, entries[0].Epoch)
-		if !emit(b) {
+		if n == 0 {
 			return nil
+		}
+		if whole {
+			var records []metadata.Record
+			for _, e := range entries[:n] {
+				rec := metadata.Record(&metadata.NoOpRecord{})
+				if e.Data != nil {
+					decoded, err := metadata.DecodeRecord(e.Data[entryHeaderBytes:])
+					if err != nil {
+						return fmt.Errorf("quorum: entry %d is not a metadata record: %w", e.Offset, err)
+					}
+					rec = decoded
+				}
+				records = append(records, rec)
+			}
+			b := metadata.EncodeBatch(records, 0)
+			batch.SetBaseOffset(b, entries[0].Offset)
+			batch.SetPartitionLeaderEpoch(b, entries[0].Epoch)
+			decoded := metadata.Batch{BaseOffset: entries[0].Offset, NextOffset: entries[0].Offset + int64(n), LeaderEpoch: entries[0].Epoch, Records: records}
+			if !emit(b, decoded) {
+				return nil
+			}
 		}
 		entries = entries[n:]
 	}

@@ -11,13 +11,20 @@ import (
 	"strand/sim/simclock"
 )
 
-// producer sends batches to random partitions, one request at a time, and
-// retries failed ones with the same values.
+// inFlightMax is how many batches one producer has outstanding at most
+// (Kafka's max.in.flight.requests.per.connection default); a batch due
+// while that many are out is skipped, so a stalled cluster slows the
+// offered load instead of queueing it without bound.
+const inFlightMax = 5
+
+// producer sends batches to random partitions at its rate, up to
+// inFlightMax at once, and retries failed ones with the same values.
 type producer struct {
-	w      *Workload
-	client *client
-	acks   int16
-	seq    int
+	w        *Workload
+	client   *client
+	acks     int16
+	seq      int
+	inFlight int
 	// intervalNs is the mean time between batches.
 	intervalNs int64
 }
@@ -53,6 +60,10 @@ func (p *producer) produceNext() {
 	if p.w.stopped {
 		return
 	}
+	p.scheduleNext()
+	if p.inFlight >= inFlightMax {
+		return
+	}
 	tps := p.w.Partitions()
 	tp := tps[p.w.r.IntN(len(tps))]
 	n := 1 + p.w.r.IntN(p.w.cfg.BatchRecordsMax)
@@ -61,7 +72,8 @@ func (p *producer) produceNext() {
 		values[i] = fmt.Sprintf("p%d-%d", p.client.index, p.seq)
 		p.seq++
 	}
-	p.attempt(tp, values, 0, p.scheduleNext)
+	p.inFlight++
+	p.attempt(tp, values, 0, func() { p.inFlight-- })
 }
 
 // attempt sends one try of a batch; then runs once the batch is acked,
