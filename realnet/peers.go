@@ -241,6 +241,12 @@ func (pc *peerConn) run() {
 		pc.conn = nil
 		pc.mu.Unlock()
 		cause := errors.Join(writeErr, readErr)
+		pc.mu.Lock()
+		closing := pc.closed
+		pc.mu.Unlock()
+		if closing {
+			return // the node is stopping: nobody waits for the callbacks
+		}
 		pc.net.logger.Info("peer connection ended", "peer", pc.key.id, "plane", pc.key.plane.String(), "address", pc.key.address, "err", cause)
 		pc.failAll(fmt.Errorf("%w: node %d (%s) at %s: %w", ErrPeerConnection, pc.key.id, pc.key.plane, pc.key.address, cause))
 	}

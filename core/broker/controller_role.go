@@ -93,32 +93,36 @@ func controllerConfigOf(b config.Broker) controller.Config {
 }
 
 // handleControllerRequest routes a controller request (controller.Handles)
-// arriving from a connection: to the local controller role if there is
-// one (it answers NOT_CONTROLLER unless active); admin requests a client
-// sent to a broker-only node are forwarded to the active controller and the
-// answer relayed (Kafka wraps them in Envelope; Strand forwards them
-// plainly).
+// arriving from a connection. Admin requests a client sent to a node with
+// the broker role are forwarded to the active controller (the local one if
+// active) and the answer relayed (Kafka wraps them in Envelope; Strand
+// forwards them plainly). Everything else goes to the local controller
+// role if there is one, which answers NOT_CONTROLLER unless active.
 func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest:
+		if n.cfg.Broker.Roles.Broker {
+			n.toController(req, func(resp kmsg.Response, err error) {
+				if err != nil {
+					resp = timedOut(r)
+				}
+				reply(resp)
+			})
+			return
+		}
+	}
 	if n.ctrl != nil {
 		n.ctrl.HandleRequest(req, reply)
 		return
 	}
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest:
-		n.toController(req, func(resp kmsg.Response, err error) {
-			if err != nil {
-				resp = timedOut(r)
-			}
-			reply(resp)
-		})
-	case *kmsg.FetchRequest:
+	if r, ok := req.(*kmsg.FetchRequest); ok {
 		reply(fetchError(r, kerr.NotLeaderForPartition.Code))
-	default:
-		// Controller RPCs are advertised only by controllers: a broker
-		// that gets one was sent it against the table.
-		n.net.Close(conn)
+		return
 	}
+	// Controller RPCs are advertised only by controllers: a broker that
+	// gets one was sent it against the table.
+	n.net.Close(conn)
 }
 
 // toController hands a request to the active controller: the local one if

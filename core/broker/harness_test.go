@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -30,6 +32,9 @@ type cluster struct {
 	conns   map[int32]*simnet.ClientConn
 	nextID  byte
 	clientP *sched.Node
+	// idRand, if set, draws ids (and so the quorum's election jitter)
+	// from the seed instead of counting.
+	idRand *rand.Rand
 }
 
 type testNode struct {
@@ -117,6 +122,12 @@ func (c *cluster) start(tn *testNode) {
 
 // ids is a deterministic IDSource.
 func (c *cluster) ids() [16]byte {
+	if c.idRand != nil {
+		var id [16]byte
+		binary.BigEndian.PutUint64(id[:8], c.idRand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], c.idRand.Uint64())
+		return id
+	}
 	c.nextID++
 	var id [16]byte
 	id[0], id[15] = 0xAB, c.nextID

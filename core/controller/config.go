@@ -9,8 +9,8 @@ import (
 type Config struct {
 	// NodeID is node.id.
 	NodeID int32
-	// Voters are the node ids of controller.quorum.voters. Until Raft
-	// lands, the lowest is the active controller.
+	// Voters are the node ids of controller.quorum.voters; the one whose
+	// Raft voter leads is the active controller.
 	Voters []int32
 	// ClusterID is cluster.id; registrations naming another are refused.
 	// Empty accepts any.
@@ -42,6 +42,10 @@ type Config struct {
 	// (Kafka 300000): how often leadership moves back to preferred
 	// replicas. 0 turns it off (auto.leader.rebalance.enable=false).
 	LeaderImbalanceCheckIntervalMs int64
+	// SnapshotIntervalRecords is how many committed records may follow
+	// the latest snapshot before the controller takes the next (Kafka
+	// counts bytes, metadata.log.max.record.bytes.between.snapshots).
+	SnapshotIntervalRecords int64
 }
 
 // DefaultConfig returns Kafka's defaults for a single-node controller.
@@ -58,6 +62,7 @@ func DefaultConfig(nodeID int32) Config {
 		FetchMaxBytes:            8 << 20,
 
 		LeaderImbalanceCheckIntervalMs: 300_000,
+		SnapshotIntervalRecords:        20_000,
 	}
 }
 
@@ -85,10 +90,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("controller config: leader.imbalance.check.interval.ms %d is negative", c.LeaderImbalanceCheckIntervalMs)
 	case c.FetchMaxBytes < 1:
 		return fmt.Errorf("controller config: FetchMaxBytes %d is below 1", c.FetchMaxBytes)
+	case c.SnapshotIntervalRecords < 1:
+		return fmt.Errorf("controller config: SnapshotIntervalRecords %d is below 1", c.SnapshotIntervalRecords)
 	}
 	return nil
 }
-
-// active reports whether this node is the active controller: the lowest
-// voter, until Raft elects one.
-func (c Config) active() bool { return slices.Min(c.Voters) == c.NodeID }

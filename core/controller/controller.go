@@ -41,6 +41,10 @@ type Controller struct {
 	applying bool
 	// failed is set when the quorum failed: the controller stops serving.
 	failed error
+	// snapshotEnd is the end offset of the latest snapshot taken or
+	// loaded; snapshotTimer is set while a snapshot is scheduled.
+	snapshotEnd   int64
+	snapshotTimer env.Timer
 
 	brokers brokerTracker
 	fetches fetchWaiters
@@ -83,11 +87,39 @@ func New(cfg Config, clock env.Clock, q Quorum, newTopicID func() [16]byte) (*Co
 	return c, nil
 }
 
-// onSnapshot is the quorum's snapshot callback. The controller does not
-// take snapshots yet, so none can arrive: one stops it rather than letting
-// its committed image silently miss the snapshot's state.
-func (c *Controller) onSnapshot(*quorum.Snapshot) {
-	c.stop(errors.New("controller: metadata snapshots are not supported yet"))
+// onSnapshot is the quorum's snapshot callback: at start, the latest
+// durable snapshot; later, one the leader sent because this voter fell
+// behind its log start. It replaces the committed image.
+func (c *Controller) onSnapshot(snap *quorum.Snapshot) {
+	im, err := metadata.DecodeSnapshot(snap.Data)
+	if err != nil {
+		c.stop(fmt.Errorf("controller: load snapshot %d-%d: %w", snap.EndOffset, snap.Epoch, err))
+		return
+	}
+	if c.active {
+		c.resign() // a leader is never sent a snapshot; be safe
+	}
+	c.committed, c.appliedEnd, c.snapshotEnd = im, snap.EndOffset, snap.EndOffset
+}
+
+// maybeScheduleSnapshot schedules a snapshot once enough records committed
+// since the last. It runs as its own event: the quorum accepts a snapshot
+// only of entries it has handed out completely, which is so between events.
+func (c *Controller) maybeScheduleSnapshot() {
+	if c.snapshotTimer != nil || c.appliedEnd-c.snapshotEnd < c.cfg.SnapshotIntervalRecords {
+		return
+	}
+	c.snapshotTimer = c.clock.SetTimer(0, func() {
+		c.snapshotTimer = nil
+		if c.failed != nil || c.appliedEnd <= c.snapshotEnd {
+			return
+		}
+		if err := c.quorum.TakeSnapshot(c.appliedEnd, c.committed.EncodeSnapshot()); err == nil {
+			c.snapshotEnd = c.appliedEnd
+		}
+		// Otherwise the previous snapshot is still being persisted: the
+		// next commit schedules another try.
+	})
 }
 
 // onQuorumChange follows leadership: a controller whose node no longer
@@ -302,6 +334,7 @@ func (c *Controller) applyCommitted() {
 			return
 		}
 		c.appliedEnd = committedEnd
+		c.maybeScheduleSnapshot()
 	}
 	w := 0
 	for ; w < len(c.commitWaiters) && c.commitWaiters[w].offset < committedEnd; w++ {
@@ -343,4 +376,8 @@ func (c *Controller) stop(err error) {
 		c.rebalanceTimer.Stop()
 	}
 	c.fetches.dropAll()
+	if c.snapshotTimer != nil {
+		c.snapshotTimer.Stop()
+		c.snapshotTimer = nil
+	}
 }

@@ -39,34 +39,50 @@
 //
 // # Two images
 //
-// The controller keeps the image of everything it appended (latest), from
-// which it decides, and the image of what is committed (committed). Records
-// are applied to latest as they are generated, and to committed, in order,
-// when the quorum reports them committed; only then are the waiting requests
-// answered and fetches served. Brokers see only committed records.
+// The active controller keeps the image of everything it appended (latest),
+// from which it decides, and the image of what is committed (committed).
+// Records are applied to latest as they are generated; committed is built
+// by every voter, active or not, from the committed decisions the quorum
+// hands back, in order; only then are the waiting requests answered and
+// fetches served. Brokers see only committed records.
 //
 // # The quorum
 //
-// quorum (quorum.go) is the seam issue 5's Raft will replace. For now
-// localQuorum is a single voter: it appends each batch to the local metadata
-// log and counts it committed once its Sync completes. With several voters in
-// Config.Voters, the lowest id is the active controller and the others answer
-// NOT_CONTROLLER. On restart the controller replays the whole log into both
-// images (committed once the log is synced again).
+// Quorum (quorum.go) is core/quorum's MetadataQuorum over the node's Raft
+// voter among controller.quorum.voters. One decision is one Append, which
+// the quorum makes visible whole or never. The controller follows
+// leadership:
+//
+//   - it becomes active when its voter leads and the epoch's leader-change
+//     entry has committed (so everything before it has), starting latest
+//     from the committed image and giving every unfenced broker a fresh
+//     session, as Kafka's controller does on failover;
+//   - when its voter stops leading that epoch it resigns: latest and the
+//     uncommitted records are dropped (the new leader's log decides whether
+//     they survive), requests waiting for a commit are answered
+//     NOT_CONTROLLER so brokers retry at the new controller, and held
+//     metadata fetches are answered NOT_LEADER_OR_FOLLOWER with the leader
+//     in CurrentLeader;
+//   - a node that is not active answers NOT_CONTROLLER.
+//
+// Snapshots are not taken yet: the quorum's log is the whole history, and a
+// snapshot arriving from a leader stops the controller (it cannot load one).
 //
 // # API for the node
 //
-//	ml, err := controller.OpenMetadataLog(disk, logDir, clock.WallMs())
-//	c, err := controller.New(cfg, clock, ml, newTopicID)
+//	q := quorum.NewMetadataQuorum()
+//	node, err := quorum.StartNode(qcfg, clock, net, disk, dir, q)
+//	q.Attach(node)
+//	c, err := controller.New(cfg, clock, q, newTopicID)
 //	if controller.Handles(req) { c.HandleRequest(req, reply) }
-//	c.Close(); ml.Close() // when the node stops
+//	c.Close(); node.Stop() // when the node stops
 //
 // reply is called at most once per request, on the event loop, possibly
 // later (after a commit or a long poll). It is not called if the controller
-// stops first (Close, or a failed metadata log): the client's request
-// timeout decides, as with a crashed controller. Image() returns the
-// committed image (for tests and for a node running both roles; do not
-// modify it).
+// stops first (Close, or a failed quorum): the client's request timeout
+// decides, as with a crashed controller. Image() returns the committed
+// image (for tests and for a node running both roles; do not modify it).
+// LeaderID() names the quorum leader this voter knows.
 //
 // What brokers must send: BrokerRegistration v3+ with PreviousBrokerEpoch =
 // the epoch it held when it last shut down cleanly, -1 otherwise (an
@@ -76,8 +92,8 @@
 // Image.Offset()+1 (records come in whole batches: metadata.Image.ApplyBatch
 // skips those already applied). A fetch at or above the commit offset waits
 // (MaxWaitMs) for new commits; one beyond the end of the controller's log
-// gets OFFSET_OUT_OF_RANGE. The node's log manager must not load
-// MetadataLogDir as a partition log: the controller owns it.
+// gets OFFSET_OUT_OF_RANGE. The node's log manager must not load the
+// quorum's directory as a partition log.
 //
 // # What it must not do
 //

@@ -47,6 +47,9 @@ type Quorum interface {
 	// CommittedBatches decodes the committed decisions from offset from
 	// on, in order.
 	CommittedBatches(from int64, fn func(metadata.Batch) error) error
+	// TakeSnapshot hands the quorum the committed image's encoding after
+	// the decisions below endOffset; the log behind it may then go.
+	TakeSnapshot(endOffset int64, data []byte) error
 	// LeaderID is the quorum leader this node knows, -1 if none.
 	LeaderID() int32
 	// LeaderEpochStart reports whether this node leads and, if so, the

@@ -98,19 +98,16 @@
 //
 // # For the controller
 //
-// MetadataQuorum implements the method set of the controller's quorum
-// interface (core/controller/quorum.go) over a Node, one entry per metadata
-// record so that entry offsets are record offsets; the leader-change entry
-// reads as a NoOpRecord. To adopt it, core/controller must take the quorum
-// from its caller instead of building localQuorum, and follow leadership:
-// become active when its node leads and its leader-change entry commits
-// (rebuilding its latest image from the committed one), drop uncommitted
-// records and answer NOT_CONTROLLER when it loses leadership, and load
-// snapshots into its committed image (and make them, with TakeSnapshot).
-// KRaft appends a decision as one atomic batch; here its records may commit
-// in two steps, which the controller tolerates but a broker fetching in
-// between would see: making an entry a whole batch (a record count per
-// entry) is the follow-up that closes this.
+// MetadataQuorum implements core/controller's Quorum interface over a Node,
+// one entry per metadata record so that entry offsets are record offsets;
+// the leader-change entry reads as a NoOpRecord. A controller decision (one
+// Append) is made atomic by the adapter: its entries carry their index and
+// the decision's size, CommittedOffset stops before a decision not yet
+// wholly committed, and a decision cut short by a change of leader is
+// aborted and skipped by every reader (metadata_quorum.go). The adapter
+// reports commits, changes of role, epoch or leader (Node calls it on every
+// pump), failures and snapshots to the callbacks the controller registers
+// with Listen. The controller does not take snapshots yet.
 //
 // # What it must not do
 //

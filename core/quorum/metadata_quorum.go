@@ -40,6 +40,9 @@ type MetadataQuorum struct {
 	// visibleEnd is the end of the last whole committed decision, or of an
 	// aborted one: everything below it is decided.
 	visibleEnd int64
+	// startSnapshot is the snapshot StartNode loaded before the controller
+	// listened; Listen hands it over.
+	startSnapshot *Snapshot
 	// lastRole, lastEpoch and lastLeader are what onChange last reported.
 	lastRole   Role
 	lastEpoch  int32
@@ -65,14 +68,27 @@ func (q *MetadataQuorum) Attach(n *Node) {
 // node stopped, onSnapshot when a snapshot replaces the state.
 func (q *MetadataQuorum) Listen(onCommit, onChange func(), onFailure func(error), onSnapshot func(*Snapshot)) {
 	q.onCommit, q.onChange, q.onFailure, q.onSnapshot = onCommit, onChange, onFailure, onSnapshot
+	if snap := q.startSnapshot; snap != nil {
+		q.startSnapshot = nil
+		onSnapshot(snap)
+	}
 }
 
 // LoadSnapshot implements Applier.
 func (q *MetadataQuorum) LoadSnapshot(snap *Snapshot) {
 	q.visibleEnd = snap.EndOffset
-	if q.onSnapshot != nil {
-		q.onSnapshot(snap)
+	if q.onSnapshot == nil {
+		q.startSnapshot = snap
+		return
 	}
+	q.onSnapshot(snap)
+}
+
+// TakeSnapshot hands the quorum the state after the committed decisions
+// below endOffset; see Node.TakeSnapshot. Call it between events (not from
+// inside a callback), when every committed entry has been handed out.
+func (q *MetadataQuorum) TakeSnapshot(endOffset int64, data []byte) error {
+	return q.node.TakeSnapshot(endOffset, data)
 }
 
 // Apply implements Applier: it reports the new commit offset.

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,5 +93,41 @@ func TestMetadataQuorumServesTheControllersInterface(t *testing.T) {
 	}
 	if _, err := q.ReadCommitted(4, 1<<20); err == nil {
 		t.Fatal("a read beyond the log end succeeded")
+	}
+}
+
+// TestDecisionBoundaries: a decision's entries are visible only whole; one
+// cut short by another epoch's entry (a new leader's leader-change entry) is
+// aborted, and a tail whose head was compacted or truncated away too.
+func TestDecisionBoundaries(t *testing.T) {
+	rec := metadata.EncodeRecord(&metadata.NoOpRecord{})
+	entry := func(epoch int32, index, count uint32) Entry {
+		data := binary.BigEndian.AppendUint32(nil, index)
+		data = binary.BigEndian.AppendUint32(data, count)
+		return Entry{Epoch: epoch, Data: append(data, rec...)}
+	}
+	leaderChange := func(epoch int32) Entry { return Entry{Epoch: epoch} }
+	for _, tc := range []struct {
+		name    string
+		entries []Entry
+		n       int
+		whole   bool
+	}{
+		{"leader change", []Entry{leaderChange(1), entry(1, 0, 1)}, 1, true},
+		{"whole decision", []Entry{entry(1, 0, 3), entry(1, 1, 3), entry(1, 2, 3), leaderChange(2)}, 3, true},
+		{"not yet decided", []Entry{entry(1, 0, 3), entry(1, 1, 3)}, 0, false},
+		{"cut by a leader change", []Entry{entry(1, 0, 3), entry(1, 1, 3), leaderChange(2)}, 2, false},
+		{"cut by another epoch", []Entry{entry(1, 0, 3), entry(2, 0, 1)}, 1, false},
+		{"cut by a new decision", []Entry{entry(1, 0, 3), entry(1, 0, 1)}, 1, false},
+		{"tail without its head", []Entry{entry(1, 2, 3), entry(1, 0, 1)}, 1, false},
+	} {
+		n, whole, err := decisionLen(tc.entries)
+		if err != nil || n != tc.n || whole != tc.whole {
+			t.Errorf("%s: %d entries, whole %v, err %v; want %d, %v", tc.name, n, whole, err, tc.n, tc.whole)
+		}
+	}
+	bad := Entry{Epoch: 1, Data: []byte{0, 0, 0, 3, 0, 0, 0, 3}}
+	if _, _, err := decisionLen([]Entry{bad}); err == nil {
+		t.Error("an entry whose index is not below its count was accepted")
 	}
 }

@@ -273,6 +273,11 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 		return
 	}
 	r.deadlineMs = r.electionDeadline(nowMs)
+	if len(r.voters) == 1 && r.voters[0] == r.cfg.ID {
+		// The only voter has no one to wait for: it stands at the next
+		// tick, as KRaft's only voter becomes candidate at once.
+		r.deadlineMs = nowMs
+	}
 }
 
 // becomeProspective asks for pre-votes for epoch+1. The leader, if any, is

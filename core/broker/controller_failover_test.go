@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/core/config"
+	"strand/core/env"
+	"strand/sim/memdisk"
+	"strand/sim/sched"
+	"strand/sim/simclock"
+	"strand/sim/simnet"
+)
+
+// newVoterCluster starts three nodes that are each broker and controller,
+// all three voters of controller.quorum.voters, with Kafka's default quorum
+// timeouts. Ids, and so election jitter, come from the seed.
+func newVoterCluster(t *testing.T, seed uint64) *cluster {
+	t.Helper()
+	s := sched.New(sched.Options{})
+	streams := sched.NewStreams(seed)
+	c := &cluster{t: t, s: s, streams: streams, net: simnet.New(s, streams.Get("net"), simnet.Calm()),
+		nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}, idRand: streams.Get("ids")}
+	voters := "1@127.0.0.1:9003,2@127.0.0.1:9005,3@127.0.0.1:9007"
+	for id := int32(1); id <= 3; id++ {
+		b, _, err := config.FromProperties(map[string]string{
+			"node.id":                        fmt.Sprint(id),
+			"process.roles":                  "broker,controller",
+			"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9000+2*id, 9001+2*id),
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+			"controller.listener.names":      "CONTROLLER",
+			"controller.quorum.voters":       voters,
+			"log.dirs":                       fmt.Sprintf("/data/node%d", id),
+		})
+		if err != nil {
+			t.Fatalf("node %d config: %v", id, err)
+		}
+		proc := s.NewNode(id)
+		tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
+			clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
+			disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
+		c.nodes[id] = tn
+		c.start(tn)
+	}
+	c.clientP = s.NewNode(100)
+	c.client = c.net.AddClient("test-client", c.clientP)
+	return c
+}
+
+// activeController is the node whose controller is active, -1 if none.
+// Two active at once is a failure: a leader of an old epoch resigns before
+// its successor's epoch can commit, in this calm network.
+func (c *cluster) activeController() int32 {
+	c.t.Helper()
+	active := int32(-1)
+	for _, id := range slices.Sorted(mapKeys(c.nodes)) {
+		tn := c.nodes[id]
+		if tn.proc.Up() && tn.node.ctrl.Active() {
+			if active >= 0 {
+				c.t.Fatalf("nodes %d and %d are both the active controller", active, id)
+			}
+			active = id
+		}
+	}
+	return active
+}
+
+func mapKeys(m map[int32]*testNode) func(func(int32) bool) {
+	return func(yield func(int32) bool) {
+		for k := range m { // order-independent: callers sort
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// waitVoterClusterReady waits for an active controller that sees every up
+// broker registered and unfenced, and returns it.
+func (c *cluster) waitVoterClusterReady() int32 {
+	c.t.Helper()
+	c.waitFor("an active controller with every broker unfenced", 30000, func() bool {
+		active := c.activeController()
+		if active < 0 {
+			return false
+		}
+		im := c.nodes[active].node.ctrl.Image()
+		for id, tn := range c.nodes {
+			if b, ok := im.Broker(id); tn.proc.Up() && (!ok || b.Fenced) {
+				return false
+			}
+		}
+		return true
+	})
+	return c.activeController()
+}
+
+// TestControllerFailoverKeepsTheClusterWorking: three voters; the node of
+// the active controller, which also leads a data partition, crashes. Another
+// voter becomes the active controller, the topic created before the crash
+// survives, the brokers find the new controller (they keep heartbeating:
+// none is fenced but the crashed one), the data partition gets a new leader
+// from the ISR with every acknowledged record, new topics can be created,
+// and the crashed node rejoins after a restart.
+func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
+	c := newVoterCluster(t, 1)
+	old := c.waitVoterClusterReady()
+	var other int32 = 1
+	if other == old {
+		other = 2
+	}
+	c.createTopic(other, "before", 3, 3)
+	var p int32 = -1
+	for i := range int32(3) {
+		if s, _ := c.nodes[old].node.ctrl.Image().PartitionByName("before", i); s.Leader == old {
+			p = i
+		}
+	}
+	if p < 0 {
+		t.Fatalf("the controller's node %d leads no partition of before", old)
+	}
+	c.waitFor("ISR of 3", 10000, func() bool {
+		s, _ := c.nodes[old].node.ctrl.Image().PartitionByName("before", p)
+		return len(s.ISR) == 3
+	})
+	if r := c.produce(old, "before", p, -1, recordBatch("acked")); r.ErrorCode != 0 {
+		t.Fatalf("produce before the crash: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	c.nodes[old].proc.Crash()
+	crashNs := c.s.NowNs()
+	c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
+	active := c.activeController()
+	t.Logf("controller %d → %d after %d ms", old, active, (c.s.NowNs()-crashNs)/1e6)
+	if _, ok := c.nodes[active].node.ctrl.Image().TopicByName("before"); !ok {
+		t.Fatal("topic created before the crash is gone")
+	}
+
+	c.waitFor("a new leader for the crashed node's partition", 30000, func() bool {
+		s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("before", p)
+		if s.Leader < 0 || s.Leader == old {
+			return false
+		}
+		ln := c.nodes[s.Leader].node
+		part := ln.partitions[partitionKey{"before", p}]
+		return part != nil && part.appliedLeaderEpoch == s.LeaderEpoch
+	})
+	s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("before", p)
+	for id, tn := range c.nodes {
+		b, _ := c.nodes[active].node.ctrl.Image().Broker(id)
+		if tn.proc.Up() && b.Fenced {
+			t.Fatalf("broker %d was fenced: it did not find the new controller", id)
+		}
+	}
+	if r := c.produce(s.Leader, "before", p, -1, recordBatch("after")); r.ErrorCode != 0 {
+		t.Fatalf("produce to the new leader %d: %v", s.Leader, kerr.ErrorForCode(r.ErrorCode))
+	}
+	if got := joined(values(t, c.fetch(s.Leader, "before", p, 0).RecordBatches)); got != "acked,after" {
+		t.Fatalf("partition after the failover holds %q, want acked,after", got)
+	}
+	c.createTopic(other, "after", 1, 2)
+
+	tn := c.nodes[old]
+	tn.proc.Restart()
+	c.start(tn)
+	c.waitFor("the crashed node registered again and unfenced", 30000, func() bool {
+		b, ok := c.nodes[c.activeController()].node.ctrl.Image().Broker(old)
+		return ok && !b.Fenced && b.IncarnationID == tn.node.incarnation
+	})
+	if _, ok := tn.node.Image().TopicByName("after"); !ok {
+		t.Fatal("the restarted node did not catch up with the metadata log")
+	}
+}
+
+// TestControllerFailoverTime measures, over a seed sweep with Kafka's
+// default quorum timeouts, the simulated time from the crash of the active
+// controller's node to a new active controller, and to every surviving
+// broker having applied the new controller's first committed entry (its
+// metadata fetches found the new controller). Issue 5's goal
+// is ≤ 2 s; KRaft's own detection alone is controller.quorum.fetch.timeout.ms
+// (2 s), so the bound asserted is that plus two election timeouts, and the
+// distribution is logged.
+func TestControllerFailoverTime(t *testing.T) {
+	seeds := 8
+	if testing.Short() {
+		seeds = 3
+	}
+	var electedMs, foundMs []int64
+	for seed := 1; seed <= seeds; seed++ {
+		c := newVoterCluster(t, uint64(seed))
+		old := c.waitVoterClusterReady()
+		c.run(3000) // steady state: the brokers heartbeat the controller
+		c.nodes[old].proc.Crash()
+		crashNs := c.s.NowNs()
+		c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
+		electedMs = append(electedMs, (c.s.NowNs()-crashNs)/1e6)
+		activated := c.nodes[c.activeController()].node.ctrl.CommittedOffset()
+		c.waitFor("every surviving broker following the new controller's log", 20000, func() bool {
+			for _, tn := range c.nodes {
+				if tn.proc.Up() && tn.node.Image().Offset()+1 < activated {
+					return false
+				}
+			}
+			return true
+		})
+		foundMs = append(foundMs, (c.s.NowNs()-crashNs)/1e6)
+	}
+	slices.Sort(electedMs)
+	slices.Sort(foundMs)
+	pct := func(v []int64, q float64) int64 { return v[min(len(v)-1, int(q*float64(len(v))))] }
+	t.Logf("controller failover over %d seeds: new active controller p50 %d ms p99 %d ms; brokers following it p50 %d ms p99 %d ms",
+		seeds, pct(electedMs, 0.5), pct(electedMs, 0.99), pct(foundMs, 0.5), pct(foundMs, 0.99))
+	boundMs := int64(2000 + 2*2*1000)
+	if worst := electedMs[len(electedMs)-1]; worst > boundMs {
+		t.Fatalf("controller failover took %d ms, above %d ms", worst, boundMs)
+	}
+}
