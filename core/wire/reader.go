@@ -12,23 +12,25 @@ var errTruncated = errors.New("truncated")
 // headerReader reads the few primitive types a Kafka header holds. kmsg's own
 // reader is internal, and headers are all it is needed for here. Every read
 // checks bounds and reports failure as an error naming the field; nothing
-// panics on bad input.
+// panics on bad input. A field's name is passed in parts (field, part) and
+// joined only when an error names it: a header is parsed for every frame,
+// and a successful parse allocates nothing but the client id.
 type headerReader struct {
 	src []byte
 }
 
-func (r *headerReader) int16(field string) (int16, error) {
+func (r *headerReader) int16(field, part string) (int16, error) {
 	if len(r.src) < 2 {
-		return 0, fmt.Errorf("%s: %w (%d bytes left, need 2)", field, errTruncated, len(r.src))
+		return 0, fmt.Errorf("%s%s: %w (%d bytes left, need 2)", field, part, errTruncated, len(r.src))
 	}
 	v := int16(binary.BigEndian.Uint16(r.src))
 	r.src = r.src[2:]
 	return v, nil
 }
 
-func (r *headerReader) int32(field string) (int32, error) {
+func (r *headerReader) int32(field, part string) (int32, error) {
 	if len(r.src) < 4 {
-		return 0, fmt.Errorf("%s: %w (%d bytes left, need 4)", field, errTruncated, len(r.src))
+		return 0, fmt.Errorf("%s%s: %w (%d bytes left, need 4)", field, part, errTruncated, len(r.src))
 	}
 	v := int32(binary.BigEndian.Uint32(r.src))
 	r.src = r.src[4:]
@@ -38,7 +40,7 @@ func (r *headerReader) int32(field string) (int32, error) {
 // nullableString reads an int16-length string; length -1 is null, which
 // reads as "".
 func (r *headerReader) nullableString(field string) (string, error) {
-	length, err := r.int16(field + " length")
+	length, err := r.int16(field, " length")
 	if err != nil {
 		return "", err
 	}
@@ -58,13 +60,13 @@ func (r *headerReader) nullableString(field string) (string, error) {
 
 // uvarint reads a Kafka unsigned varint, which encodes a uint32 in at most
 // five bytes.
-func (r *headerReader) uvarint(field string) (uint32, error) {
+func (r *headerReader) uvarint(field, part string) (uint32, error) {
 	v, n := binary.Uvarint(r.src)
 	if n == 0 {
-		return 0, fmt.Errorf("%s: %w varint", field, errTruncated)
+		return 0, fmt.Errorf("%s%s: %w varint", field, part, errTruncated)
 	}
 	if n < 0 || n > 5 || v > 0xFFFFFFFF {
-		return 0, fmt.Errorf("%s: varint overflows uint32", field)
+		return 0, fmt.Errorf("%s%s: varint overflows uint32", field, part)
 	}
 	r.src = r.src[n:]
 	return uint32(v), nil
@@ -75,7 +77,7 @@ func (r *headerReader) uvarint(field string) (uint32, error) {
 // tags Strand needs, so their contents are ignored, as Kafka ignores unknown
 // tags.
 func (r *headerReader) skipTags(section string) error {
-	count, err := r.uvarint(section + " tag count")
+	count, err := r.uvarint(section, " tag count")
 	if err != nil {
 		return err
 	}
@@ -85,16 +87,15 @@ func (r *headerReader) skipTags(section string) error {
 		return fmt.Errorf("%s tag count %d: %w (%d bytes left)", section, count, errTruncated, len(r.src))
 	}
 	for i := range count {
-		field := fmt.Sprintf("%s tag[%d]", section, i)
-		if _, err := r.uvarint(field + " key"); err != nil {
-			return err
+		if _, err := r.uvarint("key", ""); err != nil {
+			return fmt.Errorf("%s tag[%d] %w", section, i, err)
 		}
-		size, err := r.uvarint(field + " size")
+		size, err := r.uvarint("size", "")
 		if err != nil {
-			return err
+			return fmt.Errorf("%s tag[%d] %w", section, i, err)
 		}
 		if int64(size) > int64(len(r.src)) {
-			return fmt.Errorf("%s: %w (size %d, %d bytes left)", field, errTruncated, size, len(r.src))
+			return fmt.Errorf("%s tag[%d]: %w (size %d, %d bytes left)", section, i, errTruncated, size, len(r.src))
 		}
 		r.src = r.src[size:]
 	}

@@ -152,13 +152,13 @@ func parseRequestHeaderFixed(frame []byte) (env.RequestHeader, headerReader, err
 	var hdr env.RequestHeader
 	r := headerReader{src: frame}
 	var err error
-	if hdr.APIKey, err = r.int16("api_key"); err != nil {
+	if hdr.APIKey, err = r.int16("api_key", ""); err != nil {
 		return hdr, r, fmt.Errorf("%w: %w", ErrMalformedHeader, err)
 	}
-	if hdr.APIVersion, err = r.int16("api_version"); err != nil {
+	if hdr.APIVersion, err = r.int16("api_version", ""); err != nil {
 		return hdr, r, fmt.Errorf("%w: %w", ErrMalformedHeader, err)
 	}
-	if hdr.CorrelationID, err = r.int32("correlation_id"); err != nil {
+	if hdr.CorrelationID, err = r.int32("correlation_id", ""); err != nil {
 		return hdr, r, fmt.Errorf("%w: %w", ErrMalformedHeader, err)
 	}
 	if hdr.APIKey == keyControlledShutdown && hdr.APIVersion == 0 {

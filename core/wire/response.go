@@ -41,7 +41,7 @@ func AppendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte 
 // The response's []byte fields alias frame (see the package comment).
 func ParseResponse(frame []byte, req kmsg.Request) (int32, kmsg.Response, error) {
 	r := headerReader{src: frame}
-	correlationID, err := r.int32("correlation_id")
+	correlationID, err := r.int32("correlation_id", "")
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
 	}
