@@ -34,6 +34,9 @@ type pendingProduce struct {
 	timeoutMs int64
 	resp      *kmsg.ProduceResponse
 	remaining int
+	// onDone, when set, takes the place of the reply: the produce is a
+	// group coordinator's append (coordinators.go), not a client's.
+	onDone func()
 }
 
 // produceSlot is one waiting partition of a pendingProduce: where its answer
@@ -87,7 +90,9 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 // none is left.
 func (n *Node) releaseProduce(pending *pendingProduce) {
 	pending.remaining--
-	if pending.remaining == 0 {
+	if pending.remaining == 0 && pending.onDone != nil {
+		pending.onDone()
+	} else if pending.remaining == 0 {
 		n.net.Reply(pending.conn, pending.corr, pending.resp)
 	}
 }
@@ -187,6 +192,7 @@ func (n *Node) completeAcks(results []replica.AckResult) {
 // re-check parked fetches (the HW or LEO may have moved).
 func (n *Node) afterReplicaChange(p *partition) {
 	n.completeAcks(p.replica.TakeAckResults())
+	n.syncCoordinator(p)
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
 		n.sendAlterPartition(p, ap)
 	}

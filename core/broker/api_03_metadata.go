@@ -12,7 +12,8 @@ package broker
 // (LEADER_NOT_AVAILABLE while it is being created) when
 // auto.create.topics.enable and the request (v4+) allow it, else
 // UNKNOWN_TOPIC_OR_PARTITION. Partitions without a leader answer
-// LEADER_NOT_AVAILABLE.
+// LEADER_NOT_AVAILABLE. __consumer_offsets is marked internal; it is
+// created by FindCoordinator, never auto-created by Metadata.
 //
 // Skipped: authorized operations (always -2147483648, "not requested"),
 // racks, the cluster id (nil until meta.properties carries one).
@@ -51,7 +52,7 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		if rt.Topic == nil {
 			mt.ErrorCode = kerr.UnknownTopicID.Code
 		} else if n.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
-			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != controller.MetadataTopic {
+			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != controller.MetadataTopic && *rt.Topic != offsetsTopic {
 			mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			create = append(create, *rt.Topic)
 		}
@@ -104,6 +105,7 @@ func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID = &name, t.ID
+	mt.IsInternal = name == offsetsTopic
 	for p := range t.Partitions {
 		s, ok := n.image.Partition(t.ID, p)
 		if !ok {

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/group"
 )
 
 // apiRange is one advertised key with its version range.
@@ -33,6 +35,8 @@ type apiRange struct {
 //   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
 //   - DeleteRecords v0..v2, DescribeConfigs v0..v4, DescribeCluster v0..v1:
 //     admin tools (kcat -L, kgo's kadm).
+//   - FindCoordinator v0..v4 (v4 batches keys, KIP-699) and the group APIs
+//     core/group serves (groupAPIs).
 //
 // Never advertise a key that is not served: clients switch behaviour on
 // what they see (kgo on key 68, KIP-848).
@@ -49,6 +53,17 @@ var clientAPIs = []apiRange{
 	{kmsg.DeleteRecords.Int16(), 0, 2},
 	{kmsg.DescribeConfigs.Int16(), 0, 4},
 	{kmsg.DescribeCluster.Int16(), 0, 1},
+	{kmsg.FindCoordinator.Int16(), 0, 4},
+}
+
+// groupAPIs are the group requests the coordinators serve, in the versions
+// core/group serves them.
+func groupAPIs() []apiRange {
+	var out []apiRange
+	for _, v := range group.Versions() {
+		out = append(out, apiRange{v.Key, v.Min, v.Max})
+	}
+	return out
 }
 
 // controllerAPIs are served only by a node with the controller role: the
@@ -72,6 +87,7 @@ func advertisedVersions(brokerRole, controllerRole bool) []kmsg.ApiVersionsRespo
 	var ranges []apiRange
 	if brokerRole {
 		ranges = append(ranges, clientAPIs...)
+		ranges = append(ranges, groupAPIs()...)
 	}
 	if controllerRole {
 		ranges = append(ranges, controllerAPIs...)

@@ -9,6 +9,7 @@ import (
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/group"
 	"strand/core/log"
 	"strand/core/metadata"
 	"strand/core/quorum"
@@ -102,6 +103,15 @@ type Node struct {
 	fetchWaiters  []*fetchWaiter
 	// waking and wakeAgain guard wakeFetchWaiters against re-entry.
 	waking, wakeAgain bool
+
+	// coordinators are the group coordinators of the __consumer_offsets
+	// partitions this broker leads, by partition (coordinators.go).
+	coordinators map[int32]*coordinatorSlot
+	// unloadedCoordinator answers NOT_COORDINATOR for the others.
+	unloadedCoordinator *group.Coordinator
+	// offsetsTopicCreating is set while a creation of __consumer_offsets
+	// is in flight.
+	offsetsTopicCreating bool
 }
 
 // New starts a node: it starts the metadata quorum's voter and the
@@ -138,6 +148,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		partitions:   map[partitionKey]*partition{},
 		fetchers:     map[int32]*fetcher{},
 		produceWaits: map[uint64]*produceSlot{},
+		coordinators: map[int32]*coordinatorSlot{},
 	}
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
@@ -157,6 +168,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 			return nil, err
 		}
 		n.scheduleCheckpoints(0)
+		n.scheduleCleaner(logCleanerBackoffMs)
 		n.metadataFetch = &metadataFollower{}
 		n.startBroker()
 	}
@@ -217,6 +229,28 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDescribeConfigs(conn, hdr, r)
 	case *kmsg.DescribeClusterRequest:
 		n.handleDescribeCluster(conn, hdr, r)
+	case *kmsg.FindCoordinatorRequest:
+		n.handleFindCoordinator(conn, hdr, r)
+	case *kmsg.OffsetCommitRequest:
+		n.handleOffsetCommit(conn, hdr, r)
+	case *kmsg.OffsetFetchRequest:
+		n.handleOffsetFetch(conn, hdr, r)
+	case *kmsg.JoinGroupRequest:
+		n.handleJoinGroup(conn, hdr, r)
+	case *kmsg.HeartbeatRequest:
+		n.handleHeartbeat(conn, hdr, r)
+	case *kmsg.LeaveGroupRequest:
+		n.handleLeaveGroup(conn, hdr, r)
+	case *kmsg.SyncGroupRequest:
+		n.handleSyncGroup(conn, hdr, r)
+	case *kmsg.DescribeGroupsRequest:
+		n.handleDescribeGroups(conn, hdr, r)
+	case *kmsg.ListGroupsRequest:
+		n.handleListGroups(conn, hdr, r)
+	case *kmsg.DeleteGroupsRequest:
+		n.handleDeleteGroups(conn, hdr, r)
+	case *kmsg.OffsetDeleteRequest:
+		n.handleOffsetDelete(conn, hdr, r)
 	default:
 		if !controller.Handles(req) {
 			// Advertised but not dispatched would be a table bug.

@@ -139,7 +139,9 @@ func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
 					hws[i][log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}] = p.replica.HighWatermark()
 				}
 			}
-			if retention && !p.storageFailed() {
+			// A compact-only topic keeps old segments: the cleaner thins
+			// them (Kafka skips deletion without cleanup.policy=delete).
+			if retention && !p.storageFailed() && n.topicConfig(p.key.topic).CleanupPolicy.Delete {
 				_, _ = p.log.ApplyRetention(n.wallMs(), p.replica.HighWatermark()) // a failure fails the log
 			}
 		}

@@ -58,6 +58,9 @@ func logConfigOf(t config.TopicConfig) log.Config {
 	c.RetentionBytes = t.RetentionBytes
 	c.FlushIntervalMessages = t.FlushMessages
 	c.FlushIntervalMs = t.FlushMs
+	// min.cleanable.dirty.ratio and the compaction lags are not topic
+	// settings in core/config yet: Kafka's defaults apply.
+	c.Compaction.Compact = t.CleanupPolicy.Compact
 	return c
 }
 

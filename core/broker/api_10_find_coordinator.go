@@ -1,0 +1,83 @@
+package broker
+
+// FindCoordinator (key 10), versions 0..4.
+//
+// Served: group coordinators. A group's coordinator is the leader of its
+// __consumer_offsets partition (group.PartitionFor); COORDINATOR_NOT_AVAILABLE
+// while that partition has no usable leader, and while the topic does not
+// exist yet: the first FindCoordinator asks the controller to create it
+// (coordinators.go). v4 answers a batch of CoordinatorKeys (KIP-699).
+// The endpoint is the leader's first advertised listener, as Metadata gives.
+//
+// Skipped: transaction coordinators (key type 1) answer
+// COORDINATOR_NOT_AVAILABLE, since Strand has no transactions; other key
+// types get INVALID_REQUEST.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/group"
+)
+
+// Kafka's coordinator key types.
+const (
+	coordinatorKeyGroup       = 0
+	coordinatorKeyTransaction = 1
+)
+
+// batchedCoordinatorKeysVersion is the first version with CoordinatorKeys.
+const batchedCoordinatorKeysVersion = 4
+
+func (n *Node) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FindCoordinatorRequest) {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if req.Version < batchedCoordinatorKeysVersion {
+		c := n.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	for _, key := range req.CoordinatorKeys {
+		resp.Coordinators = append(resp.Coordinators, n.findCoordinator(req.CoordinatorType, key))
+	}
+	n.net.Reply(conn, hdr.CorrelationID, resp)
+}
+
+// findCoordinator answers for one key.
+func (n *Node) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key, c.NodeID, c.Port = key, -1, -1
+	fail := func(err *kerr.Error) kmsg.FindCoordinatorResponseCoordinator {
+		msg := err.Message
+		c.ErrorCode, c.ErrorMessage = err.Code, &msg
+		return c
+	}
+	switch keyType {
+	case coordinatorKeyGroup:
+	case coordinatorKeyTransaction:
+		return fail(kerr.CoordinatorNotAvailable)
+	default:
+		return fail(kerr.InvalidRequest)
+	}
+	if _, ok := n.image.TopicByName(offsetsTopic); !ok {
+		n.ensureOffsetsTopic()
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	s, ok := n.image.PartitionByName(offsetsTopic, group.PartitionFor(key, n.offsetsPartitions()))
+	if !ok || s.Leader < 0 {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	b, ok := n.image.Broker(s.Leader)
+	listener := ""
+	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
+		listener = n.cfg.Broker.AdvertisedListeners[0].Name
+	}
+	e, hasEndpoint := n.image.BrokerEndpoint(s.Leader, listener)
+	if !ok || b.Fenced || !hasEndpoint {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	c.NodeID, c.Host, c.Port = s.Leader, e.Host, int32(e.Port)
+	return c
+}

@@ -1,0 +1,15 @@
+package broker
+
+// JoinGroup (key 11): served by the group coordinator of the group's
+// __consumer_offsets partition (core/group, which lists the versions and
+// what they skip); NOT_COORDINATOR when this broker does not lead it.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+func (n *Node) handleJoinGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.JoinGroupRequest) {
+	n.handleGroupRequest(conn, hdr, req, req.Group)
+}

@@ -1,0 +1,298 @@
+package broker
+
+import (
+	"encoding/binary"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/group"
+	"strand/core/log"
+	"strand/core/replica"
+)
+
+// offsetsTopic is Kafka's internal topic of committed offsets and group
+// metadata. Each of its partitions has a group coordinator (core/group)
+// on the broker that leads it.
+const offsetsTopic = "__consumer_offsets"
+
+const (
+	// offsetCommitTimeoutMs is offsets.commit.timeout.ms (Kafka's default):
+	// how long a coordinator's append waits for acks=all before it fails.
+	offsetCommitTimeoutMs = 5000
+	// offsetsLoadStepBytes bounds the log bytes one loading step reads
+	// (Kafka's offsets.load.buffer.size), so that loading a large
+	// partition does not hold the event loop.
+	offsetsLoadStepBytes = 5 << 20
+	// offsetsLoadStepPauseMs is the pause between loading steps: other
+	// events run in between, and requests meanwhile get
+	// COORDINATOR_LOAD_IN_PROGRESS.
+	offsetsLoadStepPauseMs = 1
+)
+
+// coordinatorSlot is the group coordinator of one __consumer_offsets
+// partition this broker leads.
+type coordinatorSlot struct {
+	c *group.Coordinator
+	// leaderEpoch is the epoch the coordinator was loaded for: a new epoch,
+	// even with this broker leading again, reloads from the log.
+	leaderEpoch int32
+	// loadNext is the next offset to load and loadEnd the LEO when loading
+	// began; loading is over when loadNext reaches loadEnd.
+	loadNext, loadEnd int64
+	// retired is set when the slot is replaced; its pending load steps stop.
+	retired bool
+}
+
+// offsetsStore is a coordinator's group.Store: the normal leader append
+// path of its partition, with acks=all.
+type offsetsStore struct {
+	n     *Node
+	index int32
+}
+
+// Append appends b to the partition as an acks=all produce would, and
+// calls done once the HW passes it (or with the produce's error). done
+// always runs from a later event, never inside Append, so the coordinator
+// never sees its completion re-enter it.
+func (s offsetsStore) Append(b []byte, done func(error)) {
+	s.n.appendOffsets(s.index, b, done)
+}
+
+func (n *Node) appendOffsets(index int32, b []byte, done func(error)) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = replica.AcksAll, offsetCommitTimeoutMs
+	part := kmsg.NewProduceResponseTopicPartition()
+	part.Partition = index
+	pending := &pendingProduce{remaining: 1, timeoutMs: offsetCommitTimeoutMs}
+	pending.onDone = func() {
+		code := part.ErrorCode
+		n.after(0, func() {
+			if code != 0 {
+				done(kerr.ErrorForCode(code))
+				return
+			}
+			done(nil)
+		})
+	}
+	slot := &produceSlot{pending: pending, part: &part}
+	if code := n.produceOne(partitionKey{offsetsTopic, index}, req, b, slot); code != 0 {
+		part.ErrorCode = code
+	}
+	n.releaseProduce(pending)
+}
+
+// offsetsPartitions is the number of __consumer_offsets partitions: the
+// topic's own once it exists (the configuration may have changed since it
+// was created), offsets.topic.num.partitions before.
+func (n *Node) offsetsPartitions() int32 {
+	if t, ok := n.image.TopicByName(offsetsTopic); ok && t.Partitions > 0 {
+		return t.Partitions
+	}
+	return n.cfg.Broker.OffsetsTopicNumPartitions
+}
+
+// coordinatorFor is the coordinator that answers for groupID: the loaded
+// (or loading) coordinator of its partition, or one that answers
+// NOT_COORDINATOR when this broker does not lead that partition.
+func (n *Node) coordinatorFor(groupID string) *group.Coordinator {
+	if s := n.coordinators[group.PartitionFor(groupID, n.offsetsPartitions())]; s != nil {
+		return s.c
+	}
+	return n.notCoordinator()
+}
+
+// notCoordinator is a coordinator that is never loaded: it answers every
+// request NOT_COORDINATOR in that request's own response shape.
+func (n *Node) notCoordinator() *group.Coordinator {
+	if n.unloadedCoordinator == nil {
+		c, err := group.New(n.groupConfig(0, 1), n.clock, offsetsStore{n, 0}, group.IDSource(n.newID))
+		if err != nil {
+			panic("broker: default group configuration refused: " + err.Error())
+		}
+		n.unloadedCoordinator = c
+	}
+	return n.unloadedCoordinator
+}
+
+// groupConfig is the coordinator configuration for partition index of
+// partitions, from server.properties.
+func (n *Node) groupConfig(index, partitions int32) group.Config {
+	cfg := group.DefaultConfig(index, partitions)
+	cfg.GroupInitialRebalanceDelayMs = n.cfg.Broker.GroupInitialRebalanceDelayMs
+	cfg.PartitionExists = func(topic string, p int32) bool {
+		_, ok := n.image.PartitionByName(topic, p)
+		return ok
+	}
+	return cfg
+}
+
+// syncCoordinator starts or stops the coordinator of a __consumer_offsets
+// partition as this broker gains or loses its leadership. It runs after
+// every change of the partition's replica (afterReplicaChange).
+func (n *Node) syncCoordinator(p *partition) {
+	if p.key.topic != offsetsTopic {
+		return
+	}
+	index := p.key.index
+	leading := p.replica.Role() == replica.RoleLeader && !p.storageFailed() && n.partitions[p.key] == p
+	epoch := p.replica.LeaderEpoch()
+	if s := n.coordinators[index]; s != nil {
+		if leading && s.leaderEpoch == epoch {
+			return
+		}
+		s.retired = true
+		s.c.Unload()
+		delete(n.coordinators, index)
+	}
+	if !leading {
+		return
+	}
+	c, err := group.New(n.groupConfig(index, n.offsetsPartitions()), n.clock, offsetsStore{n, index}, group.IDSource(n.newID))
+	if err != nil {
+		return // a broken configuration: the partition's groups get NOT_COORDINATOR
+	}
+	s := &coordinatorSlot{c: c, leaderEpoch: epoch, loadNext: p.log.LogStartOffset(), loadEnd: p.log.LogEndOffset()}
+	n.coordinators[index] = s
+	c.BeginLoad()
+	n.after(0, func() { n.loadStep(p, s) })
+}
+
+// loadStep loads one bounded stretch of the partition's log into the
+// coordinator, and finishes loading at the LEO the load began with.
+// Batches the coordinator cannot decode (written by someone else) are
+// skipped: the rest of the partition's groups still load.
+func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
+	if s.retired {
+		return
+	}
+	if s.loadNext < p.log.LogStartOffset() {
+		s.loadNext = p.log.LogStartOffset() // retention or compaction moved the start
+	}
+	if s.loadNext >= s.loadEnd {
+		s.c.FinishLoad()
+		return
+	}
+	res, err := p.log.Read(s.loadNext, offsetsLoadStepBytes, s.loadEnd, true)
+	var data []byte
+	if err == nil {
+		data, err = log.CopyRegions(res.Regions)
+	}
+	if err != nil || res.NextOffset <= s.loadNext {
+		// The log failed or was truncated under the load: a leadership
+		// change follows; until then retry.
+		n.after(replicaFetchBackoffMs, func() { n.loadStep(p, s) })
+		return
+	}
+	for _, b := range splitBatches(data) {
+		if recs, err := group.DecodeBatch(b); err == nil {
+			_ = s.c.Load(recs) // a record it cannot decode is skipped with its batch
+		}
+	}
+	s.loadNext = res.NextOffset
+	n.after(offsetsLoadStepPauseMs, func() { n.loadStep(p, s) })
+}
+
+// splitBatches cuts concatenated RecordBatches at their length fields.
+// The log hands out whole batches only, so a short tail is dropped.
+func splitBatches(data []byte) [][]byte {
+	const lengthEnd = 12 // baseOffset int64, batchLength int32
+	var out [][]byte
+	for len(data) >= lengthEnd {
+		size := lengthEnd + int(int32(binary.BigEndian.Uint32(data[8:12])))
+		if size <= lengthEnd || size > len(data) {
+			break
+		}
+		out = append(out, data[:size])
+		data = data[size:]
+	}
+	return out
+}
+
+// ensureOffsetsTopic asks the controller to create __consumer_offsets, as
+// Kafka's broker does on the first FindCoordinator for a group: compacted,
+// with offsets.topic.num.partitions partitions and
+// offsets.topic.replication.factor replicas. With fewer live brokers than
+// that the controller refuses (INVALID_REPLICATION_FACTOR), as Kafka
+// does, and the next FindCoordinator asks again. One request is in
+// flight at a time.
+func (n *Node) ensureOffsetsTopic() {
+	if n.offsetsTopicCreating {
+		return
+	}
+	if _, ok := n.image.TopicByName(offsetsTopic); ok {
+		return
+	}
+	n.offsetsTopicCreating = true
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 30000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic = offsetsTopic
+	t.NumPartitions = n.cfg.Broker.OffsetsTopicNumPartitions
+	t.ReplicationFactor = n.cfg.Broker.OffsetsTopicReplicationFactor
+	for _, kv := range [][2]string{{"cleanup.policy", "compact"}, {"compression.type", "producer"}} {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		name, value := kv[0], kv[1]
+		c.Name, c.Value = name, &value
+		t.Configs = append(t.Configs, c)
+	}
+	req.Topics = append(req.Topics, t)
+	n.toController(req, func(kmsg.Response, error) { n.offsetsTopicCreating = false })
+}
+
+// groupFanout is a request naming several groups on its way to their
+// coordinators: owners[i] answers for the i-th group.
+type groupFanout struct {
+	owners    []*group.Coordinator
+	answers   map[*group.Coordinator]kmsg.Response
+	remaining int
+}
+
+// fanOutGroups serves a request naming several groups: each distinct
+// coordinator gets the whole request (it answers NOT_COORDINATOR for the
+// groups that are not its own), and merge gets, for the i-th group, the
+// answer of that group's coordinator. With no groups, merge gets one answer
+// (NOT_COORDINATOR's shape) to build an empty response from.
+func (n *Node) fanOutGroups(req kmsg.Request, client group.Client, groups []string, merge func(answers []kmsg.Response)) {
+	f := &groupFanout{answers: map[*group.Coordinator]kmsg.Response{}}
+	var distinct []*group.Coordinator
+	for _, g := range groups {
+		c := n.coordinatorFor(g)
+		f.owners = append(f.owners, c)
+		if _, seen := f.answers[c]; !seen {
+			f.answers[c] = nil
+			distinct = append(distinct, c)
+		}
+	}
+	if len(distinct) == 0 {
+		distinct = append(distinct, n.notCoordinator())
+	}
+	f.remaining = len(distinct)
+	for _, c := range distinct {
+		c.Handle(req, client, func(resp kmsg.Response) {
+			f.answers[c] = resp
+			f.remaining--
+			if f.remaining > 0 {
+				return
+			}
+			out := make([]kmsg.Response, len(f.owners))
+			for i, owner := range f.owners {
+				out[i] = f.answers[owner]
+			}
+			if len(out) == 0 {
+				out = append(out, f.answers[distinct[0]])
+			}
+			merge(out)
+		})
+	}
+}
+
+// handleGroupRequest serves a request about one group: its coordinator
+// answers.
+func (n *Node) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string) {
+	n.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID}, func(resp kmsg.Response) {
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+	})
+}
