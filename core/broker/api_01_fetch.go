@@ -97,6 +97,9 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = fp.Partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	// An empty record set, never null: librdkafka rejects a null one
+	// ("invalid MessageSetSize -1") and retries forever. Kafka sends empty.
+	rp.RecordBatches = []byte{}
 	p := n.partitions[partitionKey{topic, fp.Partition}]
 	switch {
 	case p == nil:
@@ -271,6 +274,7 @@ func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = fp.Partition, code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{} // empty, never null: see fetchPartition
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
