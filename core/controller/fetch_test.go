@@ -197,3 +197,40 @@ func TestRestartedControllerServesFetchesOnceActive(t *testing.T) {
 		t.Fatalf("held fetch: %d answers, want one with the new records", len(*replies))
 	}
 }
+
+// TestSnapshotsTruncateTheLogAndRestoreTheImage: with a snapshot every few
+// records, the controller hands the quorum its committed image, the log
+// behind the snapshot is dropped, and a restarted controller rebuilds the
+// same image from the snapshot and the log after it.
+func TestSnapshotsTruncateTheLogAndRestoreTheImage(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.SnapshotIntervalRecords = 5
+	h := newHarness(t, cfg)
+	epochs := h.startBrokers(3)
+	h.createTopic("a", 3, 3, nil)
+	h.createTopic("b", 1, 1, nil)
+	h.advance(10) // the snapshot runs as its own event
+	s := h.partition("a", 0)
+	h.alterISR("a", 0, s.Leader, epochs[s.Leader], s.LeaderEpoch, s.PartitionEpoch, []int32{s.Leader})
+	h.advance(10)
+	snap := h.node.Raft().LatestSnapshot()
+	if snap == nil || h.node.Raft().LogStartOffset() != snap.EndOffset || snap.EndOffset <= 5 {
+		t.Fatalf("snapshot %+v, log start %d: want a snapshot past offset 5 with the log starting there", snap, h.node.Raft().LogStartOffset())
+	}
+	im, err := metadata.DecodeSnapshot(snap.Data)
+	if err != nil || im.Offset() != snap.EndOffset-1 {
+		t.Fatalf("snapshot data: image at %d, err %v; want the image at %d", im.Offset(), err, snap.EndOffset-1)
+	}
+	before := h.c.Image().Clone()
+	h.restart()
+	// The restarted voter's epoch begins with its leader-change entry.
+	if err := before.Apply(before.Offset()+1, &metadata.NoOpRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := imageDiff(before, h.c.Image()); diff != "" {
+		t.Fatalf("image rebuilt from the snapshot differs (-before +after):\n%s", diff)
+	}
+	if rt := h.createTopic("c", 1, 1, nil); rt.ErrorCode != 0 {
+		t.Fatalf("create after a restart from a snapshot: error %d", rt.ErrorCode)
+	}
+}
