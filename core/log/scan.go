@@ -90,6 +90,13 @@ func (s *segment) findBatch(offset int64, scratch []byte) (batchAt, bool, error)
 	if err != nil {
 		return batchAt{}, false, err
 	}
+	if last := s.lastBatch; s.lastBatchSet && last.position < s.bytes && last.position > position &&
+		last.header.BaseOffset <= offset {
+		// Every batch before lastBatch ends below its base offset: the
+		// walk can start there (reading its header from the file, as
+		// the walk from an index entry would).
+		position = last.position
+	}
 	var found batchAt
 	ok := false
 	err = s.walkHeaders(position, scratch, func(b batchAt) bool {

@@ -52,6 +52,14 @@ type segment struct {
 	truncated bool
 	// indexesMissing is set at load when an index file did not exist.
 	indexesMissing bool
+	// lastBatch is the newest batch indexBatch saw, if lastBatchSet: a
+	// batch boundary findBatch may start from instead of the offset index's
+	// entry, which is up to index.interval.bytes of headers earlier. Most
+	// reads (followers, tailing consumers) ask for the newest batches. It
+	// stays a boundary while its position is below bytes: a cut keeps the
+	// bytes before it, and every append moves lastBatch to the new batch.
+	lastBatch    batchAt
+	lastBatchSet bool
 }
 
 // openSegmentFiles opens (creating if asked) the three files of a segment.
@@ -165,6 +173,7 @@ func (s *segment) indexBatch(h batch.Header, position int64) error {
 		s.bytesSinceIndexEntry = 0
 	}
 	s.bytesSinceIndexEntry += h.TotalBytes()
+	s.lastBatch, s.lastBatchSet = batchAt{header: h, position: position}, true
 	return nil
 }
 
