@@ -20,16 +20,29 @@ import (
 // timeouts. Ids, and so election jitter, come from the seed.
 func newVoterCluster(t *testing.T, seed uint64) *cluster {
 	t.Helper()
+	return newVoterClusterOf(t, seed, 0)
+}
+
+// newVoterClusterOf is newVoterCluster with nodes 1-3 controllers only when
+// brokers > 0, and that many broker-only nodes (4, 5, ...) beside them.
+func newVoterClusterOf(t *testing.T, seed uint64, brokers int32) *cluster {
+	t.Helper()
 	s := sched.New(sched.Options{})
 	streams := sched.NewStreams(seed)
 	c := &cluster{t: t, s: s, streams: streams, net: simnet.New(s, streams.Get("net"), simnet.Calm()),
 		nodes: map[int32]*testNode{}, conns: map[int32]*simnet.ClientConn{}, idRand: streams.Get("ids")}
 	voters := "1@127.0.0.1:9003,2@127.0.0.1:9005,3@127.0.0.1:9007"
-	for id := int32(1); id <= 3; id++ {
+	for id := int32(1); id <= 3+brokers; id++ {
+		roles, listeners := "broker,controller", fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9000+2*id, 9001+2*id)
+		if brokers > 0 && id <= 3 {
+			roles, listeners = "controller", fmt.Sprintf("CONTROLLER://127.0.0.1:%d", 9001+2*id)
+		} else if brokers > 0 {
+			roles, listeners = "broker", fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id)
+		}
 		b, _, err := config.FromProperties(map[string]string{
 			"node.id":                        fmt.Sprint(id),
-			"process.roles":                  "broker,controller",
-			"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9000+2*id, 9001+2*id),
+			"process.roles":                  roles,
+			"listeners":                      listeners,
 			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 			"controller.listener.names":      "CONTROLLER",
 			"controller.quorum.voters":       voters,
@@ -58,7 +71,7 @@ func (c *cluster) activeController() int32 {
 	active := int32(-1)
 	for _, id := range slices.Sorted(mapKeys(c.nodes)) {
 		tn := c.nodes[id]
-		if tn.proc.Up() && tn.node.ctrl.Active() {
+		if tn.proc.Up() && tn.node.ctrl != nil && tn.node.ctrl.Active() {
 			if active >= 0 {
 				c.t.Fatalf("nodes %d and %d are both the active controller", active, id)
 			}
@@ -89,7 +102,7 @@ func (c *cluster) waitVoterClusterReady() int32 {
 		}
 		im := c.nodes[active].node.ctrl.Image()
 		for id, tn := range c.nodes {
-			if b, ok := im.Broker(id); tn.proc.Up() && (!ok || b.Fenced) {
+			if b, ok := im.Broker(id); tn.proc.Up() && tn.cfg.Broker.Roles.Broker && (!ok || b.Fenced) {
 				return false
 			}
 		}
@@ -216,5 +229,34 @@ func TestControllerFailoverTime(t *testing.T) {
 	boundMs := int64(2000 + 2*2*1000)
 	if worst := electedMs[len(electedMs)-1]; worst > boundMs {
 		t.Fatalf("controller failover took %d ms, above %d ms", worst, boundMs)
+	}
+}
+
+// TestControllerOnlyVotersFailover: three controller-only voters and two
+// broker-only nodes. The brokers register with whichever voter is active,
+// and when its node crashes they find the new one: they stay unfenced, and a
+// topic created before the crash survives while a new one can be created
+// through a broker.
+func TestControllerOnlyVotersFailover(t *testing.T) {
+	c := newVoterClusterOf(t, 7, 2)
+	old := c.waitVoterClusterReady()
+	c.createTopic(4, "before", 2, 2)
+	c.nodes[old].proc.Crash()
+	c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
+	active := c.activeController()
+	c.run(15000) // beyond a broker session: a broker that lost the controller would be fenced
+	im := c.nodes[active].node.ctrl.Image()
+	for _, id := range []int32{4, 5} {
+		if b, ok := im.Broker(id); !ok || b.Fenced {
+			t.Fatalf("broker %d fenced or unknown after the controller moved from %d to %d", id, old, active)
+		}
+	}
+	if _, ok := im.TopicByName("before"); !ok {
+		t.Fatal("topic created before the crash is gone")
+	}
+	c.createTopic(5, "after", 1, 2)
+	s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("after", 0)
+	if r := c.produce(s.Leader, "after", 0, -1, recordBatch("x")); r.ErrorCode != 0 {
+		t.Fatalf("produce to a topic created after the failover: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
