@@ -10,9 +10,15 @@ package broker
 // INVALID_RECORD, MESSAGE_TOO_LARGE (the topic's max.message.bytes) and
 // KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for an acks value Kafka refuses.
 //
-// Skipped: transactions (TransactionID is ignored) and idempotent producer
-// sequence checks (no InitProducerId yet: batches carrying a producer id are
-// stored as they come); per-record error lists; throttling. Produce does not
+// Idempotent producers (producer_state.go): each batch carrying a producer
+// id is checked against the partition's producer state in the same
+// event-loop step as its append. A retry of one of the producer's last five
+// batches is answered NONE with the original offsets and appended nothing;
+// with acks=all it waits for the original to commit. A sequence gap answers
+// OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH.
+//
+// Skipped: transactions (TransactionID is ignored); per-record error lists;
+// throttling. Produce does not
 // auto-create topics, as in Kafka since 2.x only Metadata does.
 
 import (
@@ -23,6 +29,8 @@ import (
 
 	"strand/core/batch"
 	"strand/core/env"
+	"strand/core/log"
+	"strand/core/producer"
 	"strand/core/replica"
 )
 
@@ -124,15 +132,53 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		}
 		return kerr.CorruptMessage.Code
 	}
-	batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
-	res, err := p.log.AppendAsLeader(records, epoch, limits.NowMs)
+	if err := n.syncProducers(p); err != nil {
+		return kerr.KafkaStorageError.Code
+	}
+	verdict, err := p.producers.Check(info.Header)
 	if err != nil {
-		return errorCodeOf(err)
+		var perr *producer.Error
+		if errors.As(err, &perr) {
+			return perr.Code.Code
+		}
+		return kerr.UnknownServerError.Code
+	}
+	var res log.AppendResult
+	if verdict.Kind == producer.Duplicate {
+		// A retry of a batch already in the log: nothing is appended, the
+		// answer carries the original offsets (Kafka's
+		// DUPLICATE_SEQUENCE_NUMBER is internal), and acks=all waits for
+		// the original batch to commit.
+		original := verdict.Original
+		res = log.AppendResult{BaseOffset: original.FirstOffset(), LastOffset: original.LastOffset,
+			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
+	} else {
+		batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
+		segments := p.log.SegmentCount()
+		if res, err = p.log.AppendAsLeader(records, epoch, limits.NowMs); err != nil {
+			return errorCodeOf(err)
+		}
+		if p.log.SegmentCount() != segments {
+			// A roll: snapshot the state as it was before this batch, at
+			// the new segment's base offset, as Kafka does.
+			p.snapshots.Take(p.producers, nil)
+		}
+		h := info.Header
+		h.MaxTimestamp = info.MaxTimestamp
+		if err := p.producers.Update(h, res.BaseOffset); err != nil {
+			panic("broker: producer state behind the log after an append: " + err.Error())
+		}
 	}
 	slot.part.BaseOffset, slot.part.LogStartOffset = res.BaseOffset, res.LogStartOffset
 	slot.p, slot.lastOffset = p, res.LastOffset
 	if limits.TimestampType == batch.LogAppendTime {
 		slot.part.LogAppendTime = res.AppendTimeMs
+	}
+	if verdict.Kind == producer.Duplicate && (req.Acks != replica.AcksAll || res.LastOffset < p.replica.HighWatermark()) {
+		if req.Acks == replica.AcksLeader {
+			n.awaitDurable(slot)
+		}
+		return 0 // nothing appended, nothing more to wait for
 	}
 	n.nextRequestID++
 	id := n.nextRequestID

@@ -57,5 +57,6 @@ func (n *Node) deleteRecords(key partitionKey, offset int64) (int64, int16) {
 	if err := p.log.AdvanceStartOffset(offset); err != nil {
 		return -1, errorCodeOf(err)
 	}
+	producerStartOffsetMoved(p)
 	return p.log.LogStartOffset(), 0
 }

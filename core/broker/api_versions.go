@@ -35,6 +35,9 @@ type apiRange struct {
 //   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
 //   - DeleteRecords v0..v2, DescribeConfigs v0..v4, DescribeCluster v0..v1:
 //     admin tools (kcat -L, kgo's kadm).
+//   - InitProducerId v0..v4 for the idempotent producer, kgo's and
+//     librdkafka's default (transactional ids are refused:
+//     api_22_init_producer_id.go).
 //   - FindCoordinator v0..v4 (v4 batches keys, KIP-699) and the group APIs
 //     core/group serves (groupAPIs).
 //
@@ -53,6 +56,7 @@ var clientAPIs = []apiRange{
 	{kmsg.DeleteRecords.Int16(), 0, 2},
 	{kmsg.DescribeConfigs.Int16(), 0, 4},
 	{kmsg.DescribeCluster.Int16(), 0, 1},
+	{kmsg.InitProducerID.Int16(), 0, 4},
 	{kmsg.FindCoordinator.Int16(), 0, 4},
 }
 

@@ -62,7 +62,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	if bugs := plantedBugs(t); bugs != (replica.Bugs{}) {
 		for id := int32(2); id <= 4; id++ {
 			tn := c.nodes[id]
-			tn.cfg.Bugs = bugs
+			tn.cfg.Bugs.Replica = bugs
 			tn.proc.Crash()
 			tn.proc.Restart()
 			c.start(tn)

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
+	"strand/core/producer"
 	"strand/core/replica"
 )
 
@@ -175,25 +176,57 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 		LogEndOffset: rp.HighWatermark,
 	}
 	action := p.replica.OnFetchResponse(s.req, decision)
+	// The producer state must describe the log before it changes here (a
+	// truncation by the metadata follower is noticed now).
+	_ = n.syncProducers(p) // on failure it stays nil and is reloaded later
 	var err error
 	switch action.Kind {
 	case replica.ActionAppend:
 		if len(rp.RecordBatches) > 0 {
-			_, err = p.log.AppendAsFollower(rp.RecordBatches, n.wallMs())
+			segments := p.log.SegmentCount()
+			if _, err = p.log.AppendAsFollower(rp.RecordBatches, n.wallMs()); err == nil {
+				n.followerProducersAppended(p, segments)
+			}
 		}
 		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
-			err = p.log.AdvanceStartOffset(action.LogStartOffset)
+			if err = p.log.AdvanceStartOffset(action.LogStartOffset); err == nil {
+				producerStartOffsetMoved(p)
+			}
 		}
 		if err == nil {
 			p.replica.OnFollowerAppend(rp.HighWatermark)
 			n.wakeFetchWaiters()
 		}
 	case replica.ActionTruncate:
-		err = p.log.TruncateTo(action.Offset)
+		if err = p.log.TruncateTo(action.Offset); err == nil {
+			_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+		}
 	case replica.ActionTruncateFullyAndStartAt:
-		err = p.log.TruncateFullyAndStartAt(action.Offset, n.wallMs())
+		if err = p.log.TruncateFullyAndStartAt(action.Offset, n.wallMs()); err == nil {
+			// Every snapshot goes, also when the state had failed.
+			p.producers = producer.NewState(n.producerConfig(), action.Offset)
+			if p.producers.TruncateFullyAndStartAt(action.Offset, p.snapshots) != nil {
+				p.producers = nil // reloaded by the next syncProducers
+			}
+		}
 	case replica.ActionBackoff:
 		return false
 	}
 	return err == nil
+}
+
+// followerProducersAppended applies the batches a follower just appended to
+// its producer state, read back from the log (CatchUp), and snapshots the
+// state when the append rolled a segment, as the leader does.
+func (n *Node) followerProducersAppended(p *partition, segmentsBefore int) {
+	if p.producers == nil {
+		return // reloaded, with these batches, by the next syncProducers
+	}
+	if err := p.producers.CatchUp(p.log.LogEndOffset(), producer.LogReader(p.log)); err != nil {
+		p.producers = nil
+		return
+	}
+	if p.log.SegmentCount() != segmentsBefore {
+		p.snapshots.Take(p.producers, nil)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strand/core/group"
 	"strand/core/log"
 	"strand/core/metadata"
+	"strand/core/producer"
 	"strand/core/quorum"
 	"strand/core/replica"
 	"strand/core/wire"
@@ -21,9 +22,19 @@ import (
 type Config struct {
 	// Broker is the node's static configuration (server.properties).
 	Broker config.Broker
-	// Bugs are the planted replication bugs; the zero value is the correct
-	// protocol. They reach every partition's replica.Config, never globals.
-	Bugs replica.Bugs
+	// Bugs are the planted bugs; the zero value is the correct protocol.
+	Bugs Bugs
+}
+
+// Bugs are the planted bugs a node runs with. They travel in Config to
+// every partition's replica.Config and producer.Config, never in globals,
+// so that simulated nodes in parallel goroutines differ freely.
+type Bugs struct {
+	// Replica are the planted replication bugs (core/replica).
+	Replica replica.Bugs
+	// DedupOff is producer.BugDedupOff: retries of an idempotent
+	// producer's batches are appended again.
+	DedupOff bool
 }
 
 // IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a
@@ -98,6 +109,13 @@ type Node struct {
 	topicConfigsAt int64
 	fetchers       map[int32]*fetcher
 
+	// producerIDs are the producer ids the controller allocated to this
+	// broker (AllocateProducerIds), for InitProducerId; initProducerWaits
+	// are the InitProducerId requests waiting for a block.
+	producerIDs               producer.IDBlock
+	producerIDRequestInFlight bool
+	initProducerWaits         []initProducerWait
+
 	nextRequestID uint64
 	produceWaits  map[uint64]*produceSlot
 	fetchWaiters  []*fetchWaiter
@@ -168,6 +186,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 			return nil, err
 		}
 		n.scheduleCheckpoints(0)
+		n.scheduleProducerExpiry()
 		n.scheduleCleaner(logCleanerBackoffMs)
 		n.metadataFetch = &metadataFollower{}
 		n.startBroker()
@@ -229,6 +248,8 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDescribeConfigs(conn, hdr, r)
 	case *kmsg.DescribeClusterRequest:
 		n.handleDescribeCluster(conn, hdr, r)
+	case *kmsg.InitProducerIDRequest:
+		n.handleInitProducerID(conn, hdr, r)
 	case *kmsg.FindCoordinatorRequest:
 		n.handleFindCoordinator(conn, hdr, r)
 	case *kmsg.OffsetCommitRequest:

@@ -10,6 +10,7 @@ import (
 	"strand/core/env"
 	"strand/core/log"
 	"strand/core/metadata"
+	"strand/core/producer"
 	"strand/core/replica"
 )
 
@@ -31,6 +32,10 @@ type partition struct {
 	// manager is the log directory holding log.
 	manager *log.Manager
 	replica *replica.Partition
+	// producers is the idempotent producers' state (producer_state.go),
+	// nil while it could not be loaded; snapshots are its .snapshot files.
+	producers *producer.State
+	snapshots *producer.Snapshots
 	// syncAcks is set for topics with flush.messages=1: an acknowledged
 	// record must be durable, so acks wait for the leader's Sync and
 	// followers fetch again only once their appends are synced (durable.go).
@@ -70,17 +75,21 @@ func (p *partition) storageFailed() bool { return p.log.Err() != nil }
 func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	key := partitionKey{tp.Topic, tp.Partition}
 	ltp := log.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
-	m := n.managers[0]
-	for _, candidate := range n.managers {
+	m, disk := n.managers[0], n.disks[0]
+	for i, candidate := range n.managers {
 		if _, ok := candidate.Log(ltp); ok {
-			m = candidate
+			m, disk = candidate, n.disks[i]
 			break
 		}
 		if len(candidate.Partitions()) < len(m.Partitions()) {
-			m = candidate
+			m, disk = candidate, n.disks[i]
 		}
 	}
 	l, err := m.CreateLog(ltp, n.wallMs())
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", key, err)
+	}
+	snapshots, err := producer.OpenSnapshots(disk, l.Dir())
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
@@ -92,17 +101,18 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		// -1 before registration; AlterPartition v2 carries no broker
 		// epochs anyway (KIP-903 needs v3 and Fetch v15).
 		BrokerEpoch: max(n.brokerEpoch, -1),
-		Bugs:        n.cfg.Bugs,
+		Bugs:        n.cfg.Bugs.Replica,
 	}
 	r, err := replica.New(rcfg, replicaLog{l}, m.HighWatermark(ltp))
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", key, err)
 	}
 	p := &partition{
-		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r,
+		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots,
 		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,
 		syncAcks: n.topicConfig(tp.Topic).FlushMessages == 1,
 	}
+	_ = n.loadProducers(p) // on failure the state stays nil and syncProducers retries
 	l.SetRecoveryPointListener(func(int64) { n.onDurable(p) })
 	return p, nil
 }
@@ -143,6 +153,7 @@ func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
 			// them (Kafka skips deletion without cleanup.policy=delete).
 			if retention && !p.storageFailed() && n.topicConfig(p.key.topic).CleanupPolicy.Delete {
 				_, _ = p.log.ApplyRetention(n.wallMs(), p.replica.HighWatermark()) // a failure fails the log
+				producerStartOffsetMoved(p)
 			}
 		}
 		for i, m := range n.managers {

@@ -177,7 +177,7 @@ func TestDiskFullGivesStorageErrorAndMovesLeadership(t *testing.T) {
 func TestPlantedBugReachesReplica(t *testing.T) {
 	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2"})
 	for _, tn := range c.nodes {
-		tn.cfg.Bugs.EarlyAck = true
+		tn.cfg.Bugs.Replica.EarlyAck = true
 		tn.proc.Crash()
 		tn.proc.Restart()
 		c.start(tn)

@@ -87,7 +87,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		n := &Node{ID: id, Proc: proc, Net: c.Net.AddNode(env.NodeID(id), proc),
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
-			cfg:   broker.Config{Broker: b, Bugs: bugs.Replica}}
+			cfg:   broker.Config{Broker: b, Bugs: broker.Bugs{Replica: bugs.Replica}}}
 		n.envDisk = n.Disk
 		if id != ControllerID {
 			n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}

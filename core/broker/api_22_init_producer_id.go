@@ -1,0 +1,120 @@
+package broker
+
+// InitProducerId (key 22), versions 0..4 (api_versions.go): kgo and
+// librdkafka send it for their default idempotent producer, at the highest
+// version both sides know. v5 belongs to KIP-890's transactions.
+//
+// Served: a null transactional id, as Kafka's TransactionCoordinator serves
+// it: always a fresh producer id at epoch 0, whatever ProducerID and
+// ProducerEpoch (v3+, KIP-360) carry. Ids come from this broker's
+// producer.IDBlock, fed with blocks by the active controller
+// (AllocateProducerIds, key 67, sent through toController as the other
+// controller RPCs). A request finding no id waits for the block in flight
+// (at most requestTimeoutMs); if none comes, it gets
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry. Each block is
+// requested once 90% of the previous one is used, so waits are rare.
+//
+// Skipped: transactions. A non-empty transactional id gets
+// COORDINATOR_NOT_AVAILABLE, what Kafka answers while the transaction
+// coordinator is unavailable (its __transaction_state cannot be created):
+// clients know it, retry it, and fail the transactional producer's
+// initialisation with a timeout naming the coordinator. A non-retriable
+// code would fail faster but misleads: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// points at ACLs, INVALID_REQUEST at the client library.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+// initProducerWaitsMax bounds the InitProducerId requests waiting for a
+// block of producer ids; more get COORDINATOR_LOAD_IN_PROGRESS at once.
+const initProducerWaitsMax = 1000
+
+// initProducerWait is an InitProducerId request waiting for a block.
+type initProducerWait struct {
+	conn env.ConnID
+	corr int32
+	resp *kmsg.InitProducerIDResponse
+}
+
+func (n *Node) handleInitProducerID(conn env.ConnID, hdr env.RequestHeader, req *kmsg.InitProducerIDRequest) {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil && *req.TransactionalID != "" {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	if id, ok := n.producerIDs.Next(); ok {
+		resp.ProducerID, resp.ProducerEpoch = id, 0
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		n.maybeRequestProducerIDs()
+		return
+	}
+	if len(n.initProducerWaits) >= initProducerWaitsMax {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+		return
+	}
+	n.initProducerWaits = append(n.initProducerWaits, initProducerWait{conn: conn, corr: hdr.CorrelationID, resp: resp})
+	n.maybeRequestProducerIDs()
+	if !n.producerIDsRequested() {
+		// Not registered yet, or backing off after a failure.
+		n.answerInitProducerWaits()
+	}
+}
+
+// producerIDsRequested reports whether an AllocateProducerIds is in flight.
+func (n *Node) producerIDsRequested() bool { return n.producerIDRequestInFlight }
+
+// maybeRequestProducerIDs sends AllocateProducerIds to the active
+// controller when the IDBlock asks for a block (none left, or 90% of the
+// current one used) and this incarnation is registered: the controller
+// checks the broker epoch.
+func (n *Node) maybeRequestProducerIDs() {
+	if n.brokerEpoch < 0 || !n.producerIDs.ShouldRequest(n.nowMs()) {
+		return
+	}
+	n.producerIDs.RequestStarted()
+	n.producerIDRequestInFlight = true
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
+	n.toController(req, func(r kmsg.Response, err error) {
+		n.producerIDRequestInFlight = false
+		resp, _ := r.(*kmsg.AllocateProducerIDsResponse)
+		switch {
+		case err != nil || resp == nil || resp.ErrorCode != 0:
+			n.producerIDs.RequestFailed(n.nowMs())
+		default:
+			_ = n.producerIDs.AddBlock(resp.ProducerIDStart, resp.ProducerIDLen, n.nowMs()) // a bad block counts as a failure
+		}
+		n.answerInitProducerWaits()
+	})
+}
+
+// answerInitProducerWaits hands ids to the waiting requests, in arrival
+// order, and answers the rest COORDINATOR_LOAD_IN_PROGRESS unless a block
+// is on its way.
+func (n *Node) answerInitProducerWaits() {
+	waits := n.initProducerWaits
+	n.initProducerWaits = nil
+	for i, w := range waits {
+		id, ok := n.producerIDs.Next()
+		if !ok {
+			n.maybeRequestProducerIDs()
+			if n.producerIDsRequested() {
+				n.initProducerWaits = append(n.initProducerWaits, waits[i:]...)
+				return
+			}
+			w.resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+			n.net.Reply(w.conn, w.corr, w.resp)
+			continue
+		}
+		w.resp.ProducerID, w.resp.ProducerEpoch = id, 0
+		n.net.Reply(w.conn, w.corr, w.resp)
+	}
+	n.maybeRequestProducerIDs()
+}
