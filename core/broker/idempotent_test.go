@@ -360,3 +360,42 @@ func listing(d *memdisk.Disk, dir string) []string {
 	}
 	return names
 }
+
+// TestIdempotentRetryWaitsForTheOriginalToCommit: a retry with acks=all of
+// a batch the leader holds but has not committed appends nothing and is
+// answered, with the original offset, only once the high watermark passes
+// the original batch.
+func TestIdempotentRetryWaitsForTheOriginalToCommit(t *testing.T) {
+	c := threeNodes(t) // r-0 led by node 2, followers 1 and 3
+	ip := c.initProducerID(2)
+	c.produceIdempotent(2, "r", ip, "v", 2)
+	h2, h3 := c.nodes[2].nn.Host(), c.nodes[3].nn.Host()
+	c.net.Block(h2, h3)
+	c.net.Block(h3, h2)
+	b := ip.next("late.a", "late.b")
+	first := c.produce(2, "r", 0, 1, append([]byte(nil), b...))
+	if first.ErrorCode != 0 || first.BaseOffset != 4 {
+		t.Fatalf("acks=1 with node 3 cut off: %v at %d, want offset 4", kerr.ErrorForCode(first.ErrorCode), first.BaseOffset)
+	}
+	var resp kmsg.Response
+	c.conn(2).Send(produceReq("r", 0, -1, append([]byte(nil), b...)), func(r kmsg.Response, err error) {
+		if err != nil {
+			t.Errorf("retry: %v", err)
+		}
+		resp = r
+	})
+	c.run(1000)
+	if resp != nil {
+		t.Fatalf("the acks=all retry was answered before its original committed: %+v", resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0])
+	}
+	c.net.Unblock(h2, h3)
+	c.net.Unblock(h3, h2)
+	c.waitFor("the retry's answer", 10000, func() bool { return resp != nil })
+	if r := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; r.ErrorCode != 0 || r.BaseOffset != 4 {
+		t.Fatalf("acks=all retry: %v at %d, want NONE at the original offset 4", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
+	}
+	all, counts := c.logValues(2, "r")
+	if dups := duplicatesIn(all, counts); len(dups) > 0 || len(all) != 6 {
+		t.Fatalf("log: %d records, duplicates %v; want 6 once each", len(all), dups)
+	}
+}
