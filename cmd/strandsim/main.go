@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ import (
 
 	"strand/sim/cluster"
 )
+
+// gcPercent is the garbage collector's target unless GOGC is set.
+const gcPercent = 400
 
 func main() {
 	seed := flag.Uint64("seed", 0, "first seed (default: a short sweep from 1)")
@@ -34,6 +38,12 @@ func main() {
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if os.Getenv("GOGC") == "" {
+		// A seed's live heap is small and short-lived, and at the default
+		// (100) the collector took about a fifth of the CPU: trade memory
+		// (about 200 MB per seed running) for speed. GOGC overrides it.
+		debug.SetGCPercent(gcPercent)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
