@@ -1,9 +1,11 @@
 // Package broker is Strand's node: the env.Handler that a Network delivers
 // Kafka requests to, and the glue between the pieces of core/ that decide
 // things. It owns the partitions hosted on this node (each a core/log Log
-// driven by a core/replica Partition), the replica fetchers that copy records
-// from leaders, the metadata follower that keeps this node's metadata.Image
-// current, and, when process.roles includes controller, the controller role.
+// driven by a core/replica Partition, with the idempotent producers' state
+// of core/producer beside it: producer_state.go), the replica fetchers that
+// copy records from leaders, the metadata follower that keeps this node's
+// metadata.Image current, and, when process.roles includes controller, the
+// controller role.
 //
 // # Layout
 //

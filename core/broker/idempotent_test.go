@@ -399,3 +399,26 @@ func TestIdempotentRetryWaitsForTheOriginalToCommit(t *testing.T) {
 		t.Fatalf("log: %d records, duplicates %v; want 6 once each", len(all), dups)
 	}
 }
+
+// TestInitProducerIDWithoutController: a broker that has no block of ids
+// and cannot reach the controller answers COORDINATOR_LOAD_IN_PROGRESS,
+// which clients retry, and hands out ids again once the controller
+// answers.
+func TestInitProducerIDWithoutController(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	c.waitRegistered()
+	h1, h2 := c.nodes[1].nn.Host(), c.nodes[2].nn.Host()
+	c.net.Block(h2, h1)
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(4)
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	if resp := c.request(2, req).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("no block, controller unreachable: %v id %d, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID)
+	}
+	c.net.Unblock(h2, h1)
+	// The client retries, as it does for this code.
+	c.waitFor("a producer id after healing", 5000, func() bool {
+		resp := c.request(2, req).(*kmsg.InitProducerIDResponse)
+		return resp.ErrorCode == 0 && resp.ProducerID >= 0
+	})
+}
