@@ -1,7 +1,7 @@
 package workload
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,11 +69,23 @@ func (p *producer) produceNext() {
 	n := 1 + p.w.r.IntN(p.w.cfg.BatchRecordsMax)
 	values := make([]string, n)
 	for i := range values {
-		values[i] = fmt.Sprintf("p%d-%d", p.client.index, p.seq)
+		values[i] = recordValue(p.client.index, p.seq)
 		p.seq++
 	}
 	p.inFlight++
 	p.attempt(tp, values, 0, func() { p.inFlight-- })
+}
+
+// recordValue is the unique value of a producer's seq-th record:
+// p<client>-<seq>. It is built with strconv rather than fmt because every
+// record of every run goes through it.
+func recordValue(client, seq int) string {
+	buf := make([]byte, 0, 24)
+	buf = append(buf, 'p')
+	buf = strconv.AppendInt(buf, int64(client), 10)
+	buf = append(buf, '-')
+	buf = strconv.AppendInt(buf, int64(seq), 10)
+	return string(buf)
 }
 
 // attempt sends one try of a batch; then runs once the batch is acked,
