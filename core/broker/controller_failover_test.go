@@ -260,3 +260,41 @@ func TestControllerOnlyVotersFailover(t *testing.T) {
 		t.Fatalf("produce to a topic created after the failover: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestBrokerBehindTheLogStartLoadsTheSnapshot: the controller snapshots
+// every few records and drops the log behind; a broker restarted after that
+// fetches from offset 0, is told the snapshot's id, reads it with
+// FetchSnapshot, and then follows the log: it knows every topic and serves
+// its partitions again.
+func TestBrokerBehindTheLogStartLoadsTheSnapshot(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctl := c.nodes[1]
+	ctl.proc.Crash()
+	ctl.proc.Restart()
+	ctl.cfg.ControllerSnapshotIntervalRecords = 5
+	c.start(ctl)
+	c.waitRegistered()
+	for i := range 4 {
+		c.createTopic(2, fmt.Sprint("t", i), 2, 2)
+	}
+	c.waitFor("a snapshot truncating the metadata log", 10000, func() bool {
+		return ctl.node.quorumNode.Raft().LogStartOffset() > 0
+	})
+	start := ctl.node.quorumNode.Raft().LogStartOffset()
+	tn := c.nodes[3]
+	tn.proc.Crash()
+	tn.proc.Restart()
+	c.start(tn)
+	c.waitFor("the restarted broker caught up through the snapshot", 30000, func() bool {
+		return tn.node.Image().Offset() >= start && tn.node.caughtUpWithRegistration()
+	})
+	for i := range 4 {
+		if _, ok := tn.node.Image().TopicByName(fmt.Sprint("t", i)); !ok {
+			t.Fatalf("topic t%d missing from the image loaded from the snapshot", i)
+		}
+	}
+	c.createTopic(2, "after", 1, 3)
+	if r := c.produce(c.leaderOf("after", 0), "after", 0, -1, recordBatch("x")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all with the restarted broker in the ISR: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

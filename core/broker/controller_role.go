@@ -35,6 +35,9 @@ const controllerRequestTimeoutMs = quorum.DefaultRequestTimeoutMs + replicaFetch
 func (n *Node) startController(disk env.Disk) error {
 	b := n.cfg.Broker
 	cfg := controllerConfigOf(b)
+	if n.cfg.ControllerSnapshotIntervalRecords > 0 {
+		cfg.SnapshotIntervalRecords = n.cfg.ControllerSnapshotIntervalRecords
+	}
 	q := quorum.NewMetadataQuorum()
 	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
 	node, err := quorum.StartNode(qcfg, n.clock, n.net, disk, path.Join(metadataLogDir, controller.MetadataTopic+"-0"), q)
@@ -190,6 +193,12 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 	notController := kerr.NotController.Code
 	switch r := resp.(type) {
 	case *kmsg.FetchResponse:
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			if p := r.Topics[0].Partitions[0]; p.ErrorCode == kerr.NotLeaderForPartition.Code {
+				return p.CurrentLeader.LeaderID, true
+			}
+		}
+	case *kmsg.FetchSnapshotResponse:
 		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
 			if p := r.Topics[0].Partitions[0]; p.ErrorCode == kerr.NotLeaderForPartition.Code {
 				return p.CurrentLeader.LeaderID, true

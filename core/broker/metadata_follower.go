@@ -146,9 +146,64 @@ func (n *Node) fetchMetadata() {
 	n.toController(req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
+			if !f.inFlight { // unless a snapshot fetch took over
+				n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			}
+			return
+		}
+		n.fetchMetadata()
+	})
+}
+
+// fetchMetadataSnapshot reads the controller's snapshot (endOffset,
+// snapshotEpoch) in chunks with FetchSnapshot from position len(data), in
+// the quorum's leaderEpoch, then replaces the image with it and follows the
+// log from there (KIP-630, as a broker behind the log start does). Any
+// failure starts over with a metadata fetch, which names the current
+// snapshot.
+func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch int32, data []byte) {
+	f := n.metadataFetch
+	f.inFlight = true
+	req := kmsg.NewPtrFetchSnapshotRequest()
+	req.SetVersion(0)
+	req.ReplicaID, req.MaxBytes = n.id, replicaFetchResponseMaxBytes
+	p := kmsg.NewFetchSnapshotRequestTopicPartition()
+	p.CurrentLeaderEpoch, p.Position = leaderEpoch, int64(len(data))
+	p.SnapshotID.EndOffset, p.SnapshotID.Epoch = endOffset, snapshotEpoch
+	t := kmsg.NewFetchSnapshotRequestTopic()
+	t.Topic, t.Partitions = controller.MetadataTopic, []kmsg.FetchSnapshotRequestTopicPartition{p}
+	req.Topics = []kmsg.FetchSnapshotRequestTopic{t}
+	n.toController(req, func(r kmsg.Response, err error) {
+		f.inFlight = false
+		resp, _ := r.(*kmsg.FetchSnapshotResponse)
+		if err != nil || resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 			n.after(replicaFetchBackoffMs, n.fetchMetadata)
 			return
 		}
+		rp := resp.Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 || rp.Position != int64(len(data)) || rp.Size < rp.Position+int64(len(rp.Bytes)) {
+			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			return
+		}
+		data = append(data, rp.Bytes...)
+		if int64(len(data)) < rp.Size {
+			if len(rp.Bytes) == 0 {
+				n.after(replicaFetchBackoffMs, n.fetchMetadata) // no progress
+				return
+			}
+			n.fetchMetadataSnapshot(endOffset, snapshotEpoch, leaderEpoch, data)
+			return
+		}
+		im, err := metadata.DecodeSnapshot(data)
+		if err != nil || im.Offset() != endOffset-1 {
+			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			return
+		}
+		usableBefore := n.usableBrokers()
+		n.image = im
+		n.reconcilePartitions()
+		n.updateIneligibleReplicas(usableBefore)
+		n.reconsiderUnfenced(usableBefore)
 		n.fetchMetadata()
 	})
 }
@@ -160,6 +215,11 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 		return false
 	}
 	part := resp.Topics[0].Partitions[0]
+	if part.ErrorCode == kerr.OffsetOutOfRange.Code && part.SnapshotID.EndOffset > n.image.Offset()+1 {
+		// Behind the metadata log's start: read the snapshot instead.
+		n.fetchMetadataSnapshot(part.SnapshotID.EndOffset, part.SnapshotID.Epoch, part.CurrentLeader.LeaderEpoch, nil)
+		return false
+	}
 	if part.ErrorCode != 0 {
 		return false
 	}

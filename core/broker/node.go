@@ -24,6 +24,10 @@ type Config struct {
 	Broker config.Broker
 	// Bugs are the planted bugs; the zero value is the correct protocol.
 	Bugs Bugs
+	// ControllerSnapshotIntervalRecords, if positive, overrides how many
+	// committed metadata records the controller lets pass between
+	// snapshots (controller.Config.SnapshotIntervalRecords).
+	ControllerSnapshotIntervalRecords int64
 }
 
 // Bugs are the planted bugs a node runs with. They travel in Config to

@@ -202,6 +202,9 @@ func Handles(req kmsg.Request) bool {
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
+	case *kmsg.FetchSnapshotRequest:
+		return len(r.Topics) == 1 && r.Topics[0].Topic == MetadataTopic && len(r.Topics[0].Partitions) == 1 &&
+			r.Topics[0].Partitions[0].Partition == 0
 	}
 	return false
 }
@@ -228,6 +231,8 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleAllocateProducerIDs(r, reply)
 	case *kmsg.FetchRequest:
 		c.handleFetch(r, reply)
+	case *kmsg.FetchSnapshotRequest:
+		c.handleFetchSnapshot(r, reply)
 	default:
 		panic(fmt.Sprintf("controller: HandleRequest called with %T, which Handles rejects", req))
 	}

@@ -127,6 +127,12 @@ func (c *Controller) answerFetch(req *kmsg.FetchRequest, reply func(kmsg.Respons
 	p.HighWatermark, p.LastStableOffset, p.LogStartOffset = committed, committed, c.quorum.LogStartOffset()
 	if fp.FetchOffset < p.LogStartOffset || fp.FetchOffset > c.quorum.EndOffset() {
 		p.ErrorCode = kerr.OffsetOutOfRange.Code
+		if snap := c.quorum.LatestSnapshot(); snap != nil && fp.FetchOffset < p.LogStartOffset {
+			// Behind the log start: the broker reads the snapshot
+			// (FetchSnapshot) in this leader's epoch, as KIP-630.
+			p.SnapshotID.EndOffset, p.SnapshotID.Epoch = snap.EndOffset, snap.Epoch
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = c.quorum.LeaderID(), c.quorum.Epoch()
+		}
 		reply(resp)
 		return
 	}
@@ -157,4 +163,38 @@ func fetchResponse(req *kmsg.FetchRequest) (*kmsg.FetchResponse, *kmsg.FetchResp
 	topic.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
 	resp.Topics = []kmsg.FetchResponseTopic{topic}
 	return resp, &resp.Topics[0].Partitions[0]
+}
+
+// snapshotChunkBytesMax bounds one FetchSnapshot answer.
+const snapshotChunkBytesMax = 1 << 20
+
+// handleFetchSnapshot serves the latest snapshot, a chunk from Position, to
+// a broker behind the metadata log's start (a voter's FetchSnapshot goes to
+// its Raft instead; both read the same snapshot).
+func (c *Controller) handleFetchSnapshot(req *kmsg.FetchSnapshotRequest, reply func(kmsg.Response)) {
+	resp := req.ResponseKind().(*kmsg.FetchSnapshotResponse)
+	rp := req.Topics[0].Partitions[0]
+	p := kmsg.NewFetchSnapshotResponseTopicPartition()
+	p.SnapshotID.EndOffset, p.SnapshotID.Epoch, p.Position = rp.SnapshotID.EndOffset, rp.SnapshotID.Epoch, rp.Position
+	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = c.quorum.LeaderID(), c.quorum.Epoch()
+	snap := c.quorum.LatestSnapshot()
+	switch {
+	case !c.Active():
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+	case snap == nil || snap.EndOffset != rp.SnapshotID.EndOffset || snap.Epoch != rp.SnapshotID.Epoch:
+		p.ErrorCode = kerr.SnapshotNotFound.Code
+	case rp.Position < 0 || rp.Position > int64(len(snap.Data)):
+		p.ErrorCode = kerr.PositionOutOfRange.Code
+	default:
+		limit := int64(snapshotChunkBytesMax)
+		if req.MaxBytes > 0 {
+			limit = min(limit, int64(req.MaxBytes))
+		}
+		end := min(int64(len(snap.Data)), rp.Position+limit)
+		p.Size, p.Bytes = int64(len(snap.Data)), snap.Data[rp.Position:end:end]
+	}
+	t := kmsg.NewFetchSnapshotResponseTopic()
+	t.Topic, t.Partitions = req.Topics[0].Topic, []kmsg.FetchSnapshotResponseTopicPartition{p}
+	resp.Topics = []kmsg.FetchSnapshotResponseTopic{t}
+	reply(resp)
 }

@@ -221,6 +221,30 @@ func TestSnapshotsTruncateTheLogAndRestoreTheImage(t *testing.T) {
 	if err != nil || im.Offset() != snap.EndOffset-1 {
 		t.Fatalf("snapshot data: image at %d, err %v; want the image at %d", im.Offset(), err, snap.EndOffset-1)
 	}
+	// A broker behind the log start is told the snapshot's id, and reads
+	// it with FetchSnapshot, in chunks.
+	p := fetchedPartition(t, h.send(metadataFetch(12, 0, 0, 1<<20)))
+	if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.SnapshotID.EndOffset != snap.EndOffset || p.SnapshotID.Epoch != snap.Epoch {
+		t.Fatalf("fetch below the log start: error %d snapshot %+v, want OFFSET_OUT_OF_RANGE naming %d-%d", p.ErrorCode, p.SnapshotID, snap.EndOffset, snap.Epoch)
+	}
+	var read []byte
+	for {
+		req := kmsg.NewPtrFetchSnapshotRequest()
+		req.MaxBytes = 100
+		rp := kmsg.NewFetchSnapshotRequestTopicPartition()
+		rp.Position, rp.SnapshotID.EndOffset, rp.SnapshotID.Epoch = int64(len(read)), snap.EndOffset, snap.Epoch
+		req.Topics = []kmsg.FetchSnapshotRequestTopic{{Topic: MetadataTopic, Partitions: []kmsg.FetchSnapshotRequestTopicPartition{rp}}}
+		got := h.send(req).(*kmsg.FetchSnapshotResponse).Topics[0].Partitions[0]
+		if got.ErrorCode != 0 || got.Size != int64(len(snap.Data)) || len(got.Bytes) == 0 || len(got.Bytes) > 100 {
+			t.Fatalf("FetchSnapshot at %d: error %d, size %d, %d bytes", len(read), got.ErrorCode, got.Size, len(got.Bytes))
+		}
+		if read = append(read, got.Bytes...); int64(len(read)) == got.Size {
+			break
+		}
+	}
+	if string(read) != string(snap.Data) {
+		t.Fatal("the snapshot read in chunks differs from the quorum's")
+	}
 	before := h.c.Image().Clone()
 	h.restart()
 	// The restarted voter's epoch begins with its leader-change entry.

@@ -42,6 +42,8 @@ func (q *scriptedQuorum) ReadCommitted(int64, int32) ([]byte, error) {
 	return nil, errors.New("not served in this test")
 }
 func (q *scriptedQuorum) TakeSnapshot(int64, []byte) error { return nil }
+func (q *scriptedQuorum) LatestSnapshot() *quorum.Snapshot { return nil }
+func (q *scriptedQuorum) Epoch() int32                     { return 1 }
 func (q *scriptedQuorum) LeaderID() int32 {
 	if q.leading {
 		return 100

@@ -50,6 +50,11 @@ type Quorum interface {
 	// TakeSnapshot hands the quorum the committed image's encoding after
 	// the decisions below endOffset; the log behind it may then go.
 	TakeSnapshot(endOffset int64, data []byte) error
+	// LatestSnapshot is the latest snapshot, nil if none: brokers behind
+	// the log start read it (FetchSnapshot).
+	LatestSnapshot() *quorum.Snapshot
+	// Epoch is the quorum epoch this node is in.
+	Epoch() int32
 	// LeaderID is the quorum leader this node knows, -1 if none.
 	LeaderID() int32
 	// LeaderEpochStart reports whether this node leads and, if so, the

@@ -117,6 +117,12 @@ func (q *MetadataQuorum) stateChanged() {
 	}
 }
 
+// LatestSnapshot is the node's latest snapshot, nil if none.
+func (q *MetadataQuorum) LatestSnapshot() *Snapshot { return q.node.raft.LatestSnapshot() }
+
+// Epoch is the node's quorum epoch.
+func (q *MetadataQuorum) Epoch() int32 { return q.node.raft.Epoch() }
+
 // LeaderID is the quorum's leader as this node knows it, -1 if unknown.
 func (q *MetadataQuorum) LeaderID() int32 { return q.node.raft.LeaderID() }
 
