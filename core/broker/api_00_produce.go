@@ -80,6 +80,13 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
 			}
+			if t.Topic == offsetsTopic {
+				// Only the group coordinators write their records there
+				// (coordinators.go); Kafka refuses client appends to
+				// internal topics with INVALID_TOPIC_EXCEPTION.
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+				continue
+			}
 			slot := &produceSlot{pending: pending, part: rp}
 			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot); code != 0 {
 				rp.ErrorCode = code

@@ -41,6 +41,9 @@ type coordinatorSlot struct {
 	// loadNext is the next offset to load and loadEnd the LEO when loading
 	// began; loading is over when loadNext reaches loadEnd.
 	loadNext, loadEnd int64
+	// awaitingHW is set once the log is read up to loadEnd while the high
+	// watermark is still below it: loading finishes when the HW gets there.
+	awaitingHW bool
 	// retired is set when the slot is replaced; its pending load steps stop.
 	retired bool
 }
@@ -140,6 +143,7 @@ func (n *Node) syncCoordinator(p *partition) {
 	epoch := p.replica.LeaderEpoch()
 	if s := n.coordinators[index]; s != nil {
 		if leading && s.leaderEpoch == epoch {
+			n.finishLoadAtHW(p, s)
 			return
 		}
 		s.retired = true
@@ -171,7 +175,8 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 		s.loadNext = p.log.LogStartOffset() // retention or compaction moved the start
 	}
 	if s.loadNext >= s.loadEnd {
-		s.c.FinishLoad()
+		s.awaitingHW = true
+		n.finishLoadAtHW(p, s)
 		return
 	}
 	res, err := p.log.Read(s.loadNext, offsetsLoadStepBytes, s.loadEnd, true)
@@ -192,6 +197,18 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 	}
 	s.loadNext = res.NextOffset
 	n.after(offsetsLoadStepPauseMs, func() { n.loadStep(p, s) })
+}
+
+// finishLoadAtHW ends a load whose records are all read once the high
+// watermark has passed them. Until then the loaded state may include
+// records the previous leader appended but never got replicated: if this
+// leader failed too, they could vanish, and an OffsetFetch answered from
+// them would have shown a commit that then disappears.
+func (n *Node) finishLoadAtHW(p *partition, s *coordinatorSlot) {
+	if s.awaitingHW && p.replica.HighWatermark() >= s.loadEnd {
+		s.awaitingHW = false
+		s.c.FinishLoad()
+	}
 }
 
 // splitBatches cuts concatenated RecordBatches at their length fields.

@@ -8,7 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/batch"
 	"strand/core/group"
+	"strand/core/log"
 )
 
 // groupCluster is a 3-node cluster whose __consumer_offsets has partitions
@@ -46,6 +48,18 @@ func (c *cluster) waitCoordinator(via int32, groupID string) int32 {
 		return r.ErrorCode == 0
 	})
 	return id
+}
+
+// waitServing waits until node coord serves groupID: it has applied its
+// leadership of the group's partition and loaded it. (FindCoordinator
+// answers from the metadata, which may reach the asked node first; clients
+// retry NOT_COORDINATOR.)
+func (c *cluster) waitServing(coord int32, groupID string) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("node %d serving %s", coord, groupID), 10000, func() bool {
+		code := c.request(coord, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse).ErrorCode
+		return code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code
+	})
 }
 
 func TestFindCoordinatorAnswersTheOffsetsPartitionLeader(t *testing.T) {
@@ -103,6 +117,10 @@ func TestFindCoordinatorAnswersTheOffsetsPartitionLeader(t *testing.T) {
 		if co.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 			t.Fatalf("transaction key %q: %v, want COORDINATOR_NOT_AVAILABLE", co.Key, kerr.ErrorForCode(co.ErrorCode))
 		}
+	}
+	// Clients cannot write to it.
+	if r := c.produce(1, offsetsTopic, 0, -1, recordBatch("forged")); r.ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("produce to __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", kerr.ErrorForCode(r.ErrorCode))
 	}
 	// Metadata marks the topic internal.
 	mreq := kmsg.NewPtrMetadataRequest()
@@ -322,6 +340,7 @@ func TestConsumerGroupCommitsSurviveCoordinatorFailover(t *testing.T) {
 		t.Fatalf("coordinator %d, but __consumer_offsets-%d is led by %d", coord, index, leader)
 	}
 
+	c.waitServing(coord, groupID)
 	members := c.joinAndSync(coord, groupID)
 	owner := map[int32]string{}
 	for _, m := range members {
@@ -456,5 +475,171 @@ func TestConsumerGroupCommitsSurviveCoordinatorFailover(t *testing.T) {
 	if len(fr.Groups) != 2 || fr.Groups[0].Group != elsewhere || fr.Groups[0].ErrorCode != kerr.NotCoordinator.Code ||
 		fr.Groups[1].Group != groupID || fr.Groups[1].ErrorCode != 0 || len(fr.Groups[1].Topics) != 1 || len(fr.Groups[1].Topics[0].Partitions) != 6 {
 		t.Fatalf("OffsetFetch v8 of %q and %q: %+v", elsewhere, groupID, fr.Groups)
+	}
+}
+
+func TestOffsetsReloadAfterRestartWithOneReplica(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{
+		"offsets.topic.num.partitions":     "3",
+		"offsets.topic.replication.factor": "1",
+	})
+	c.waitRegistered()
+	c.createTopic(1, "events", 6, 1)
+	// A group on a broker other than the controller's node, so that the
+	// restart leaves the controller running.
+	groupID := ""
+	for i := 0; groupID == ""; i++ {
+		if g := fmt.Sprint("simple-", i); c.waitCoordinator(1, g) != 1 {
+			groupID = g
+		}
+	}
+	coord := c.waitCoordinator(1, groupID)
+	// A simple consumer commits without joining: generation -1, no member.
+	simple := &member{generation: -1, assigned: []int32{0, 3, 5}}
+	r := c.request(coord, commitReq(groupID, simple, func(p int32) int64 { return 7 * int64(p+1) })).(*kmsg.OffsetCommitResponse)
+	for _, p := range r.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			t.Fatalf("commit of %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	tn := c.nodes[coord]
+	tn.proc.Crash()
+	c.run(1000)
+	tn.proc.Restart()
+	c.start(tn)
+	// The only replica comes back and leads again (last known ELR): it
+	// loads the partition, with nobody else to wait for.
+	var got map[int32]int64
+	c.waitFor("the restarted coordinator answers", 60000, func() bool {
+		fc := c.findCoordinator(1, groupID)
+		if fc.ErrorCode != 0 || fc.NodeID != coord {
+			return false
+		}
+		r := c.request(coord, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse)
+		if r.ErrorCode == kerr.CoordinatorLoadInProgress.Code || r.ErrorCode == kerr.NotCoordinator.Code {
+			return false
+		}
+		got = fetchedOffsets(t, r)
+		return true
+	})
+	want := map[int32]int64{0: 7, 1: -1, 2: -1, 3: 28, 4: -1, 5: 42}
+	for p, o := range want {
+		if got[p] != o {
+			t.Fatalf("after restart, partition %d at %d, want %d (all: %v)", p, got[p], o, got)
+		}
+	}
+}
+
+func TestCompactedTopicIsCleanedOnTheCleanerTimer(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "kv", 1, 1
+	for _, kv := range [][2]string{{"cleanup.policy", "compact"}, {"segment.ms", "100"}} {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		v := kv[1]
+		cfg.Name, cfg.Value = kv[0], &v
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create kv: %v", kerr.ErrorForCode(code))
+	}
+	c.waitFor("kv hosted", 10000, func() bool { return c.nodes[1].node.partitions[partitionKey{"kv", 0}] != nil })
+	// 30 batches over 3 keys, each batch in its own segment (segment.ms).
+	const rounds = 30
+	for i := range rounds {
+		key := fmt.Sprint("key-", i%3)
+		b := batch.Build(batch.BuildSpec{FirstTimestamp: c.nodes[1].clock.WallMs(), Records: []batch.Record{{Key: []byte(key), Value: []byte(fmt.Sprint(i))}}})
+		if r := c.produce(1, "kv", 0, -1, b); r.ErrorCode != 0 {
+			t.Fatalf("produce %d: %v", i, kerr.ErrorForCode(r.ErrorCode))
+		}
+		c.run(150)
+	}
+	p := c.nodes[1].node.partitions[partitionKey{"kv", 0}]
+	if p.log.CleanerPoint() != 0 {
+		t.Fatalf("cleaner point %d before the cleaner ran", p.log.CleanerPoint())
+	}
+	c.waitFor("the cleaner", 3*logCleanerBackoffMs, func() bool { return p.log.CleanerPoint() > 0 && !p.log.Cleaning() })
+	res, err := p.log.Read(p.log.LogStartOffset(), 1<<20, p.log.LogEndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := log.CopyRegions(res.Regions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]string{}
+	count := 0
+	for _, b := range splitBatches(data) {
+		recs, err := group.DecodeBatch(b) // any uncompressed v2 batch
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			latest[string(r.Key)] = string(r.Value)
+			count++
+		}
+	}
+	if count >= rounds {
+		t.Fatalf("after cleaning, %d records of %d remain", count, rounds)
+	}
+	for k := range 3 {
+		want := fmt.Sprint(rounds - 3 + k)
+		if got := latest[fmt.Sprint("key-", k)]; got != want {
+			t.Fatalf("key-%d reads %q after cleaning, want %q", k, got, want)
+		}
+	}
+}
+
+func TestCommitNeedsAcksAllReplication(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{
+		"offsets.topic.num.partitions":     "3",
+		"offsets.topic.replication.factor": "3",
+		"min.insync.replicas":              "3",
+	})
+	c.waitRegistered()
+	c.createTopic(1, "events", 6, 3)
+	groupID := ""
+	for i := 0; groupID == ""; i++ {
+		if g := fmt.Sprint("acks-", i); c.waitCoordinator(1, g) != 1 {
+			groupID = g
+		}
+	}
+	coord := c.waitCoordinator(1, groupID)
+	c.waitServing(coord, groupID)
+	simple := &member{generation: -1, assigned: []int32{2}}
+	commit := func(offset int64) int16 {
+		r := c.request(coord, commitReq(groupID, simple, func(int32) int64 { return offset })).(*kmsg.OffsetCommitResponse)
+		return r.Topics[0].Partitions[0].ErrorCode
+	}
+	fetched := func() int64 {
+		return fetchedOffsets(t, c.request(coord, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse))[2]
+	}
+	if code := commit(10); code != 0 {
+		t.Fatalf("commit with the full ISR: %v", kerr.ErrorForCode(code))
+	}
+	// With a follower of the offsets partition down, acks=all cannot be
+	// met (min.insync.replicas 3): the commit fails and is not visible.
+	victim := 6 - 1 - coord
+	c.nodes[victim].proc.Crash()
+	c.waitFor("commit refused", 40000, func() bool {
+		code := commit(20)
+		if code != 0 && code != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("commit below min.insync.replicas: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+		}
+		return code == kerr.CoordinatorNotAvailable.Code
+	})
+	if got := fetched(); got != 10 {
+		t.Fatalf("after refused commits, offset %d, want 10", got)
+	}
+	tn := c.nodes[victim]
+	tn.proc.Restart()
+	c.start(tn)
+	c.waitFor("commit accepted again", 60000, func() bool { return commit(30) == 0 })
+	if got := fetched(); got != 30 {
+		t.Fatalf("after the follower's return, offset %d, want 30", got)
 	}
 }
