@@ -27,6 +27,19 @@
 // is Kafka's controlled shutdown; Close after it writes the clean-shutdown
 // marker that the next start registers with (PreviousBrokerEpoch, KIP-966).
 //
+// # Consumer groups
+//
+// The broker hosts a core/group Coordinator for each __consumer_offsets
+// partition it leads (coordinators.go): on becoming leader it reads the
+// partition's log up to its LEO into the coordinator, in bounded steps, and
+// lets it serve once the high watermark has passed what it read (meanwhile
+// COORDINATOR_LOAD_IN_PROGRESS); on losing leadership it unloads it. The
+// coordinator's records go through the produce path with acks=all. The
+// first FindCoordinator creates __consumer_offsets (compacted, internal)
+// through the controller. Group requests go to the coordinator of the
+// group's partition, NOT_COORDINATOR when this broker does not lead it.
+// Compacted logs are cleaned in bounded steps on a timer (cleaner.go).
+//
 // # Effects at the edges
 //
 // Decisions are made by pure code elsewhere (core/replica for replication,
