@@ -1,7 +1,11 @@
 // Command strandsim runs Strand's deterministic simulator (simulator issue
 // §5): one seed, a range of seeds, or every planted bug over a sweep. Each
-// seed prints its trace hash and result; the last line is
-// "seeds=K violations=V sim_s=… wall_s=… events_per_s=…". The exit status
+// seed prints its trace hash and result, in seed order as soon as it and
+// every earlier seed are done; the last line is "seeds=K violations=V
+// sim_s=… wall_s=… events_per_s=… cpu_s=… sim_per_wall=… sim_per_cpu=…
+// events_per_cpu_s=…" (CPU time is the process's, user and system; on a
+// shared machine it measures the simulator better than wall time). Seeds run
+// -parallel at a time, one per goroutine. The exit status
 // is 1 when any violation was found. On a violation the run's Porcupine
 // visualizations and its full trace are written under -out, and the exact
 // command that reproduces it is printed.
@@ -17,7 +21,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	"strand/sim/cluster"
@@ -88,17 +92,17 @@ func run(seed uint64, count int, bug, shape string, verbose, planted bool, bugSe
 }
 
 // sweep runs seeds first..first+count-1 and prints their results in seed
-// order.
+// order, each as soon as it and every earlier seed are done.
 func sweep(first uint64, count int, shape, bug string, verbose bool, parallel int, out string) int {
 	start := time.Now()
+	cpuStart := cpuSeconds()
 	if verbose {
 		parallel = 1
 	}
-	results := runSeeds(first, count, shape, bug, verbose, parallel)
 	violations := 0
 	var simNs int64
 	var events uint64
-	for _, res := range results {
+	runSeeds(first, count, shape, bug, verbose, parallel, func(res cluster.Result) {
 		simNs += res.SimNs
 		events += res.Events
 		printResult(res)
@@ -106,41 +110,83 @@ func sweep(first uint64, count int, shape, bug string, verbose bool, parallel in
 			violations++
 			report(res, shape, out)
 		}
-	}
+	})
 	wall := time.Since(start).Seconds()
-	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f\n",
-		len(results), violations, float64(simNs)/1e9, wall, float64(events)/wall)
+	cpu := cpuSeconds() - cpuStart
+	sim := float64(simNs) / 1e9
+	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f cpu_s=%.2f sim_per_wall=%.1f sim_per_cpu=%.1f events_per_cpu_s=%.0f\n",
+		count, violations, sim, wall, float64(events)/wall, cpu, sim/wall, sim/cpu, float64(events)/cpu)
 	if violations > 0 {
 		return 1
 	}
 	return 0
 }
 
+// cpuSeconds is the CPU time (user and system) the process has used so
+// far: on a shared machine, simulated seconds per CPU second measure the
+// simulator, where per wall second also measure the neighbours.
+func cpuSeconds() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
+}
+
 // runSeeds runs the seeds, parallel at a time, each on its own goroutine
-// with its own scheduler, and returns the results in seed order.
-func runSeeds(first uint64, count int, shape, bug string, verbose bool, parallel int) []cluster.Result {
-	results := make([]cluster.Result, count)
+// with its own scheduler (a run shares nothing with another, so results do
+// not depend on parallel), and calls emit with each result in seed order,
+// on the calling goroutine, as soon as every earlier seed is done.
+func runSeeds(first uint64, count int, shape, bug string, verbose bool, parallel int, emit func(cluster.Result)) {
+	options := func(i int) cluster.Options {
+		opts := cluster.Options{Seed: first + uint64(i), Shape: shape, Bug: bug}
+		if verbose {
+			opts.TraceWriter = os.Stdout
+		}
+		return opts
+	}
+	if parallel <= 1 {
+		// One at a time, on this goroutine: a verbose trace and the
+		// result lines never interleave.
+		for i := 0; i < count; i++ {
+			emit(cluster.Run(options(i)))
+		}
+		return
+	}
+	type done struct {
+		i   int
+		res cluster.Result
+	}
 	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < max(parallel, 1); w++ {
-		wg.Add(1)
+	finished := make(chan done)
+	for range parallel {
 		go func() {
-			defer wg.Done()
 			for i := range next {
-				opts := cluster.Options{Seed: first + uint64(i), Shape: shape, Bug: bug}
-				if verbose {
-					opts.TraceWriter = os.Stdout
-				}
-				results[i] = cluster.Run(opts)
+				finished <- done{i, cluster.Run(options(i))}
 			}
 		}()
 	}
-	for i := 0; i < count; i++ {
-		next <- i
+	go func() {
+		for i := 0; i < count; i++ {
+			next <- i
+		}
+		close(next)
+	}()
+	// waiting holds results that finished before an earlier seed.
+	waiting := map[int]cluster.Result{}
+	for emitted := 0; emitted < count; {
+		d := <-finished
+		waiting[d.i] = d.res
+		for {
+			res, ok := waiting[emitted]
+			if !ok {
+				break
+			}
+			delete(waiting, emitted)
+			emit(res)
+			emitted++
+		}
 	}
-	close(next)
-	wg.Wait()
-	return results
 }
 
 func printResult(res cluster.Result) {
