@@ -85,7 +85,7 @@ func (n *Node) liveBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
 		brokers = append(brokers, mb)
-		if controllerID == -1 || id == n.controllerID {
+		if controllerID == -1 || id == n.controllerTarget() {
 			controllerID = id
 		}
 	}

@@ -18,10 +18,13 @@
 // # Lifecycle
 //
 // New opens the log directories (log.Manager recovers every partition log
-// and its checkpoints) and, with the controller role, core/controller with
-// its metadata log in <first log dir>/metadata. The broker registers with
-// the active controller (the lowest voter until Raft), in process when it
-// is one, and follows __cluster_metadata-0 with Fetch; it acts on partition
+// and its checkpoints) and, with the controller role, a core/quorum Raft
+// voter over the metadata log in <first log dir>/metadata and
+// core/controller following it. The broker registers with the active
+// controller (the quorum leader: controller_role.go says how a broker finds
+// it and moves on after NOT_CONTROLLER or a timeout), in process when it is
+// one, and follows __cluster_metadata-0 with Fetch, loading the controller's
+// snapshot when it is behind the log start; it acts on partition
 // metadata only once its own registration is applied, so a restarted
 // broker never leads on behalf of its previous incarnation. BeginShutdown
 // is Kafka's controlled shutdown; Close after it writes the clean-shutdown
