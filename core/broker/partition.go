@@ -187,6 +187,9 @@ func errorCodeOf(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, log.ErrBatchTooLarge):
 		return kerr.RecordListTooLarge.Code
+	case errors.Is(err, log.ErrRecoveryPointPending):
+		// A moment after a truncation (SPEC.md §3.4); clients retry it.
+		return kerr.RequestTimedOut.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}

@@ -29,6 +29,9 @@ func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, nowMs int64) (AppendRe
 	if l.failed != nil {
 		return AppendResult{}, l.failed
 	}
+	if err := l.checkTrustedAppend(); err != nil {
+		return AppendResult{}, err
+	}
 	h, err := batch.Verify(b)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("append to %s: %w: %w", l.dir, ErrInvalidBatch, err)
@@ -64,6 +67,9 @@ func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, nowMs int64) (AppendRe
 func (l *Log) AppendAsFollower(b []byte, nowMs int64) (AppendResult, error) {
 	if l.failed != nil {
 		return AppendResult{}, l.failed
+	}
+	if err := l.checkTrustedAppend(); err != nil {
+		return AppendResult{}, err
 	}
 	batches, err := l.splitFollowerBatches(b)
 	if err != nil {

@@ -18,4 +18,8 @@ var (
 	// ErrBatchTooLarge: a batch is larger than a segment may ever be
 	// (RECORD_LIST_TOO_LARGE).
 	ErrBatchTooLarge = errors.New("record batch larger than segment.bytes")
+	// ErrRecoveryPointPending: after a truncation below the recovery point
+	// that recovery-point-offset-checkpoint may still hold, appends wait
+	// until the lowered checkpoint is durable (SPEC.md §3.4). Retriable.
+	ErrRecoveryPointPending = errors.New("waiting for the lowered recovery-point checkpoint")
 )

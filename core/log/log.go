@@ -34,6 +34,14 @@ type Log struct {
 	// clean is the log cleaner's state (cleaner.go).
 	clean cleanerState
 
+	// checkpointTrust, when the log belongs to a Manager, returns the
+	// highest recovery point that recovery-point-offset-checkpoint on disk
+	// may hold for this log: a restart trusts every batch below it
+	// unverified. checkpointLowered asks the Manager to write the lowered
+	// recovery point now. Both nil for a log without a Manager.
+	checkpointTrust   func() int64
+	checkpointLowered func()
+
 	// failed, once set, is returned (it wraps env.ErrIO) by every call.
 	failed error
 	// scratch is reused for header reads; never retained by results.
@@ -100,6 +108,20 @@ func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
 		l.persistEpochs(nil)
 	}
 	return nil
+}
+
+// checkTrustedAppend refuses an append that would put unsynced batches below
+// a recovery point the checkpoint on disk may still hold: after a truncation
+// below it, a crash would make the restarted log trust them unverified.
+// Kafka writes the lowered checkpoint synchronously inside the truncation;
+// Strand's writes are asynchronous, so appends wait for it instead.
+func (l *Log) checkTrustedAppend() error {
+	if l.checkpointTrust == nil || l.LogEndOffset() >= l.checkpointTrust() {
+		return nil
+	}
+	l.checkpointLowered()
+	return fmt.Errorf("append to %s at %d, below the checkpointed recovery point %d: %w",
+		l.dir, l.LogEndOffset(), l.checkpointTrust(), ErrRecoveryPointPending)
 }
 
 // Err returns the error that failed the log, or nil while it is healthy.

@@ -52,8 +52,16 @@ type Manager struct {
 	// highWatermarks is replication-offset-checkpoint as found at open.
 	highWatermarks map[TopicPartition]int64
 
-	recoveryPoints  *checkpoint.Writer
-	replication     *checkpoint.Writer
+	recoveryPoints *checkpoint.Writer
+	// recoveryPointTrust is, per partition, the highest recovery point that
+	// recovery-point-offset-checkpoint on disk may hold: the file's content
+	// at open, raised by every write submitted, set to the last write's
+	// values once that write is durable with none submitted after it. A
+	// log refuses appends below it (Log.checkTrustedAppend).
+	recoveryPointTrust map[TopicPartition]int64
+	// recoveryPointWrites numbers the writes of recoveryPoints.
+	recoveryPointWrites uint64
+	replication         *checkpoint.Writer
 	logStartOffsets *checkpoint.Writer
 	cleaner         managerCleaner
 	// failed records a failed sync of the directory itself.
@@ -90,9 +98,11 @@ func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config,
 		checkpoints[name] = offsets
 	}
 	m.highWatermarks = checkpoints[ReplicationCheckpointName]
+	m.recoveryPointTrust = checkpoints[RecoveryPointCheckpointName]
 	if err := m.openLogs(checkpoints, nowMs); err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
+
 	// MkdirAll may have created dir: make its entry durable.
 	disk.SyncDir(path.Dir(dir), func(err error) {
 		if err != nil && m.failed == nil {
@@ -121,9 +131,19 @@ func (m *Manager) openLogs(checkpoints map[string]map[TopicPartition]int64, nowM
 		if err != nil {
 			return err
 		}
-		m.logs[tp] = l
+		m.adopt(tp, l)
 	}
 	return nil
+}
+
+// adopt makes l the log of tp, tied to the recovery-point checkpoint.
+func (m *Manager) adopt(tp TopicPartition, l *Log) {
+	l.checkpointTrust = func() int64 { return m.recoveryPointTrust[tp] }
+	l.checkpointLowered = func() { m.WriteRecoveryPoints(nil) }
+	m.logs[tp] = l
+	// Recovery cut below the checkpoint, or a deleted log of the same name
+	// left its entry there.
+	l.lowerCheckpointedRecoveryPoint()
 }
 
 // readOffsets reads a per-directory checkpoint; a missing file is empty.
@@ -180,6 +200,6 @@ func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.logs[tp] = l
+	m.adopt(tp, l)
 	return l, nil
 }

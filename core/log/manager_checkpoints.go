@@ -34,9 +34,25 @@ func (m *Manager) DeleteLog(tp TopicPartition, done func(error)) error {
 }
 
 // WriteRecoveryPoints writes recovery-point-offset-checkpoint from every
-// log's recovery point, which is durable by construction.
+// log's recovery point, which is durable by construction. Until the write is
+// durable the file may hold either content, so recoveryPointTrust keeps the
+// larger of the two for each partition.
 func (m *Manager) WriteRecoveryPoints(done func(error)) {
-	m.recoveryPoints.Write(m.encode((*Log).RecoveryPoint), done)
+	written := map[TopicPartition]int64{}
+	for _, tp := range m.Partitions() {
+		written[tp] = m.logs[tp].RecoveryPoint()
+		m.recoveryPointTrust[tp] = max(m.recoveryPointTrust[tp], written[tp])
+	}
+	m.recoveryPointWrites++
+	write := m.recoveryPointWrites
+	m.recoveryPoints.Write(m.encode((*Log).RecoveryPoint), func(err error) {
+		if err == nil && write == m.recoveryPointWrites {
+			m.recoveryPointTrust = written // the file holds exactly this now
+		}
+		if done != nil {
+			done(err)
+		}
+	})
 }
 
 // WriteLogStartOffsets writes log-start-offset-checkpoint.

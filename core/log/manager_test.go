@@ -1,6 +1,8 @@
 package log
 
 import (
+	"bytes"
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -108,3 +110,55 @@ var errPending = errorString("pending")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestTruncationWaitsForLoweredRecoveryCheckpoint: a restart trusts every
+// batch below the checkpointed recovery point unverified, so after a
+// truncation below it the log must not take appends there until the lowered
+// checkpoint is durable (SPEC.md §3.4). Kafka rewrites the checkpoint inside
+// the truncation; Strand's checkpoint writes are asynchronous.
+func TestTruncationWaitsForLoweredRecoveryCheckpoint(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	configFor := func(string) Config { return testConfig() }
+	m, err := OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	l, err := m.CreateLog(tp, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		appendLeader(t, l, 1, 100, 0)
+	}
+	flushAll(t, l, disk)
+	m.WriteRecoveryPoints(nil)
+	for disk.RunPending() > 0 {
+	}
+
+	if err := l.TruncateTo(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(makeBatch(1, 200, 40), 1, 200); !errors.Is(err, ErrRecoveryPointPending) {
+		t.Fatalf("append below the checkpointed recovery point 3 before the lowered checkpoint is durable: %v, want ErrRecoveryPointPending", err)
+	}
+	for disk.RunPending() > 0 {
+	}
+	after := appendLeader(t, l, 1, 200, 1) // never synced
+
+	// A process crash keeps the unsynced batch and the checkpoint; the
+	// restarted log must not count the batch as durable, so that a power
+	// loss after it cannot drop a batch below the recovery point.
+	disk.Crash(nil, memdisk.CrashKeepAll)
+	m, err = OpenManager(disk, "data", configFor, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ = m.Log(tp)
+	if l.RecoveryPoint() > after.baseOffset {
+		t.Fatalf("after a restart the unsynced batch at %d lies below the recovery point %d", after.baseOffset, l.RecoveryPoint())
+	}
+	if got := readAll(t, l); len(got) != 1 || !bytes.Equal(got[0], after.bytes) {
+		t.Fatalf("after a process crash the log holds %d batches, want the unsynced one", len(got))
+	}
+}

@@ -76,7 +76,17 @@ func (l *Log) afterTruncation() {
 	l.flush.truncations++
 	l.epochs.truncateFromEnd(leo)
 	l.persistEpochs(nil)
+	l.lowerCheckpointedRecoveryPoint()
 	l.checkInvariants()
+}
+
+// lowerCheckpointedRecoveryPoint asks for the lowered recovery point to be
+// checkpointed at once, if the checkpoint on disk may hold a higher one, so
+// that appends wait for it as little as possible (checkTrustedAppend).
+func (l *Log) lowerCheckpointedRecoveryPoint() {
+	if l.checkpointTrust != nil && l.recoveryPoint < l.checkpointTrust() {
+		l.checkpointLowered()
+	}
 }
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at
@@ -99,6 +109,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64, nowMs int64) error {
 	l.flush.truncations++
 	l.epochs.truncateFromEnd(0)
 	l.persistEpochs(nil)
+	l.lowerCheckpointedRecoveryPoint()
 	l.checkInvariants()
 	return nil
 }
