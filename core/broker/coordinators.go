@@ -110,9 +110,9 @@ func (n *Node) coordinatorFor(groupID string) *group.Coordinator {
 // request NOT_COORDINATOR in that request's own response shape.
 func (n *Node) notCoordinator() *group.Coordinator {
 	if n.unloadedCoordinator == nil {
-		c, err := group.New(n.groupConfig(0, 1), n.clock, offsetsStore{n, 0}, group.IDSource(n.newID))
+		c, err := group.New(group.DefaultConfig(0, 1), n.clock, offsetsStore{n, 0}, group.IDSource(n.newID))
 		if err != nil {
-			panic("broker: default group configuration refused: " + err.Error())
+			panic("broker: group.DefaultConfig refused: " + err.Error())
 		}
 		n.unloadedCoordinator = c
 	}
@@ -139,7 +139,8 @@ func (n *Node) syncCoordinator(p *partition) {
 		return
 	}
 	index := p.key.index
-	leading := p.replica.Role() == replica.RoleLeader && !p.storageFailed() && n.partitions[p.key] == p
+	leading := p.replica.Role() == replica.RoleLeader && !p.storageFailed() &&
+		n.partitions[p.key] == p && index < n.offsetsPartitions()
 	epoch := p.replica.LeaderEpoch()
 	if s := n.coordinators[index]; s != nil {
 		if leading && s.leaderEpoch == epoch {
@@ -155,7 +156,10 @@ func (n *Node) syncCoordinator(p *partition) {
 	}
 	c, err := group.New(n.groupConfig(index, n.offsetsPartitions()), n.clock, offsetsStore{n, index}, group.IDSource(n.newID))
 	if err != nil {
-		return // a broken configuration: the partition's groups get NOT_COORDINATOR
+		// New validated the same settings (groupConfig(0, 1)); only the
+		// partition count differs, and the image never holds a topic
+		// without partitions.
+		panic("broker: group coordinator settings refused after New accepted them: " + err.Error())
 	}
 	s := &coordinatorSlot{c: c, leaderEpoch: epoch, loadNext: p.log.LogStartOffset(), loadEnd: p.log.LogEndOffset()}
 	n.coordinators[index] = s

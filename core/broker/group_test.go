@@ -643,3 +643,121 @@ func TestCommitNeedsAcksAllReplication(t *testing.T) {
 		t.Fatalf("after the follower's return, offset %d, want 30", got)
 	}
 }
+
+func TestRequestsNamingManyGroupsAreMergedAcrossCoordinators(t *testing.T) {
+	const offsetsPartitions = 6
+	c := groupCluster(t, offsetsPartitions)
+	c.createTopic(1, "events", 6, 3)
+	c.waitCoordinator(1, "probe")
+	c.waitFor("every offsets partition led", 10000, func() bool {
+		for p := range int32(offsetsPartitions) {
+			if c.leaderOf(offsetsTopic, p) < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// Two groups in different partitions led by the same node, and one
+	// led elsewhere.
+	var a, b, elsewhere string
+	var host int32
+	for i := 0; a == "" || b == "" || elsewhere == ""; i++ {
+		g := fmt.Sprint("many-", i)
+		p := group.PartitionFor(g, offsetsPartitions)
+		leader := c.leaderOf(offsetsTopic, p)
+		switch {
+		case a == "":
+			a, host = g, leader
+		case b == "" && leader == host && p != group.PartitionFor(a, offsetsPartitions):
+			b = g
+		case elsewhere == "" && leader != host:
+			elsewhere = g
+		}
+	}
+	for _, g := range []string{a, b} {
+		c.waitServing(host, g)
+		simple := &member{generation: -1, assigned: []int32{1}}
+		r := c.request(host, commitReq(g, simple, func(int32) int64 { return 5 })).(*kmsg.OffsetCommitResponse)
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit for %s: %v", g, kerr.ErrorForCode(code))
+		}
+	}
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.SetVersion(4)
+	lr := c.request(host, lg).(*kmsg.ListGroupsResponse)
+	listed := map[string]string{}
+	for _, g := range lr.Groups {
+		listed[g.Group] = g.GroupState
+	}
+	if lr.ErrorCode != 0 || len(listed) != 2 || listed[a] != "Empty" || listed[b] != "Empty" {
+		t.Fatalf("ListGroups on node %d: %v %v, want %s and %s Empty", host, kerr.ErrorForCode(lr.ErrorCode), listed, a, b)
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.SetVersion(5)
+	dg.Groups = []string{a, elsewhere, b}
+	dr := c.request(host, dg).(*kmsg.DescribeGroupsResponse)
+	if len(dr.Groups) != 3 {
+		t.Fatalf("DescribeGroups of 3: %d answers", len(dr.Groups))
+	}
+	wantCodes := []int16{0, kerr.NotCoordinator.Code, 0}
+	for i, g := range dr.Groups {
+		if g.Group != dg.Groups[i] || g.ErrorCode != wantCodes[i] || (g.ErrorCode == 0 && g.State != "Empty") {
+			t.Fatalf("DescribeGroups answer %d: %q %v %q, want %q %v", i, g.Group, kerr.ErrorForCode(g.ErrorCode), g.State, dg.Groups[i], kerr.ErrorForCode(wantCodes[i]))
+		}
+	}
+
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.SetVersion(2)
+	del.Groups = []string{elsewhere, b}
+	delr := c.request(host, del).(*kmsg.DeleteGroupsResponse)
+	if len(delr.Groups) != 2 || delr.Groups[0].Group != elsewhere || delr.Groups[0].ErrorCode != kerr.NotCoordinator.Code ||
+		delr.Groups[1].Group != b || delr.Groups[1].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups of %q and %q: %+v", elsewhere, b, delr.Groups)
+	}
+	if got := fetchedOffsets(t, c.request(host, offsetFetchReq(b)).(*kmsg.OffsetFetchResponse))[1]; got != -1 {
+		t.Fatalf("deleted group %s still has offset %d", b, got)
+	}
+	if got := fetchedOffsets(t, c.request(host, offsetFetchReq(a)).(*kmsg.OffsetFetchResponse))[1]; got != 5 {
+		t.Fatalf("group %s offset %d after deleting %s, want 5", a, got, b)
+	}
+}
+
+func TestControlledShutdownMovesTheCoordinator(t *testing.T) {
+	const offsetsPartitions = 3
+	c := groupCluster(t, offsetsPartitions)
+	c.createTopic(1, "events", 6, 3)
+	groupID := ""
+	for i := 0; groupID == ""; i++ {
+		if g := fmt.Sprint("moving-", i); c.waitCoordinator(1, g) != 1 {
+			groupID = g
+		}
+	}
+	coord := c.waitCoordinator(1, groupID)
+	c.waitServing(coord, groupID)
+	simple := &member{generation: -1, assigned: []int32{4}}
+	r := c.request(coord, commitReq(groupID, simple, func(int32) int64 { return 77 })).(*kmsg.OffsetCommitResponse)
+	if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	stopped := false
+	c.nodes[coord].node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown", 30000, func() bool { return stopped })
+	// Leadership moved while the process still runs: its coordinator is
+	// unloaded and answers NOT_COORDINATOR; the new leader has the offset.
+	index := group.PartitionFor(groupID, offsetsPartitions)
+	if s := c.nodes[coord].node.coordinators[index]; s != nil {
+		t.Fatalf("node %d still hosts the coordinator of partition %d after shutting down", coord, index)
+	}
+	if code := c.request(coord, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse).ErrorCode; code != kerr.NotCoordinator.Code {
+		t.Fatalf("OffsetFetch on the shut-down node: %v, want NOT_COORDINATOR", kerr.ErrorForCode(code))
+	}
+	next := c.leaderOf(offsetsTopic, index)
+	if next == coord || next < 0 {
+		t.Fatalf("offsets partition %d led by %d after %d shut down", index, next, coord)
+	}
+	c.waitServing(next, groupID)
+	if got := fetchedOffsets(t, c.request(next, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse))[4]; got != 77 {
+		t.Fatalf("offset on the new coordinator %d: %d, want 77", next, got)
+	}
+}

@@ -175,6 +175,9 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
+	if err := n.groupConfig(0, 1).Validate(); err != nil {
+		return nil, fmt.Errorf("broker: group coordinator settings: %w", err)
+	}
 	if b.Roles.Controller {
 		if err := n.startController(disks[0]); err != nil {
 			return nil, err
