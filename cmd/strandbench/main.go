@@ -4,7 +4,8 @@
 //
 // Each section measures one subsystem, in a file of its own:
 //
-//	log   the partition log on the real disk (log.go; foundation issue §6)
+//	log          the partition log on the real disk (log.go; foundation issue §6)
+//	replication  replication's cost in the simulator (replication.go; replication issue §6)
 //
 // Usage:
 //
@@ -40,6 +41,7 @@ type section struct {
 // broker throughput) here, each in its own file.
 var sections = []section{
 	{name: "log", about: "partition log on diskio vs raw sequential write and page-cache read", run: runLogSection},
+	{name: "replication", about: "replication cost in the simulator: frames per acks=all batch, leader copies per byte", run: runReplicationSection},
 }
 
 func main() {

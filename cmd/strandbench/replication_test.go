@@ -1,0 +1,150 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/core/env"
+	"strand/core/wire"
+)
+
+func TestLabelOf(t *testing.T) {
+	replica := kmsg.NewPtrFetchRequest()
+	replica.SetVersion(12)
+	replica.ReplicaID = 2
+	replica15 := kmsg.NewPtrFetchRequest()
+	replica15.SetVersion(15)
+	replica15.ReplicaID, replica15.ReplicaState.ID = -1, 3
+	consumer := kmsg.NewPtrFetchRequest()
+	consumer.SetVersion(12)
+	consumer.ReplicaID = -1
+	for _, c := range []struct {
+		req  kmsg.Request
+		want string
+	}{
+		{kmsg.NewPtrProduceRequest(), labelProduce},
+		{replica, labelFetchReplica},
+		{replica15, labelFetchReplica},
+		{consumer, labelFetchConsumer},
+		{kmsg.NewPtrBrokerHeartbeatRequest(), "BrokerHeartbeat"},
+	} {
+		if got := labelOf(c.req); got != c.want {
+			t.Errorf("labelOf(%T v%d) = %q, want %q", c.req, c.req.GetVersion(), got, c.want)
+		}
+	}
+}
+
+// fakeNet records what reaches the wrapped network.
+type fakeNet struct {
+	env.Network
+	replies, skips int
+}
+
+func (n *fakeNet) Reply(env.ConnID, int32, kmsg.Response) { n.replies++ }
+func (n *fakeNet) Skip(env.ConnID, int32)                 { n.skips++ }
+
+type fakeHandler struct {
+	env.Handler
+	requests int
+}
+
+func (h *fakeHandler) HandleRequest(env.ConnID, env.RequestHeader, kmsg.Request) { h.requests++ }
+
+func TestFrameTallyCountsWhatTheWireCarries(t *testing.T) {
+	tally := newFrameTally()
+	inner, handler := &fakeNet{}, &fakeHandler{}
+	net := countingNet{Network: inner, node: 2, tally: tally}
+	h := countingHandler{Handler: handler, node: 2, tally: tally}
+
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = 3
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: 12, CorrelationID: 7, ClientID: "broker-3"}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(12)
+	rt := kmsg.NewFetchResponseTopic()
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.RecordBatches = batch.Build(batch.BuildSpec{Records: []batch.Record{{Value: make([]byte, 100)}}})
+	rt.Partitions = append(rt.Partitions, rp, rp)
+	resp.Topics = append(resp.Topics, rt)
+
+	// Before the window: passed on, not counted, but still answerable.
+	h.HandleRequest(1, hdr, req)
+	net.Reply(1, 7, resp)
+	if len(tally.byLabel) != 0 || tally.followerRecordBytes != 0 {
+		t.Fatalf("counted with the tally off: %v, %d record bytes", tally.byLabel, tally.followerRecordBytes)
+	}
+
+	tally.on = true
+	h.HandleRequest(1, hdr, req)
+	net.Reply(1, 7, resp)
+	wantBytes := int64(len(wire.AppendRequest(nil, hdr, req)) + len(wire.AppendResponse(nil, 7, resp)))
+	got := tally.byLabel[labelFetchReplica]
+	if got == nil || got.frames != 2 || got.bytes != wantBytes {
+		t.Errorf("replica fetch tally = %+v, want 2 frames of %d bytes", got, wantBytes)
+	}
+	if want := int64(2 * len(rp.RecordBatches)); tally.followerRecordBytes != want || tally.consumerRecordBytes != 0 {
+		t.Errorf("record bytes: follower %d, consumer %d; want %d, 0", tally.followerRecordBytes, tally.consumerRecordBytes, want)
+	}
+
+	// A skipped request (acks=0) has no response frame.
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(9)
+	h.HandleRequest(1, env.RequestHeader{APIKey: produce.Key(), APIVersion: 9, CorrelationID: 8}, produce)
+	net.Skip(1, 8)
+	if c := tally.byLabel[labelProduce]; c == nil || c.frames != 1 {
+		t.Errorf("acks=0 produce tally = %+v, want 1 frame", c)
+	}
+	if len(tally.pending) != 0 {
+		t.Errorf("requests still pending after their answers: %v", tally.pending)
+	}
+	if handler.requests != 3 || inner.replies != 2 || inner.skips != 1 {
+		t.Errorf("passed on %d requests, %d replies, %d skips; want 3, 2, 1", handler.requests, inner.replies, inner.skips)
+	}
+
+	defer func() {
+		if recover() == nil {
+			t.Error("a reply to a request never received did not panic")
+		}
+	}()
+	net.Reply(1, 99, resp)
+}
+
+func TestCopiesPerFollowerByte(t *testing.T) {
+	r := replicationResult{batchesAcked: 10, producedBytes: 1000, followers: 2, followerRecordBytes: 2000}
+	if got := r.copiesPerFollowerByte(); got != 2 {
+		t.Errorf("each byte fetched once by each of 2 followers, 2 copies each: %v copies per follower byte, want 2", got)
+	}
+	if r.goalMet() {
+		t.Error("2 copies per follower byte met the goal of at most 1")
+	}
+	r.followerRecordBytes = 1000
+	if got := r.copiesPerFollowerByte(); got != 1 || !r.goalMet() {
+		t.Errorf("half the record bytes fetched: %v copies (goal met %v), want 1 and met", got, r.goalMet())
+	}
+	if (replicationResult{followers: 2}).goalMet() {
+		t.Error("a run that acknowledged nothing met the goal")
+	}
+}
+
+func TestNextOffset(t *testing.T) {
+	one := batch.Build(batch.BuildSpec{BaseOffset: 5, Records: []batch.Record{{Value: []byte("a")}, {Value: []byte("b")}}})
+	two := batch.Build(batch.BuildSpec{BaseOffset: 7, Records: []batch.Record{{Value: []byte("c")}}})
+	records := append(append([]byte(nil), one...), two...)
+	for _, c := range []struct {
+		name    string
+		records []byte
+		want    int64
+	}{
+		{"empty", nil, 5},
+		{"two batches", records, 8},
+		{"second batch partial", records[:len(records)-3], 7},
+	} {
+		got, err := nextOffset(c.records, 5)
+		if err != nil || got != c.want {
+			t.Errorf("%s: nextOffset = %d, %v; want %d", c.name, got, err, c.want)
+		}
+	}
+}
