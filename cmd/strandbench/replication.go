@@ -339,7 +339,7 @@ func (r replicationResult) print(speed float64) bool {
 		float64(r.followerRecordBytes)/produced/float64(max(r.followers, 1)), float64(r.consumerRecordBytes)/produced)
 	fmt.Println("copies counted, per follower: 1 log.CopyRegions (regions read into a new buffer, the response's RecordBatches)")
 	fmt.Println("                            + 1 encoding (kmsg AppendTo copies RecordBatches into the response frame)")
-	fmt.Println("not counted (simulated kernel): Produce frame receive (the request's buffer becomes the log's), memdisk")
+	fmt.Println("not counted (simulated kernel): Produce frame receive (that buffer is handed to env.File.Append), memdisk")
 	fmt.Println("                            Append (page cache), simnet's frame buffer (socket); batch validation copies nothing")
 	fmt.Printf("%-52s %8s %8s %s\n", "goal", "measured", "limit", "verdict")
 	met := r.goalMet()
