@@ -124,6 +124,7 @@ func (n *Node) notCoordinator() *group.Coordinator {
 func (n *Node) groupConfig(index, partitions int32) group.Config {
 	cfg := group.DefaultConfig(index, partitions)
 	cfg.GroupInitialRebalanceDelayMs = n.cfg.Broker.GroupInitialRebalanceDelayMs
+	cfg.Bugs = n.cfg.Bugs.Group
 	cfg.PartitionExists = func(topic string, p int32) bool {
 		_, ok := n.image.PartitionByName(topic, p)
 		return ok

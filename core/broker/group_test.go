@@ -761,3 +761,59 @@ func TestControlledShutdownMovesTheCoordinator(t *testing.T) {
 		t.Fatalf("offset on the new coordinator %d: %d, want 77", next, got)
 	}
 }
+
+// TestPlantedGroupDoubleAssignReachesTheCoordinator checks that the
+// planted bug travels from the node's Config to its coordinators: with
+// acks=all impossible, SyncGroup must fail (the assignment is not
+// persisted), and with group-double-assign it answers anyway.
+func TestPlantedGroupDoubleAssignReachesTheCoordinator(t *testing.T) {
+	for _, planted := range []bool{false, true} {
+		t.Run(fmt.Sprint("planted=", planted), func(t *testing.T) {
+			c := newCluster(t, 3, map[string]string{
+				"offsets.topic.num.partitions":     "3",
+				"offsets.topic.replication.factor": "3",
+				"min.insync.replicas":              "3",
+			})
+			// Planted before any coordinator exists (they are created on
+			// the first FindCoordinator), and kept for restarts.
+			for _, tn := range c.nodes {
+				tn.cfg.Bugs.Group.GroupDoubleAssign = planted
+				tn.node.cfg.Bugs.Group.GroupDoubleAssign = planted
+			}
+			c.waitRegistered()
+			c.createTopic(1, "events", 6, 3)
+			groupID := ""
+			for i := 0; groupID == ""; i++ {
+				if g := fmt.Sprint("bug-", i); c.waitCoordinator(1, g) != 1 {
+					groupID = g
+				}
+			}
+			coord := c.waitCoordinator(1, groupID)
+			c.waitServing(coord, groupID)
+			c.nodes[6-1-coord].proc.Crash()
+			simple := &member{generation: -1, assigned: []int32{0}}
+			c.waitFor("appends refused", 40000, func() bool {
+				r := c.request(coord, commitReq(groupID, simple, func(int32) int64 { return 1 })).(*kmsg.OffsetCommitResponse)
+				return r.Topics[0].Partitions[0].ErrorCode == kerr.CoordinatorNotAvailable.Code
+			})
+			first := c.request(coord, joinReq(groupID, "")).(*kmsg.JoinGroupResponse)
+			join := c.request(coord, joinReq(groupID, first.MemberID)).(*kmsg.JoinGroupResponse)
+			if join.ErrorCode != 0 || join.LeaderID != join.MemberID {
+				t.Fatalf("join: %v, leader %q member %q", kerr.ErrorForCode(join.ErrorCode), join.LeaderID, join.MemberID)
+			}
+			sync := kmsg.NewPtrSyncGroupRequest()
+			sync.SetVersion(5)
+			sync.Group, sync.Generation, sync.MemberID = groupID, join.Generation, join.MemberID
+			ga := kmsg.NewSyncGroupRequestGroupAssignment()
+			ga.MemberID, ga.MemberAssignment = join.MemberID, []byte("all of it")
+			sync.GroupAssignment = append(sync.GroupAssignment, ga)
+			code := c.request(coord, sync).(*kmsg.SyncGroupResponse).ErrorCode
+			if planted && code != 0 {
+				t.Fatalf("SyncGroup with group-double-assign planted: %v, want an answer before persisting", kerr.ErrorForCode(code))
+			}
+			if !planted && code == 0 {
+				t.Fatal("SyncGroup answered although its assignment could not be persisted")
+			}
+		})
+	}
+}

@@ -39,6 +39,9 @@ type Bugs struct {
 	// DedupOff is producer.BugDedupOff: retries of an idempotent
 	// producer's batches are appended again.
 	DedupOff bool
+	// Group are the planted group coordinator bugs (core/group), given to
+	// every coordinator this node hosts.
+	Group group.Bugs
 }
 
 // IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a
