@@ -95,7 +95,7 @@ func (p *Partition) OnFetchResponse(req FetchRequest, resp FetchDecision) Follow
 		}
 		return FollowerAction{Kind: ActionAppend, LogStartOffset: resp.LogStartOffset}
 	case codeOffsetOutOfRange:
-		return p.onOutOfRange(resp)
+		return p.onOutOfRange(req, resp)
 	case codeFencedLeaderEpoch:
 		p.follower.awaitingState = true
 		return FollowerAction{Kind: ActionAwaitState}
@@ -140,12 +140,23 @@ func divergenceTruncationOffset(d EpochEndOffset, log Log) int64 {
 // behind the leader's log start, drop everything and start there; ahead of
 // the leader's LEO (only after an unclean election, or without epochs),
 // truncate to it; otherwise the leader's range moved under us: retry.
-func (p *Partition) onOutOfRange(resp FetchDecision) FollowerAction {
+//
+// One case Kafka does not have: the last fetched epoch is above the current
+// leader epoch. No leader has held that epoch yet, so the batch carrying it
+// was corrupted on this replica's disk (the PartitionLeaderEpoch field lies
+// outside the batch CRC, so recovery keeps such a batch when it is the last
+// one). The leader answers it with OFFSET_OUT_OF_RANGE and would forever:
+// truncate to where the first epoch above the leader's starts, so the next
+// fetch asks about an epoch the leader knows.
+func (p *Partition) onOutOfRange(req FetchRequest, resp FetchDecision) FollowerAction {
 	leo := p.log.LogEndOffset()
 	switch {
 	case leo < resp.LogStartOffset:
 		p.hw = resp.LogStartOffset
 		return FollowerAction{Kind: ActionTruncateFullyAndStartAt, Offset: resp.LogStartOffset}
+	case req.LastFetchedEpoch > req.CurrentLeaderEpoch:
+		_, futureEpochStart := p.log.EndOffsetForEpoch(req.CurrentLeaderEpoch)
+		return p.truncate(min(futureEpochStart, leo))
 	case leo > resp.LogEndOffset:
 		return p.truncate(resp.LogEndOffset)
 	}

@@ -168,6 +168,46 @@ func TestFollowerResponseHandling(t *testing.T) {
 	}
 }
 
+// TestFollowerTruncatesEpochAboveLeaders is simulator seed 1015 (standard
+// shape): a bit flip in a batch's PartitionLeaderEpoch, which the CRC does
+// not cover, turned epoch 1 into 2049 on a follower's disk, and recovery
+// kept the batch as the log's last. The leader, in epoch 1, answers every
+// fetch with LastFetchedEpoch 2049 with OFFSET_OUT_OF_RANGE; the follower's
+// LEO lies inside the leader's range, so it used to back off and ask the
+// same again forever. It must drop the batch from the impossible epoch on
+// and catch up.
+func TestFollowerTruncatesEpochAboveLeaders(t *testing.T) {
+	cfg := testConfig(0)
+	cfg.MinInsyncReplicas = 1
+	leader := newNode(1, &fakeLog{}, 0, cfg)
+	leader.log.append(0, "m1", "m2")
+	leader.log.append(1, "m3", "m4", "m5", "m6")
+	follower := newNode(2, &fakeLog{}, 0, cfg)
+	follower.log.append(0, "m1", "m2")
+	follower.log.append(1, "m3")
+	follower.log.append(1+2048, "m4") // the flipped epoch field
+	leader = newNode(1, leader.log, 6, cfg)
+	leader.apply(state(1, 1, 1, []int32{1, 2}, []int32{1}), 0)
+	follower.apply(state(1, 1, 1, []int32{1, 2}, []int32{1}), 0)
+
+	d, act, ok := fetchOnce(follower, leader, 1)
+	if !ok || d.Error != codeOffsetOutOfRange {
+		t.Fatalf("first fetch: sent %v, leader's error %d; want OFFSET_OUT_OF_RANGE (%d)", ok, d.Error, codeOffsetOutOfRange)
+	}
+	if want := (FollowerAction{Kind: ActionTruncate, Offset: 3}); act != want {
+		t.Fatalf("follower's action %+v, want %+v (drop the batch from epoch 2049)", act, want)
+	}
+	for now := int64(2); now < 6; now++ {
+		fetchOnce(follower, leader, now)
+	}
+	if diff := cmp.Diff(leader.log.entries, follower.log.entries, cmp.AllowUnexported(entry{})); diff != "" {
+		t.Errorf("follower did not converge (-leader +follower):\n%s", diff)
+	}
+	if hw := follower.p.HighWatermark(); hw != 6 {
+		t.Errorf("follower HW %d, want the leader's 6", hw)
+	}
+}
+
 func TestFollowerIgnoresStaleResponses(t *testing.T) {
 	f := newNode(2, &fakeLog{}, 0, testConfig(0))
 	f.apply(state(1, 0, 0, []int32{1, 2}, []int32{1, 2}), 0)
