@@ -74,7 +74,7 @@ func doubleAssignScenario(t *testing.T, bugs Bugs) error {
 	joinA = h.join("g", joinOpts{memberID: a})
 	joinB = h.join("g", joinOpts{memberID: b})
 	h.clock.advance(5000) // C never rejoins: removed at the rebalance timeout
-	ra, rb = joinResp(t, joinA), joinResp(t, joinB)
+	ra, _ = joinResp(t, joinA), joinResp(t, joinB)
 	if ra.Generation != 2 || len(ra.Members) != 2 {
 		t.Fatalf("generation after failover: %d with %d members, want 2 with 2", ra.Generation, len(ra.Members))
 	}

@@ -138,12 +138,8 @@ type world struct {
 	check    *assignmentChecker
 	maxGen   int32 // highest generation answered by this incarnation
 	orderErr error
-	nextOff  int64
 	acked    map[int32]int64   // last acknowledged commit per partition
 	possible map[int32][]int64 // commits with unknown outcome since then
-	// batchOK marks which batches of the log are committed (true), failed
-	// (removed at failover) or pending.
-	bugs Bugs
 }
 
 // send sends req and checks, as each JoinGroup answer arrives, that this

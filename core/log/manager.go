@@ -62,8 +62,8 @@ type Manager struct {
 	// recoveryPointWrites numbers the writes of recoveryPoints.
 	recoveryPointWrites uint64
 	replication         *checkpoint.Writer
-	logStartOffsets *checkpoint.Writer
-	cleaner         managerCleaner
+	logStartOffsets     *checkpoint.Writer
+	cleaner             managerCleaner
 	// failed records a failed sync of the directory itself.
 	failed error
 }

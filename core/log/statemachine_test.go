@@ -1218,4 +1218,3 @@ func TestReopenWhileCheckpointWriteInFlight(t *testing.T) {
 		t.Fatalf("leader-epoch-checkpoint %q, want %q", data, want)
 	}
 }
-

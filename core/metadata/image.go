@@ -171,7 +171,7 @@ func (im *Image) applyRegisterBroker(r *RegisterBrokerRecord) error {
 		names[i] = e.Listener
 	}
 	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
-		return fmt.Errorf("Endpoints of broker %d: listener names %v are not sorted and unique", r.BrokerID, names)
+		return fmt.Errorf("field Endpoints of broker %d: listener names %v are not sorted and unique", r.BrokerID, names)
 	}
 	im.brokers[r.BrokerID] = Broker{
 		ID: r.BrokerID, IncarnationID: r.IncarnationID, Epoch: r.BrokerEpoch,
@@ -212,7 +212,7 @@ func (im *Image) applyBrokerChange(r *BrokerRegistrationChangeRecord) error {
 		b.Fenced = false
 	case FenceNoChange:
 	default:
-		return fmt.Errorf("Fenced %d: must be -1, 0 or 1", r.Fenced)
+		return fmt.Errorf("field Fenced %d: must be -1, 0 or 1", r.Fenced)
 	}
 	if r.InControlledShutdown {
 		b.InControlledShutdown = true
@@ -229,7 +229,7 @@ func (im *Image) applyTopic(r *TopicRecord) error {
 		return fmt.Errorf("ID of topic %q is the zero id", r.Name)
 	}
 	if _, ok := im.topicsByName[r.Name]; ok {
-		return fmt.Errorf("Name %q: topic exists", r.Name)
+		return fmt.Errorf("field Name %q: topic exists", r.Name)
 	}
 	if _, ok := im.topics[r.ID]; ok {
 		return fmt.Errorf("ID %v: topic id in use", r.ID)
@@ -306,7 +306,7 @@ func (im *Image) applyConfig(r *ConfigRecord) error {
 		return fmt.Errorf("ResourceType %d: only topics (2) and brokers (4) have configs", r.ResourceType)
 	}
 	if r.Name == "" {
-		return fmt.Errorf("Name: empty config key")
+		return fmt.Errorf("field Name: empty config key")
 	}
 	if r.Value == nil {
 		delete(im.configs[res], r.Name)

@@ -11,7 +11,7 @@ import (
 // disjoint; the leader NoLeader or in the ISR; epochs non-negative.
 func (p PartitionState) Validate() error {
 	if len(p.Replicas) == 0 {
-		return fmt.Errorf("Replicas is empty")
+		return fmt.Errorf("field Replicas is empty")
 	}
 	if err := distinctIDs("Replicas", p.Replicas); err != nil {
 		return err

@@ -39,15 +39,6 @@ func (l *memLog) reader() BatchReader {
 	}
 }
 
-// truncate keeps the batches that end at or below offset.
-func (l *memLog) truncate(offset int64) {
-	n := 0
-	for n < len(l.headers) && l.headers[n].NextOffset() <= offset {
-		n++
-	}
-	l.headers = l.headers[:n]
-}
-
 // clientProducer models an idempotent client: batches it has sent, which it
 // may send again (retries, after a lost response) or out of order (a
 // reordering network).

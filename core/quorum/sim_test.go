@@ -56,7 +56,6 @@ type cluster struct {
 	nodes    []*simNode
 	voters   []int32
 	bugs     Bugs
-	cfgOf    func(id int32, rng *rand.Rand) Config
 	netRng   *rand.Rand
 	diskRng  *rand.Rand
 	faults   simFaults
