@@ -224,37 +224,5 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 
 // timedOut answers a forwarded admin request whose forwarding failed.
 func timedOut(req kmsg.Request) kmsg.Response {
-	code := kerr.RequestTimedOut.Code
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.DeleteTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
-			resp.Topics = append(resp.Topics, rt)
-		}
-		for _, name := range r.TopicNames {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = &name, code
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.CreatePartitionsRequest:
-		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	}
-	panic(fmt.Sprintf("broker: timedOut for %T", req))
+	return controller.ErrorResponse(req, kerr.RequestTimedOut.Code)
 }

@@ -65,7 +65,13 @@ type Quorum interface {
 // notControllerResponse answers req NOT_CONTROLLER, in every place its
 // response has an error code.
 func notControllerResponse(req kmsg.Request) kmsg.Response {
-	code := codeNotController
+	return ErrorResponse(req, codeNotController)
+}
+
+// ErrorResponse answers a controller request (Handles(req) is true) with
+// code in every place its response has an error code: NOT_CONTROLLER from
+// a standby, or a forwarding broker's REQUEST_TIMED_OUT.
+func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.BrokerRegistrationRequest:
 		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
@@ -113,5 +119,5 @@ func notControllerResponse(req kmsg.Request) kmsg.Response {
 		}
 		return resp
 	}
-	panic(fmt.Sprintf("controller: no NOT_CONTROLLER answer for %T", req))
+	panic(fmt.Sprintf("controller: no error answer for %T", req))
 }
