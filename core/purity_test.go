@@ -58,7 +58,7 @@ func TestCoreIsDeterministic(t *testing.T) {
 // TestPurityCheckerCatchesViolations proves the checker can fail: it runs it
 // on a fixture that commits every sin once.
 func TestPurityCheckerCatchesViolations(t *testing.T) {
-	violations := checkTree(t, "testdata/impure")
+	violations := checkTree(t, "../testdata/impure")
 	want := []string{
 		`imports "os"`, `imports "math/rand"`, `imports "golang.org/x/sys/unix"`,
 		"time.Now", "time.Sleep", "time.After", "go statement", "select statement",
