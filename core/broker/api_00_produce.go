@@ -249,5 +249,5 @@ func (n *Node) afterReplicaChange(p *partition) {
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
 		n.sendAlterPartition(p, ap)
 	}
-	n.wakeFetchWaiters()
+	n.wakeFetchWaiters(p)
 }

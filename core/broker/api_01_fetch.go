@@ -39,6 +39,9 @@ type fetchWaiter struct {
 	req   *kmsg.FetchRequest
 	timer env.Timer
 	parts []parkedPartition
+	// parked is set while w is in the purgatory (Node.fetchWaiters and its
+	// partitions' fetchWaiters).
+	parked bool
 }
 
 // parkedPartition is what a parked fetch waits on in one partition.
@@ -152,10 +155,13 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 
 // parkFetch waits for data, for at most MaxWaitMillis.
 func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest) {
-	w := &fetchWaiter{conn: conn, corr: corr, req: req}
+	w := &fetchWaiter{conn: conn, corr: corr, req: req, parked: true}
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
 			if p := n.partitions[partitionKey{t.Topic, fp.Partition}]; p != nil {
+				if !w.waitsOn(p) { // a partition named twice is watched once
+					p.fetchWaiters = append(p.fetchWaiters, w)
+				}
 				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
 			}
 		}
@@ -166,6 +172,16 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest) {
 		}
 	})
 	n.fetchWaiters = append(n.fetchWaiters, w)
+}
+
+// waitsOn reports whether w already watches p.
+func (w *fetchWaiter) waitsOn(p *partition) bool {
+	for _, pp := range w.parts {
+		if pp.p == p {
+			return true
+		}
+	}
+	return false
 }
 
 // purgatoryFull reports whether parking req would exceed
@@ -180,7 +196,7 @@ func (n *Node) purgatoryFull(req *kmsg.FetchRequest) bool {
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
 			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
-			if p != nil && n.fetchWaitersOn(p)+p.replica.AckWaiters() >= int(limits.PurgatoryRequestsPerPartitionMax) {
+			if p != nil && len(p.fetchWaiters)+p.replica.AckWaiters() >= int(limits.PurgatoryRequestsPerPartitionMax) {
 				return true
 			}
 		}
@@ -188,28 +204,28 @@ func (n *Node) purgatoryFull(req *kmsg.FetchRequest) bool {
 	return false
 }
 
-// fetchWaitersOn counts the parked fetches waiting on p.
-func (n *Node) fetchWaitersOn(p *partition) int {
-	count := 0
-	for _, w := range n.fetchWaiters {
-		for _, pp := range w.parts {
-			if pp.p == p {
-				count++
-				break
-			}
-		}
+// removeFetchWaiter takes w out of the purgatory; it reports false when w
+// had already left it (answered, timed out or its connection closed).
+func (n *Node) removeFetchWaiter(w *fetchWaiter) bool {
+	if !w.parked {
+		return false
 	}
-	return count
+	w.parked = false
+	n.fetchWaiters = removeWaiter(n.fetchWaiters, w)
+	for _, pp := range w.parts {
+		pp.p.fetchWaiters = removeWaiter(pp.p.fetchWaiters, w)
+	}
+	return true
 }
 
-func (n *Node) removeFetchWaiter(w *fetchWaiter) bool {
-	for i, x := range n.fetchWaiters {
+// removeWaiter removes w from list, keeping the order of the others.
+func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
+	for i, x := range list {
 		if x == w {
-			n.fetchWaiters = append(n.fetchWaiters[:i], n.fetchWaiters[i+1:]...)
-			return true
+			return append(list[:i], list[i+1:]...)
 		}
 	}
-	return false
+	return list
 }
 
 func (n *Node) answerFetch(w *fetchWaiter) {
@@ -217,25 +233,64 @@ func (n *Node) answerFetch(w *fetchWaiter) {
 	n.net.Reply(w.conn, w.corr, resp)
 }
 
-// wakeFetchWaiters answers every parked fetch that now has enough data or
-// whose partitions changed under it. Answering a replica's fetch may itself
-// move an HW and call back here; the nested call only asks for another pass.
-func (n *Node) wakeFetchWaiters() {
+// wakeFetchWaiters re-checks the parked fetches waiting on p, whose HW, LEO,
+// role or log changed: only those can have become ready (Kafka's fetch
+// purgatory keys its watchers by partition the same way). Answering a
+// replica's fetch may itself move another partition's HW and call back
+// here; the nested call only queues that partition for the running pass.
+func (n *Node) wakeFetchWaiters(p *partition) {
+	if !p.wakeQueued {
+		p.wakeQueued = true
+		n.wakeQueue = append(n.wakeQueue, p)
+	}
+	n.drainWakes()
+}
+
+// wakeAllFetchWaiters re-checks every parked fetch, for changes that may
+// touch partitions without waking them one by one (metadata applied,
+// partitions retired or replaced).
+func (n *Node) wakeAllFetchWaiters() {
+	n.wakeAll = true
+	n.drainWakes()
+}
+
+// drainWakes answers the ready parked fetches among those asked for, until
+// no more are asked for. Within a partition, fetches are checked in the
+// order they were parked.
+func (n *Node) drainWakes() {
 	if n.waking {
-		n.wakeAgain = true
-		return
+		return // the running pass picks the new request up
 	}
 	n.waking = true
 	defer func() { n.waking = false }()
-	for again := true; again; {
-		n.wakeAgain = false
-		for _, w := range append([]*fetchWaiter(nil), n.fetchWaiters...) {
-			if n.fetchReady(w) && n.removeFetchWaiter(w) {
+	for {
+		var candidates []*fetchWaiter
+		switch {
+		case n.wakeAll:
+			n.wakeAll = false
+			// The full pass covers every queued partition.
+			for _, p := range n.wakeQueue {
+				p.wakeQueued = false
+			}
+			n.wakeQueue = n.wakeQueue[:0]
+			candidates = append(candidates, n.fetchWaiters...)
+		case len(n.wakeQueue) > 0:
+			p := n.wakeQueue[0]
+			n.wakeQueue = n.wakeQueue[1:]
+			if len(n.wakeQueue) == 0 {
+				n.wakeQueue = n.wakeQueue[:0:cap(n.wakeQueue)]
+			}
+			p.wakeQueued = false
+			candidates = append(candidates, p.fetchWaiters...)
+		default:
+			return
+		}
+		for _, w := range candidates {
+			if w.parked && n.fetchReady(w) && n.removeFetchWaiter(w) {
 				w.timer.Stop()
 				n.answerFetch(w)
 			}
 		}
-		again = n.wakeAgain
 	}
 }
 

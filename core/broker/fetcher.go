@@ -195,7 +195,7 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 		}
 		if err == nil {
 			p.replica.OnFollowerAppend(rp.HighWatermark)
-			n.wakeFetchWaiters()
+			n.wakeFetchWaiters(p)
 		}
 	case replica.ActionTruncate:
 		if err = p.log.TruncateTo(action.Offset); err == nil {

@@ -356,7 +356,7 @@ func (n *Node) reconcilePartitions() {
 		n.setIneligibleReplicas(p)
 		n.afterReplicaChange(p)
 	}
-	n.wakeFetchWaiters()
+	n.wakeAllFetchWaiters()
 }
 
 // retirePartition stops serving a replica of a deleted topic and deletes

@@ -125,9 +125,14 @@ type Node struct {
 
 	nextRequestID uint64
 	produceWaits  map[uint64]*produceSlot
-	fetchWaiters  []*fetchWaiter
-	// waking and wakeAgain guard wakeFetchWaiters against re-entry.
-	waking, wakeAgain bool
+	// fetchWaiters are the parked fetches, oldest first; each partition
+	// also lists those waiting on it.
+	fetchWaiters []*fetchWaiter
+	// wakeQueue are the partitions whose parked fetches are to be
+	// re-checked, and wakeAll asks for every parked fetch; waking guards
+	// drainWakes against re-entry.
+	wakeQueue       []*partition
+	wakeAll, waking bool
 
 	// coordinators are the group coordinators of the __consumer_offsets
 	// partitions this broker leads, by partition (coordinators.go).
@@ -297,15 +302,16 @@ func (n *Node) HandleClosed(conn env.ConnID) {
 	if n.quorumNode != nil {
 		n.quorumNode.HandleClosed(conn)
 	}
-	kept := n.fetchWaiters[:0]
+	var closed []*fetchWaiter
 	for _, w := range n.fetchWaiters {
 		if w.conn == conn {
-			w.timer.Stop()
-			continue
+			closed = append(closed, w)
 		}
-		kept = append(kept, w)
 	}
-	n.fetchWaiters = kept
+	for _, w := range closed {
+		w.timer.Stop()
+		n.removeFetchWaiter(w)
+	}
 }
 
 // nowMs is monotonic time in milliseconds: what timeouts, lag and

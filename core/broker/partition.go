@@ -49,6 +49,10 @@ type partition struct {
 	// last handed to ApplyState (-1 before the first).
 	appliedPartitionEpoch int32
 	appliedLeaderEpoch    int32
+	// fetchWaiters are the parked fetches waiting on this partition,
+	// oldest first; wakeQueued is set while it is in Node.wakeQueue.
+	fetchWaiters []*fetchWaiter
+	wakeQueued   bool
 }
 
 // replicaLog adapts *log.Log to replica.Log.
