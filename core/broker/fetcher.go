@@ -17,15 +17,50 @@ import (
 type fetcher struct {
 	leader     int32
 	partitions map[partitionKey]*partition
-	inFlight   bool
-	backoff    env.Timer
+	// keys are partitions' keys in partition order (topic, then index):
+	// the order requests name them in, kept sorted as partitions come and go.
+	keys     []partitionKey
+	inFlight bool
+	backoff  env.Timer
+}
+
+// add starts fetching p (replacing a partition of the same key).
+func (f *fetcher) add(p *partition) {
+	if _, ok := f.partitions[p.key]; !ok {
+		i := sort.Search(len(f.keys), func(i int) bool { return !f.keys[i].less(p.key) })
+		f.keys = append(f.keys, partitionKey{})
+		copy(f.keys[i+1:], f.keys[i:])
+		f.keys[i] = p.key
+	}
+	f.partitions[p.key] = p
+}
+
+// remove stops fetching the partition of key, if it is fetched.
+func (f *fetcher) remove(key partitionKey) {
+	if _, ok := f.partitions[key]; !ok {
+		return
+	}
+	delete(f.partitions, key)
+	i := sort.Search(len(f.keys), func(i int) bool { return !f.keys[i].less(key) })
+	if i == len(f.keys) || f.keys[i] != key {
+		panic("broker: fetcher keys out of step with its partitions")
+	}
+	f.keys = append(f.keys[:i], f.keys[i+1:]...)
+}
+
+// less orders partition keys by topic, then index.
+func (k partitionKey) less(o partitionKey) bool {
+	if k.topic != o.topic {
+		return k.topic < o.topic
+	}
+	return k.index < o.index
 }
 
 // follow moves p to the fetcher of leader.
 func (n *Node) follow(p *partition, leader int32) {
 	for id, f := range n.fetchers { // order-independent: p is in at most one fetcher
 		if id != leader {
-			delete(f.partitions, p.key)
+			f.remove(p.key)
 		}
 	}
 	f := n.fetchers[leader]
@@ -33,7 +68,7 @@ func (n *Node) follow(p *partition, leader int32) {
 		f = &fetcher{leader: leader, partitions: map[partitionKey]*partition{}}
 		n.fetchers[leader] = f
 	}
-	f.partitions[p.key] = p
+	f.add(p)
 	n.runFetcher(f)
 }
 
@@ -50,7 +85,7 @@ func (n *Node) fetcherOf(p *partition) *fetcher {
 // unfollow removes p from every fetcher (it leads, or has no leader).
 func (n *Node) unfollow(p *partition) {
 	for _, f := range n.fetchers { // order-independent: deletes only
-		delete(f.partitions, p.key)
+		f.remove(p.key)
 	}
 }
 
@@ -98,24 +133,14 @@ type sentFetch struct {
 // buildReplicaFetch builds the Fetch for every partition that wants one,
 // in partition order.
 func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, map[partitionKey]sentFetch) {
-	keys := make([]partitionKey, 0, len(f.partitions))
-	for k := range f.partitions { // order-independent: sorted below
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].topic != keys[j].topic {
-			return keys[i].topic < keys[j].topic
-		}
-		return keys[i].index < keys[j].index
-	})
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID = n.id
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
-	sent := map[partitionKey]sentFetch{}
-	for _, k := range keys {
+	sent := make(map[partitionKey]sentFetch, len(f.keys))
+	for _, k := range f.keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
 		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) {
