@@ -79,9 +79,11 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, b
 		remaining = replicaFetchResponseMaxBytes
 	}
 	minOneBatch := true
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
 		for _, fp := range t.Partitions {
 			rp := n.fetchPartition(req.ReplicaID, t.Topic, fp, &remaining, &minOneBatch)
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {

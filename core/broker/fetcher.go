@@ -130,16 +130,28 @@ type sentFetch struct {
 	req replica.FetchRequest
 }
 
+// sentFetches are the partitions of one in-flight fetch, in partition order.
+type sentFetches []sentFetch
+
+// find returns what was sent for key, if it was.
+func (s sentFetches) find(key partitionKey) (sentFetch, bool) {
+	i := sort.Search(len(s), func(i int) bool { return !s[i].p.key.less(key) })
+	if i < len(s) && s[i].p.key == key {
+		return s[i], true
+	}
+	return sentFetch{}, false
+}
+
 // buildReplicaFetch builds the Fetch for every partition that wants one,
 // in partition order.
-func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, map[partitionKey]sentFetch) {
+func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID = n.id
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
-	sent := make(map[partitionKey]sentFetch, len(f.keys))
+	sent := make(sentFetches, 0, len(f.keys))
 	for _, k := range f.keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
@@ -160,21 +172,21 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, map[partitionK
 		fp.LogStartOffset = fr.LogStartOffset
 		fp.PartitionMaxBytes = replicaFetchMaxBytes
 		t.Partitions = append(t.Partitions, fp)
-		sent[k] = sentFetch{p: p, req: fr}
+		sent = append(sent, sentFetch{p: p, req: fr})
 	}
 	return req, sent
 }
 
 // onReplicaFetched performs each partition's decision on the leader's
 // answer. It reports whether the fetcher may fetch again at once.
-func (n *Node) onReplicaFetched(f *fetcher, sent map[partitionKey]sentFetch, resp *kmsg.FetchResponse) bool {
+func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) bool {
 	if resp.ErrorCode != 0 {
 		return false
 	}
 	again := true
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
-			s, ok := sent[partitionKey{t.Topic, rp.Partition}]
+			s, ok := sent.find(partitionKey{t.Topic, rp.Partition})
 			if !ok || n.partitions[s.p.key] != s.p {
 				continue
 			}
