@@ -320,6 +320,16 @@ func (c *Controller) leadsAny(id int32) bool {
 	return len(c.partitionsWhere(func(s metadata.PartitionState) bool { return s.Leader == id })) > 0
 }
 
+// brokerRequestError is the error code for a request a broker sends about
+// itself (AlterPartition, AllocateProducerIds): NOT_CONTROLLER on a standby,
+// then the broker epoch check; 0 when the request may proceed.
+func (c *Controller) brokerRequestError(id int32, epoch int64) int16 {
+	if !c.Active() {
+		return codeNotController
+	}
+	return c.checkBrokerEpoch(id, epoch)
+}
+
 // checkBrokerEpoch is Kafka's ClusterControlManager.checkBrokerEpoch for
 // requests that carry the sender's broker epoch.
 func (c *Controller) checkBrokerEpoch(id int32, epoch int64) int16 {

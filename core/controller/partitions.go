@@ -125,12 +125,7 @@ func without(ids []int32, id int32) []int32 {
 // down (KIP-841, KIP-903). Answers carry the committed state.
 func (c *Controller) handleAlterPartition(req *kmsg.AlterPartitionRequest, reply func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
-	if !c.Active() {
-		resp.ErrorCode = codeNotController
-		reply(resp)
-		return
-	}
-	if code := c.checkBrokerEpoch(req.BrokerID, req.BrokerEpoch); code != 0 {
+	if code := c.brokerRequestError(req.BrokerID, req.BrokerEpoch); code != 0 {
 		resp.ErrorCode = code
 		reply(resp)
 		return

@@ -370,12 +370,7 @@ func (c *Controller) createPartitions(t *txn, validateOnly bool, rt kmsg.CreateP
 // broker (Kafka's ProducerIdControlManager).
 func (c *Controller) handleAllocateProducerIDs(req *kmsg.AllocateProducerIDsRequest, reply func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
-	if !c.Active() {
-		resp.ErrorCode = codeNotController
-		reply(resp)
-		return
-	}
-	if code := c.checkBrokerEpoch(req.BrokerID, req.BrokerEpoch); code != 0 {
+	if code := c.brokerRequestError(req.BrokerID, req.BrokerEpoch); code != 0 {
 		resp.ErrorCode = code
 		reply(resp)
 		return
