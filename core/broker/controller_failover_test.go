@@ -7,11 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"strand/core/config"
-	"strand/core/env"
-	"strand/sim/memdisk"
 	"strand/sim/sched"
-	"strand/sim/simclock"
 	"strand/sim/simnet"
 )
 
@@ -39,7 +35,7 @@ func newVoterClusterOf(t *testing.T, seed uint64, brokers int32) *cluster {
 		} else if brokers > 0 {
 			roles, listeners = "broker", fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id)
 		}
-		b, _, err := config.FromProperties(map[string]string{
+		c.addNode(id, map[string]string{
 			"node.id":                        fmt.Sprint(id),
 			"process.roles":                  roles,
 			"listeners":                      listeners,
@@ -48,15 +44,6 @@ func newVoterClusterOf(t *testing.T, seed uint64, brokers int32) *cluster {
 			"controller.quorum.voters":       voters,
 			"log.dirs":                       fmt.Sprintf("/data/node%d", id),
 		})
-		if err != nil {
-			t.Fatalf("node %d config: %v", id, err)
-		}
-		proc := s.NewNode(id)
-		tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
-			clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
-			disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
-		c.nodes[id] = tn
-		c.start(tn)
 	}
 	c.clientP = s.NewNode(100)
 	c.client = c.net.AddClient("test-client", c.clientP)

@@ -94,20 +94,26 @@ func newSimCluster(t *testing.T, size int, node1Roles string, extra map[string]s
 		for k, v := range extra {
 			props[k] = v
 		}
-		b, _, err := config.FromProperties(props)
-		if err != nil {
-			t.Fatalf("node %d config: %v", id, err)
-		}
-		proc := s.NewNode(id)
-		tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
-			clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
-			disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
-		c.nodes[id] = tn
-		c.start(tn)
+		c.addNode(id, props)
 	}
 	c.clientP = s.NewNode(100)
 	c.client = c.net.AddClient("test-client", c.clientP)
 	return c
+}
+
+// addNode configures node id from props and starts it on a fresh memdisk.
+func (c *cluster) addNode(id int32, props map[string]string) {
+	c.t.Helper()
+	b, _, err := config.FromProperties(props)
+	if err != nil {
+		c.t.Fatalf("node %d config: %v", id, err)
+	}
+	proc := c.s.NewNode(id)
+	tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
+		clock: simclock.New(c.s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
+		disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
+	c.nodes[id] = tn
+	c.start(tn)
 }
 
 // start builds the node's core from its disk, as after a process start.
