@@ -11,17 +11,18 @@ import (
 
 // Region is a byte range of a segment file holding whole batches. It refers
 // to the file; it is not a copy. realnet sends it with sendfile, the
-// simulator reads it with ReadAt (CopyRegions).
+// simulator reads it from its disk (env.Frame).
 //
-// A Region is valid until the log next truncates or deletes the segment, or
-// the cleaner replaces it with a cleaned segment (cleaner.go): the old file
-// is then closed. Issue 6 will pin regions of in-flight fetches so that
-// truncation, deletion and the cleaner's swap wait for them; the pin will
-// hang off this struct.
+// A Region is valid while the log keeps the segment's bytes: until the next
+// truncation, deletion or cleaner swap of the segment, unless it is pinned
+// (Log.Pin), in which case the file is neither closed nor physically
+// truncated until the pin is released.
 type Region struct {
 	File     env.File
 	Position int64
 	Bytes    int64
+	// seg is the segment the region lies in, which Pin holds.
+	seg *segment
 }
 
 // ReadResult is what Read found.

@@ -13,7 +13,7 @@ func (r *reader) readSegment(s *segment, fetchOffset int64) error {
 	if err != nil || !found {
 		return err
 	}
-	c := segmentCursor{reader: r, s: s, region: Region{File: s.log, Position: start.position}, position: start.position}
+	c := segmentCursor{reader: r, s: s, region: Region{File: s.log, Position: start.position, seg: s}, position: start.position}
 	err = c.run(start)
 	if c.region.Bytes > 0 {
 		r.result.Regions = append(r.result.Regions, c.region)

@@ -60,6 +60,17 @@ type segment struct {
 	// bytes before it, and every append moves lastBatch to the new batch.
 	lastBatch    batchAt
 	lastBatchSet bool
+	// pins counts the regions of in-flight responses that refer to the
+	// .log file (pin.go). While pinned, the file is neither closed
+	// (closed waits) nor cut (cutPending waits).
+	pins int
+	// closed is set once the segment left the log (close); the .log file
+	// stays open until the last pin goes.
+	closed bool
+	// cutPending is set when a truncation cut the segment while it was
+	// pinned: bytes is its logical size, the file still longer. The segment
+	// takes no more appends.
+	cutPending bool
 }
 
 // openSegmentFiles opens (creating if asked) the three files of a segment.
@@ -138,7 +149,7 @@ func (s *segment) canHold(lastOffset int64) bool {
 // append writes one batch, already stamped, at the end of the segment and
 // indexes it as Kafka's LogSegment.append does. It takes ownership of b.
 func (s *segment) append(b []byte, h batch.Header) error {
-	if h.BaseOffset != s.nextOffset || !s.canHold(h.LastOffset()) || s.bytes+int64(len(b)) > positionMax {
+	if h.BaseOffset != s.nextOffset || !s.canHold(h.LastOffset()) || s.bytes+int64(len(b)) > positionMax || s.cutPending {
 		panic(fmt.Sprintf("log: segment %d: batch at %d (%d bytes) does not follow next offset %d at %d bytes",
 			s.baseOffset, h.BaseOffset, len(b), s.nextOffset, s.bytes))
 	}
@@ -177,12 +188,22 @@ func (s *segment) indexBatch(h batch.Header, position int64) error {
 	return nil
 }
 
-// close closes the three files.
+// close closes the indexes, and the .log file unless a region pins it:
+// then the last unpin closes it.
 func (s *segment) close() error {
-	return errors.Join(s.log.Close(), s.index.file.Close(), s.timeIndex.file.Close())
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := errors.Join(s.index.file.Close(), s.timeIndex.file.Close())
+	if s.pins == 0 {
+		err = errors.Join(s.log.Close(), err)
+	}
+	return err
 }
 
-// remove closes the segment and deletes its files.
+// remove closes the segment and deletes its files. A pinned .log file loses
+// its name at once and stays readable until the last pin goes.
 func (s *segment) remove(disk env.Disk) error {
 	err := s.close()
 	for _, f := range []env.File{s.timeIndex.file, s.index.file, s.log} {

@@ -35,7 +35,17 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err != nil {
 		return l.fail(err)
 	}
-	if found {
+	switch {
+	case found && at.position == 0 && s.pins > 0:
+		// Emptying a pinned file would cut it under a send: replace the
+		// segment with a new file instead (pin.go).
+		if err := l.removeSegments(len(l.segments) - 1); err != nil {
+			return l.fail(err)
+		}
+		if err := l.startAt(s.baseOffset, s.createdMs); err != nil {
+			return l.fail(err)
+		}
+	case found:
 		if err := l.truncateSegment(s, at); err != nil {
 			return l.fail(err)
 		}
@@ -45,7 +55,8 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 // truncateSegment cuts s before the batch at, as Kafka does: indexes first,
-// then the file, then the max timestamp is recomputed from what is left.
+// then the file (once unpinned, if a region pins it), then the max timestamp
+// is recomputed from what is left.
 func (l *Log) truncateSegment(s *segment, at batchAt) error {
 	if err := s.index.truncateTo(at.header.BaseOffset); err != nil {
 		return err
@@ -53,7 +64,9 @@ func (l *Log) truncateSegment(s *segment, at batchAt) error {
 	if err := s.timeIndex.truncateTo(at.header.BaseOffset); err != nil {
 		return err
 	}
-	if err := s.log.Truncate(at.position); err != nil {
+	if s.pins > 0 {
+		s.cutPending = true // the last unpin cuts the file (pin.go)
+	} else if err := s.log.Truncate(at.position); err != nil {
 		return fmt.Errorf("truncate %s at %d: %w", s.log.Path(), at.position, err)
 	}
 	s.bytes, s.nextOffset = at.position, at.header.BaseOffset
