@@ -4,10 +4,12 @@
 // guarantees (simulator issue §4, CLARIFICATIONS.md "Checker and simulator
 // traps").
 //
-//   - CheckRegisters: Porcupine, partitioned per (topic, partition, offset).
-//     Each offset is a write-once register: an acknowledged acks=all produce
+//   - CheckRegisters: linearizability per (topic, partition, offset). Each
+//     offset is a write-once register: an acknowledged acks=all produce
 //     writes its records at the offsets it was told, a fetch reads the
-//     records at the offsets it returned.
+//     records at the offsets it returned. Each register is decided exactly
+//     in one pass; Porcupine confirms and draws every rejected partition,
+//     and checks every partition when asked (a seeded fraction of runs).
 //   - CheckFetchContiguity, CheckHighWatermarks, CheckLeaders: direct
 //     invariants on the history and on sampled node state.
 //   - CheckFinal: after healing, every partition has a leader, replicas are

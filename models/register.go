@@ -81,10 +81,15 @@ type RegisterOptions struct {
 	// HTMLDir, if set, receives one Porcupine visualization per partition
 	// that failed: linearizability-<topic>-<partition>.html.
 	HTMLDir string
+	// Porcupine runs Porcupine over every partition, not only over those
+	// the direct decision rejects, and reports any disagreement between
+	// the two as a violation: the harness sets it for a seeded fraction
+	// of runs, so that real histories keep testing the direct decision.
+	Porcupine bool
 }
 
 // CheckRegisters checks the history against the write-once register per
-// (partition, offset) with Porcupine:
+// (partition, offset):
 //   - an acks=all produce that was acknowledged writes Values[i] at
 //     BaseOffset+i, between its call and return;
 //   - every other produce whose values a fetch saw at some offset wrote
@@ -95,8 +100,15 @@ type RegisterOptions struct {
 //
 // So an acknowledged record that moves or vanishes from a read, two reads
 // that disagree about an offset, or a read of a value nobody produced, is a
-// violation. The HTML visualization of each failed partition is written
-// to opts.HTMLDir; the paths written are returned.
+// violation.
+//
+// Each register is first decided directly, in one pass (see
+// registerVerdict for why that decision is exact). Porcupine then runs over
+// every partition the direct decision rejects, to confirm it and to draw
+// its visualization, and over every partition when opts.Porcupine is set;
+// a partition on which the two disagree, or on which Porcupine times out,
+// is a violation too. The HTML visualization of each failed partition is
+// written to opts.HTMLDir; the paths written are returned.
 func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 10 * time.Second
@@ -104,26 +116,47 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 	if opts.UnreturnedPerOffsetMax == 0 {
 		opts.UnreturnedPerOffsetMax = 4
 	}
-	opsByTP, violations := registerOperations(h, opts.UnreturnedPerOffsetMax)
+	badByTP, violations := decideRegisters(h, opts.UnreturnedPerOffsetMax)
+	if len(badByTP) == 0 && !opts.Porcupine {
+		return violations, nil
+	}
+	opsByTP, _ := registerOperations(h, opts.UnreturnedPerOffsetMax)
 	tps := make([]TopicPartition, 0, len(opsByTP))
 	for tp := range opsByTP { // order-independent: sorted below
-		tps = append(tps, tp)
+		if _, bad := badByTP[tp]; bad || opts.Porcupine {
+			tps = append(tps, tp)
+		}
 	}
 	sortTPs(tps)
 	var htmlPaths []string
 	for _, tp := range tps {
-		result, info := porcupine.CheckOperationsVerbose(registerModel, opsByTP[tp], opts.Timeout)
-		if result == porcupine.Ok {
+		direct, bad := badByTP[tp]
+		var result porcupine.CheckResult
+		var info porcupine.LinearizationInfo
+		if opts.HTMLDir != "" && bad {
+			result, info = porcupine.CheckOperationsVerbose(registerModel, opsByTP[tp], opts.Timeout)
+		} else {
+			result = porcupine.CheckOperationsTimeout(registerModel, opsByTP[tp], opts.Timeout)
+		}
+		var detail string
+		switch {
+		case result == porcupine.Unknown:
+			detail = fmt.Sprintf("Porcupine timed out after %v (counted as a failure)", opts.Timeout)
+			if bad {
+				detail += "; the direct decision: " + direct
+			}
+		case bad && result == porcupine.Illegal:
+			detail = "no linearization of produces and fetches per offset: " + direct
+		case bad:
+			detail = "the checkers disagree: the direct decision finds " + direct + ", Porcupine a linearization"
+		case result == porcupine.Illegal:
+			detail = "the checkers disagree: Porcupine finds no linearization (" + firstBadOffset(opsByTP[tp]) +
+				"), the direct decision accepts every offset"
+		default:
 			continue
 		}
-		detail := "no linearization of produces and fetches per offset"
-		if result == porcupine.Unknown {
-			detail = fmt.Sprintf("Porcupine timed out after %v (counted as a failure)", opts.Timeout)
-		} else {
-			detail += ": " + firstBadOffset(opsByTP[tp])
-		}
 		violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: detail})
-		if opts.HTMLDir != "" {
+		if opts.HTMLDir != "" && bad {
 			p := filepath.Join(opts.HTMLDir, fmt.Sprintf("linearizability-%s-%d.html", tp.Topic, tp.Partition))
 			if err := porcupine.VisualizePath(registerModel, info, p); err != nil {
 				violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: "writing visualization: " + err.Error()})
@@ -133,6 +166,175 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 		}
 	}
 	return violations, htmlPaths
+}
+
+// registerSummary is what the direct decision needs of one register's
+// operations, gathered in one pass over the history: the same operations
+// registerOperations gives Porcupine.
+type registerSummary struct {
+	// value is the first value written; valuesDiffer says another write
+	// wrote a different one.
+	value        string
+	written      bool
+	valuesDiffer bool
+	// firstWriteCallNs is the earliest call among the writes.
+	firstWriteCallNs int64
+	read             bool
+	// unproduced is a value read that nobody produced, or "".
+	unproduced string
+	// firstReadReturnNs is the earliest return among the reads.
+	firstReadReturnNs int64
+	// unknownValues are the values of the writes of unknown outcome, one
+	// per distinct value read that was not acknowledged here.
+	unknownValues []string
+}
+
+func (r *registerSummary) write(value string, callNs int64) {
+	switch {
+	case !r.written:
+		r.value, r.written, r.firstWriteCallNs = value, true, callNs
+	case value != r.value:
+		r.valuesDiffer = true
+	}
+	r.firstWriteCallNs = min(r.firstWriteCallNs, callNs)
+}
+
+// registerVerdict decides one write-once register's history exactly, and
+// returns "" when it is linearizable, otherwise why not. Every operation
+// completed (a write of unknown outcome has return time infinity, so it
+// too must take effect), and a write of a value other than the one held
+// fails, so:
+//   - every write must carry the same value v, and every read return v (a
+//     read of another value either has its own write of that value, or
+//     reads what nobody wrote);
+//   - if anything was read, something was written, and some write must be
+//     able to take effect before every read: the earliest-called write w
+//     can be placed first unless a read returned before w was called (a
+//     call and a return at the same instant overlap, as in Porcupine), and
+//     once v is held every other operation succeeds in any order the real
+//     times allow.
+//
+// When those hold the order "w, then everything else by call time" is a
+// linearization; when one fails, none exists. A property test compares
+// this decision with Porcupine's on random histories.
+func (r *registerSummary) verdict(offset int64) string {
+	switch {
+	case r.unproduced != "":
+		return fmt.Sprintf("offset %d: a fetch read %q, which nobody produced", offset, r.unproduced)
+	case r.valuesDiffer:
+		return fmt.Sprintf("offset %d: written or read with different values (%q and %v)", offset, r.value, r.unknownValues)
+	case r.read && !r.written:
+		return fmt.Sprintf("offset %d: read, never written", offset)
+	case r.read && r.firstWriteCallNs > r.firstReadReturnNs:
+		return fmt.Sprintf("offset %d: %q read by t=%dns, before any write of it was sent (t=%dns)",
+			offset, r.value, r.firstReadReturnNs, r.firstWriteCallNs)
+	}
+	return ""
+}
+
+// partitionRegisters are one partition's registers, by offset.
+type partitionRegisters struct {
+	index map[int64]int32
+	regs  []registerSummary
+	// offsets[i] is the offset of regs[i].
+	offsets []int64
+}
+
+func (p *partitionRegisters) at(offset int64) *registerSummary {
+	i, ok := p.index[offset]
+	if !ok {
+		i = int32(len(p.regs))
+		p.index[offset] = i
+		p.regs = append(p.regs, registerSummary{})
+		p.offsets = append(p.offsets, offset)
+	}
+	return &p.regs[i]
+}
+
+// decideRegisters decides every register directly and returns, for each
+// partition with a register that is not linearizable, why its lowest such
+// offset is not, together with the violations of the cap on writes of
+// unknown outcome per offset.
+func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, []Violation) {
+	byTP := map[TopicPartition]*partitionRegisters{}
+	partition := func(tp TopicPartition) *partitionRegisters {
+		p := byTP[tp]
+		if p == nil {
+			p = &partitionRegisters{index: map[int64]int32{}}
+			byTP[tp] = p
+		}
+		return p
+	}
+	// producedCallNs finds when the first produce that sent a value was
+	// called: the call time of a write of unknown outcome.
+	producedCallNs := make(map[string]int64, len(h.Produces)*4)
+	for _, p := range h.Produces {
+		var regs *partitionRegisters
+		ackedAll := p.Acks == -1 && p.Acked
+		if ackedAll {
+			regs = partition(p.TP)
+		}
+		for j, v := range p.Values {
+			if _, seen := producedCallNs[v]; !seen {
+				producedCallNs[v] = p.CallNs
+			}
+			if ackedAll {
+				regs.at(p.BaseOffset+int64(j)).write(v, p.CallNs)
+			}
+		}
+	}
+	var violations []Violation
+	for _, f := range h.Fetches {
+		if len(f.Records) == 0 {
+			continue
+		}
+		regs := partition(f.TP)
+		for _, rec := range f.Records {
+			r := regs.at(rec.Offset)
+			if !r.read || f.ReturnNs < r.firstReadReturnNs {
+				r.firstReadReturnNs = f.ReturnNs
+			}
+			r.read = true
+			if r.written && !r.valuesDiffer && r.value == rec.Value {
+				continue // the value written here (acknowledged, or already known)
+			}
+			callNs, produced := producedCallNs[rec.Value]
+			if !produced {
+				if r.unproduced == "" {
+					r.unproduced = rec.Value
+				}
+				continue
+			}
+			if containsString(r.unknownValues, rec.Value) {
+				continue
+			}
+			if len(r.unknownValues) == unreturnedMax {
+				violations = append(violations, Violation{Check: "linearizability", TP: f.TP,
+					Detail: fmt.Sprintf("more than %d distinct values read at offset %d", unreturnedMax, rec.Offset)})
+				r.valuesDiffer = true
+				continue
+			}
+			r.unknownValues = append(r.unknownValues, rec.Value)
+			r.write(rec.Value, callNs)
+		}
+	}
+	bad := map[TopicPartition]string{}
+	for tp, regs := range byTP { // order-independent: one entry per partition, each decided alone
+		lowest, why := int64(0), ""
+		for i := range regs.regs {
+			o := regs.offsets[i]
+			if why != "" && o > lowest {
+				continue
+			}
+			if v := regs.regs[i].verdict(o); v != "" {
+				lowest, why = o, v
+			}
+		}
+		if why != "" {
+			bad[tp] = why
+		}
+	}
+	return bad, violations
 }
 
 // registerOperations builds the Porcupine operations of each partition.

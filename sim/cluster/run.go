@@ -58,6 +58,12 @@ const (
 	leaderSampleNs     = 100e6
 )
 
+// porcupineEverySeeds: one seed in this many also runs Porcupine over every
+// partition's registers and fails if it disagrees with the direct decision
+// (models.RegisterOptions.Porcupine); the others run Porcupine only where
+// the direct decision finds a violation.
+const porcupineEverySeeds = 16
+
 // run is one run's state.
 type run struct {
 	opts   Options
@@ -312,7 +318,7 @@ func (r *run) check() {
 	res := r.res
 	res.OverBudget = r.f.budgetExceeded
 	var vs []models.Violation
-	regs, _ := models.CheckRegisters(h, models.RegisterOptions{})
+	regs, _ := models.CheckRegisters(h, models.RegisterOptions{Porcupine: r.opts.Seed%porcupineEverySeeds == 0})
 	if res.OverBudget {
 		res.LostOverBudget += len(regs)
 	} else {
