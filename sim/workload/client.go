@@ -51,6 +51,14 @@ func (w *Workload) newClient(name string) *client {
 	return c
 }
 
+// reset forgets everything a crash of the client's process loses: its
+// metadata cache and the metadata request in flight (whose answer the
+// crash dropped). Connections are reset by the network itself.
+func (c *client) reset() {
+	c.leaders = map[models.TopicPartition]leaderInfo{}
+	c.metadataPending, c.metadataWaiters = false, nil
+}
+
 // clientTraceIDBase numbers clients in the trace, above any node.id.
 const clientTraceIDBase = 1000
 

@@ -33,19 +33,9 @@ func (c *consumer) fetchLoop(i int) {
 	tp := c.tps[i]
 	never := func() bool { return false }
 	c.client.withLeader(tp, never, func(li leaderInfo) {
-		req := kmsg.NewPtrFetchRequest()
-		req.SetVersion(12)
-		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, c.w.cfg.FetchMaxWaitMs, 1, 1<<20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = tp.Topic
-		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = tp.Partition, c.next[i], 1<<18
-		fp.CurrentLeaderEpoch = li.epoch
-		rt.Partitions = append(rt.Partitions, fp)
-		req.Topics = append(req.Topics, rt)
-		callNs := c.w.s.NowNs()
-		c.client.send(li.leader, req, c.w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
-			if c.handleFetch(i, li, callNs, fp.FetchOffset, resp, err) {
+		c.w.fetchFrom(c.client, tp, li, c.next[i], func(next int64, ok bool) {
+			if ok {
+				c.next[i] = next
 				c.fetchLoop(i)
 				return
 			}
@@ -55,36 +45,56 @@ func (c *consumer) fetchLoop(i int) {
 	})
 }
 
-// handleFetch records a successful fetch and advances the position; it
-// reports whether the fetch succeeded.
-func (c *consumer) handleFetch(i int, li leaderInfo, callNs, fetchOffset int64, resp kmsg.Response, err error) bool {
+// fetchFrom sends one Fetch of tp at offset to the leader li names,
+// records it if it succeeds, and calls done with the next offset to fetch
+// and whether the fetch succeeded. Consumers and group members share it.
+func (w *Workload) fetchFrom(c *client, tp models.TopicPartition, li leaderInfo, offset int64, done func(next int64, ok bool)) {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, w.cfg.FetchMaxWaitMs, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp.Topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = tp.Partition, offset, 1<<18
+	fp.CurrentLeaderEpoch = li.epoch
+	rt.Partitions = append(rt.Partitions, fp)
+	req.Topics = append(req.Topics, rt)
+	callNs := w.s.NowNs()
+	c.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
+		done(w.handleFetch(c, tp, li, callNs, offset, resp, err))
+	})
+}
+
+// handleFetch records a successful fetch; it returns the next offset to
+// fetch and whether the fetch succeeded.
+func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInfo, callNs, fetchOffset int64,
+	resp kmsg.Response, err error) (int64, bool) {
 	if err != nil {
-		return false
+		return fetchOffset, false
 	}
 	r := resp.(*kmsg.FetchResponse)
 	if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
-		return false
+		return fetchOffset, false
 	}
 	rp := r.Topics[0].Partitions[0]
 	if rp.ErrorCode != 0 {
 		// Stale leader, fenced epoch, storage error, or (after an
 		// over-budget loss) OFFSET_OUT_OF_RANGE: the position is kept and
 		// the fetch retried once the log grows past it.
-		return false
+		return fetchOffset, false
 	}
 	records, decodeErr := decodeRecords(rp.RecordBatches, fetchOffset)
-	f := models.Fetch{Client: c.client.index, TP: c.tps[i], LeaderEpoch: li.epoch, FetchOffset: fetchOffset,
-		CallNs: callNs, ReturnNs: c.w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}
-	c.w.history.Fetches = append(c.w.history.Fetches, f)
+	f := models.Fetch{Client: c.index, TP: tp, LeaderEpoch: li.epoch, FetchOffset: fetchOffset,
+		CallNs: callNs, ReturnNs: w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}
+	w.history.Fetches = append(w.history.Fetches, f)
 	if decodeErr != nil {
-		c.w.decodeErrors = append(c.w.decodeErrors, fmt.Sprintf("client %d fetch %s at %d: %v", c.client.index, c.tps[i], fetchOffset, decodeErr))
-		return false
+		w.decodeErrors = append(w.decodeErrors, fmt.Sprintf("client %d fetch %s at %d: %v", c.index, tp, fetchOffset, decodeErr))
+		return fetchOffset, false
 	}
 	if n := len(records); n > 0 {
-		c.next[i] = records[n-1].Offset + 1
-		return true
+		return records[n-1].Offset + 1, true
 	}
-	return true
+	return fetchOffset, true
 }
 
 // decodeRecords returns the records at or above fromOffset in fetched

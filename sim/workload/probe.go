@@ -39,7 +39,7 @@ func (w *Workload) ProbeProduce(deadlineNs int64, done func(unacked []models.Top
 			}
 			expired := func() bool { return false }
 			w.admin.withLeader(tp, expired, func(li leaderInfo) {
-				w.produce(w.admin, -1, tp, li.leader, []string{value}, func(op models.Produce, _ bool) {
+				w.produce(w.admin, -1, tp, li.leader, []string{value}, nil, func(op models.Produce, _ int16, _ bool) {
 					if !op.Acked {
 						w.admin.forgetLeader(tp)
 						w.admin.proc.After(w.cfg.BackoffNs, try)

@@ -27,11 +27,21 @@ type producer struct {
 	inFlight int
 	// intervalNs is the mean time between batches.
 	intervalNs int64
+	// idem is the idempotent producer's state; nil for a plain producer.
+	idem *idempotence
 }
 
-func (w *Workload) newProducer() *producer {
+func (w *Workload) newProducer(idempotent bool) *producer {
 	p := &producer{w: w, client: w.newClient("producer")}
+	if idempotent {
+		p.idem = &idempotence{producerID: -1, seqs: map[models.TopicPartition]int32{}}
+	}
 	switch n := w.r.IntN(10); {
+	case idempotent:
+		// enable.idempotence requires acks=all; drawing n anyway keeps
+		// the workload stream's sequence the same for every mix.
+		p.acks = -1
+		w.idempotentDrawn++
 	case n < 7:
 		p.acks = -1
 		w.acksDrawn[0]++
@@ -48,6 +58,16 @@ func (w *Workload) newProducer() *producer {
 	return p
 }
 
+// start begins producing: an idempotent producer first gets its producer
+// id.
+func (p *producer) start() {
+	if p.idem != nil {
+		p.initProducerID(p.scheduleNext)
+		return
+	}
+	p.scheduleNext()
+}
+
 func (p *producer) scheduleNext() {
 	if p.w.stopped {
 		return
@@ -61,7 +81,7 @@ func (p *producer) produceNext() {
 		return
 	}
 	p.scheduleNext()
-	if p.inFlight >= inFlightMax {
+	if p.inFlight >= inFlightMax || (p.idem != nil && p.idem.resetting) {
 		return
 	}
 	tps := p.w.Partitions()
@@ -73,7 +93,16 @@ func (p *producer) produceNext() {
 		p.seq++
 	}
 	p.inFlight++
-	p.attempt(tp, values, 0, func() { p.inFlight-- })
+	var seq *sequenced
+	if p.idem != nil {
+		seq = p.idem.next(tp, len(values))
+		p.w.idempotentSends = append(p.w.idempotentSends, models.IdempotentSend{Client: p.client.index, TP: tp,
+			ProducerID: seq.producerID, ProducerEpoch: seq.epoch, BaseSequence: seq.baseSequence, Values: values})
+	}
+	p.attempt(tp, values, seq, 0, func() {
+		p.inFlight--
+		p.maybeReset()
+	})
 }
 
 // recordValue is the unique value of a producer's seq-th record:
@@ -90,24 +119,43 @@ func recordValue(client, seq int) string {
 
 // attempt sends one try of a batch; then runs once the batch is acked,
 // given up, or the workload stopped.
-func (p *producer) attempt(tp models.TopicPartition, values []string, retries int, then func()) {
+// An idempotent batch (seq set) is retried with the same sequence until it
+// is acknowledged or the workload stops, as kgo retries; a fatal producer
+// error gives it up and resets the producer's id.
+func (p *producer) attempt(tp models.TopicPartition, values []string, seq *sequenced, retries int, then func()) {
 	stopped := func() bool { return p.w.stopped }
 	p.client.withLeader(tp, stopped, func(li leaderInfo) {
-		p.w.produce(p.client, p.acks, tp, li.leader, values, func(op models.Produce, retriable bool) {
-			if op.Acked || p.acks == 0 || !retriable || retries >= p.w.cfg.RetriesMax || p.w.stopped {
+		p.w.produce(p.client, p.acks, tp, li.leader, values, seq, func(op models.Produce, code int16, retriable bool) {
+			if seq != nil {
+				switch code {
+				case kerr.OutOfOrderSequenceNumber.Code:
+					// An earlier batch of this partition is still being
+					// retried: this one follows it.
+					retriable = true
+				case kerr.DuplicateSequenceNumber.Code:
+					// Appended before, beyond the broker's memory of it:
+					// done, its offset unknown.
+					retriable = false
+				case kerr.InvalidProducerEpoch.Code, kerr.UnknownProducerID.Code, kerr.InvalidProducerIDMapping.Code:
+					p.idem.resetting = true
+				}
+			}
+			limited := seq == nil && retries >= p.w.cfg.RetriesMax
+			if op.Acked || p.acks == 0 || !retriable || limited || p.w.stopped {
 				then()
 				return
 			}
 			p.client.forgetLeader(tp)
-			p.client.proc.After(p.w.cfg.BackoffNs, func() { p.attempt(tp, values, retries+1, then) })
+			p.client.proc.After(p.w.cfg.BackoffNs, func() { p.attempt(tp, values, seq, retries+1, then) })
 		})
 	})
 }
 
 // produce sends one Produce of values to leader and records it; done gets
 // the recorded operation and whether a retry may help.
-func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, leader int32, values []string,
-	done func(op models.Produce, retriable bool)) {
+// seq, if set, makes the batch idempotent.
+func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, leader int32, values []string, seq *sequenced,
+	done func(op models.Produce, code int16, retriable bool)) {
 	records := make([]batch.Record, len(values))
 	for i, v := range values {
 		records[i] = batch.Record{Value: []byte(v)}
@@ -119,7 +167,11 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 	rt.Topic = tp.Topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition = tp.Partition
-	rp.Records = batch.Build(batch.BuildSpec{FirstTimestamp: simclock.WallEpochMsDefault + w.s.NowNs()/1e6, Records: records})
+	spec := batch.BuildSpec{FirstTimestamp: simclock.WallEpochMsDefault + w.s.NowNs()/1e6, Records: records}
+	if seq != nil {
+		spec.Idempotent, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, seq.producerID, seq.epoch, seq.baseSequence
+	}
+	rp.Records = batch.Build(spec)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
@@ -128,6 +180,7 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 	c.send(leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 		w.outstanding--
 		retriable := true
+		code := int16(0)
 		switch {
 		case err == errTimedOut:
 			// Outcome unknown: the return time stays infinite.
@@ -138,7 +191,8 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 		default:
 			op.ReturnNs = w.s.NowNs()
 			r := resp.(*kmsg.ProduceResponse)
-			code, base := int16(kerr.UnknownServerError.Code), int64(-1)
+			base := int64(-1)
+			code = kerr.UnknownServerError.Code
 			if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
 				code, base = r.Topics[0].Partitions[0].ErrorCode, r.Topics[0].Partitions[0].BaseOffset
 			}
@@ -149,6 +203,6 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 			}
 		}
 		w.history.Produces = append(w.history.Produces, op)
-		done(op, retriable)
+		done(op, code, retriable)
 	})
 }

@@ -24,8 +24,16 @@ type Config struct {
 	Producers       int
 	RecordsPerSec   int
 	BatchRecordsMax int
+	// IdempotentProducers of the Producers are idempotent (acks=all,
+	// InitProducerId, sequence numbers).
+	IdempotentProducers int
 	// Consumers share the partitions between them, round robin.
 	Consumers int
+	// Groups consumer groups of MembersPerGroup members each consume every
+	// topic; StaticPerMille of the members are static (group.instance.id).
+	Groups          int
+	MembersPerGroup int
+	StaticPerMille  int
 	// RequestTimeoutNs is the clients' own timeout: a request unanswered
 	// for this long counts as failed, its outcome unknown.
 	RequestTimeoutNs int64
@@ -46,8 +54,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: no brokers")
 	case len(c.Topics) == 0 || c.Partitions < 1 || c.ReplicationFactor < 1:
 		return fmt.Errorf("workload: topics %v × %d partitions × RF %d is empty", c.Topics, c.Partitions, c.ReplicationFactor)
-	case c.Producers < 0 || c.Consumers < 0 || c.RecordsPerSec < 0:
+	case c.Producers < 0 || c.Consumers < 0 || c.RecordsPerSec < 0 || c.Groups < 0 || c.MembersPerGroup < 0:
 		return fmt.Errorf("workload: negative client counts")
+	case c.IdempotentProducers < 0 || c.IdempotentProducers > c.Producers:
+		return fmt.Errorf("workload: %d idempotent producers of %d", c.IdempotentProducers, c.Producers)
+	case c.Groups > 0 && c.MembersPerGroup < 1:
+		return fmt.Errorf("workload: %d groups with no members", c.Groups)
 	case c.Producers > 0 && (c.RecordsPerSec < c.Producers || c.BatchRecordsMax < 1):
 		return fmt.Errorf("workload: %d records/s over %d producers in batches of ≤%d", c.RecordsPerSec, c.Producers, c.BatchRecordsMax)
 	case c.RequestTimeoutNs <= 0 || c.BackoffNs <= 0 || c.ProduceTimeoutMs <= 0:
@@ -69,9 +81,15 @@ type Workload struct {
 	clients   []*client
 	producers []*producer
 	consumers []*consumer
+	members   []*member
 	admin     *client
+	// groups names the consumer groups.
+	groups []string
 
-	history models.History
+	history      models.History
+	groupHistory models.GroupHistory
+	// idempotentSends lists every batch idempotent producers sent.
+	idempotentSends []models.IdempotentSend
 	// stopped: producers send no new batch and retry nothing.
 	stopped bool
 	// outstanding counts produce requests sent and not yet answered or
@@ -80,8 +98,11 @@ type Workload struct {
 	// decodeErrors are fetched batches the consumers could not decode:
 	// the harness reports each as a violation.
 	decodeErrors []string
-	// acksDrawn counts producers per acks setting, for the header line.
-	acksDrawn [3]int
+	// acksDrawn counts producers per acks setting, for the header line;
+	// idempotentDrawn the idempotent ones.
+	acksDrawn       [3]int
+	idempotentDrawn int
+	staticDrawn     int
 }
 
 // New builds the clients on net; nothing is sent until Start. r is the
@@ -98,7 +119,7 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	}
 	w.admin = w.newClient("admin")
 	for i := 0; i < cfg.Producers; i++ {
-		w.producers = append(w.producers, w.newProducer())
+		w.producers = append(w.producers, w.newProducer(i < cfg.IdempotentProducers))
 	}
 	tps := w.Partitions()
 	for i := 0; i < cfg.Consumers; i++ {
@@ -107,6 +128,17 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 			c.tps = append(c.tps, tps[j])
 		}
 		w.consumers = append(w.consumers, c)
+	}
+	for g := 0; g < cfg.Groups; g++ {
+		name := fmt.Sprintf("g%d", g)
+		w.groups = append(w.groups, name)
+		for i := 0; i < cfg.MembersPerGroup; i++ {
+			static := w.r.IntN(1000) < cfg.StaticPerMille
+			if static {
+				w.staticDrawn++
+			}
+			w.members = append(w.members, w.newMember(name, static))
+		}
 	}
 	return w, nil
 }
@@ -120,17 +152,21 @@ func (w *Workload) Partitions() []models.TopicPartition { return w.tps }
 func (w *Workload) Start(ready func()) {
 	w.createTopics(func() {
 		for _, p := range w.producers {
-			p.scheduleNext()
+			p.start()
 		}
 		for _, c := range w.consumers {
 			c.start()
+		}
+		for _, m := range w.members {
+			m.start()
 		}
 		ready()
 	})
 }
 
-// StopProducing ends production: no new batch, no retry. Requests in
-// flight still complete and are recorded.
+// StopProducing ends production and group membership: no new batch, no
+// retry, members stop (without leaving). Requests in flight still complete
+// and are recorded.
 func (w *Workload) StopProducing() { w.stopped = true }
 
 // Outstanding counts produce requests awaiting an answer.
@@ -142,10 +178,26 @@ func (w *Workload) DecodeErrors() []string { return w.decodeErrors }
 // History returns what the clients did so far.
 func (w *Workload) History() models.History { return w.history }
 
+// GroupHistory returns what the group members did so far.
+func (w *Workload) GroupHistory() models.GroupHistory { return w.groupHistory }
+
+// IdempotentSends lists every batch the idempotent producers sent.
+func (w *Workload) IdempotentSends() []models.IdempotentSend { return w.idempotentSends }
+
+// Groups names the consumer groups.
+func (w *Workload) Groups() []string { return w.groups }
+
 // Describe summarises the drawn workload for the run's header line.
 func (w *Workload) Describe() string {
-	return fmt.Sprintf("workload{producers=%d (acks=all %d, acks=1 %d, acks=0 %d) records_per_s=%d consumers=%d}",
+	s := fmt.Sprintf("workload{producers=%d (acks=all %d, acks=1 %d, acks=0 %d) records_per_s=%d consumers=%d",
 		len(w.producers), w.acksDrawn[0], w.acksDrawn[1], w.acksDrawn[2], w.cfg.RecordsPerSec, len(w.consumers))
+	if w.idempotentDrawn > 0 {
+		s += fmt.Sprintf(" idempotent=%d", w.idempotentDrawn)
+	}
+	if len(w.groups) > 0 {
+		s += fmt.Sprintf(" groups=%d members=%d (static %d)", len(w.groups), len(w.members), w.staticDrawn)
+	}
+	return s + "}"
 }
 
 // Stats counts the operations recorded.
@@ -160,6 +212,17 @@ func (w *Workload) Stats() string {
 	for _, f := range w.history.Fetches {
 		records += len(f.Records)
 	}
-	return fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d",
+	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d",
 		len(w.history.Produces), acked, len(w.history.Fetches), records)
+	if len(w.groups) > 0 {
+		accepted := 0
+		for _, c := range w.groupHistory.Commits {
+			if c.Outcome == models.CommitAccepted {
+				accepted++
+			}
+		}
+		s += fmt.Sprintf(" group_ops=%d assignments=%d commits=%d accepted=%d offset_fetches=%d",
+			len(w.groupHistory.Ops), len(w.groupHistory.Assignments), len(w.groupHistory.Commits), accepted, len(w.groupHistory.Fetches))
+	}
+	return s
 }
