@@ -29,9 +29,10 @@ type apiRange struct {
 //   - ListOffsets v1..v7: v0 answers with a list of old-style offsets, v8 adds
 //     KIP-405 tiered timestamps.
 //   - OffsetForLeaderEpoch v0..v4 (kgo uses it from v2).
-//   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3), DeleteTopics v1..v6 and
-//     CreatePartitions v0..v3, served by core/controller (forwarded by
-//     broker-only nodes).
+//   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3), DeleteTopics v1..v6,
+//     CreatePartitions v0..v3, AlterConfigs v0..v2 and
+//     IncrementalAlterConfigs v0..v1, served by core/controller (forwarded
+//     by broker-only nodes).
 //   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
 //   - DeleteRecords v0..v2, DescribeConfigs v0..v4, DescribeCluster v0..v1:
 //     admin tools (kcat -L, kgo's kadm).
@@ -52,6 +53,8 @@ var clientAPIs = []apiRange{
 	{kmsg.CreateTopics.Int16(), 2, 7},
 	{kmsg.DeleteTopics.Int16(), 1, 6},
 	{kmsg.CreatePartitions.Int16(), 0, 3},
+	{kmsg.AlterConfigs.Int16(), 0, 2},
+	{kmsg.IncrementalAlterConfigs.Int16(), 0, 1},
 	{kmsg.OffsetForLeaderEpoch.Int16(), 0, 4},
 	{kmsg.DeleteRecords.Int16(), 0, 2},
 	{kmsg.DescribeConfigs.Int16(), 0, 4},
@@ -79,6 +82,8 @@ var controllerAPIs = []apiRange{
 	{kmsg.CreateTopics.Int16(), 2, 7},
 	{kmsg.DeleteTopics.Int16(), 1, 6},
 	{kmsg.CreatePartitions.Int16(), 0, 3},
+	{kmsg.AlterConfigs.Int16(), 0, 2},
+	{kmsg.IncrementalAlterConfigs.Int16(), 0, 1},
 	{kmsg.AlterPartition.Int16(), 0, 3},
 	{kmsg.BrokerRegistration.Int16(), 0, 3},
 	{kmsg.BrokerHeartbeat.Int16(), 0, 1},

@@ -104,7 +104,8 @@ func controllerConfigOf(b config.Broker) controller.Config {
 func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
 	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest:
+	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
 		if n.cfg.Broker.Roles.Broker {
 			n.toController(req, func(resp kmsg.Response, err error) {
 				if err != nil {
@@ -218,6 +219,10 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 		return -1, len(r.Topics) > 0 && r.Topics[0].ErrorCode == notController
 	case *kmsg.CreatePartitionsResponse:
 		return -1, len(r.Topics) > 0 && r.Topics[0].ErrorCode == notController
+	case *kmsg.AlterConfigsResponse:
+		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
+	case *kmsg.IncrementalAlterConfigsResponse:
+		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
 	}
 	return -1, false
 }

@@ -356,6 +356,7 @@ func (n *Node) reconcilePartitions() {
 		n.setIneligibleReplicas(p)
 		n.afterReplicaChange(p)
 	}
+	n.applyTopicConfigs()
 	n.wakeAllFetchWaiters()
 }
 

@@ -261,6 +261,10 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDeleteRecords(conn, hdr, r)
 	case *kmsg.DescribeConfigsRequest:
 		n.handleDescribeConfigs(conn, hdr, r)
+	case *kmsg.AlterConfigsRequest:
+		n.handleAlterConfigs(conn, hdr, r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		n.handleIncrementalAlterConfigs(conn, hdr, r)
 	case *kmsg.DescribeClusterRequest:
 		n.handleDescribeCluster(conn, hdr, r)
 	case *kmsg.InitProducerIDRequest:

@@ -37,14 +37,34 @@ func (n *Node) topicConfig(topic string) config.TopicConfig {
 // topicConfigsCachedMax bounds the resolved-configuration cache.
 const topicConfigsCachedMax = 10000
 
-// logConfigFor is the log configuration of a topic's partitions. It is read
-// when a log is opened or created: later AlterConfigs changes reach a log
-// only when it is opened again (core/log has no reconfiguration yet).
+// logConfigFor is the log configuration of a topic's partitions, read when
+// a log is opened or created; applyTopicConfigs hands later changes to open
+// logs.
 func (n *Node) logConfigFor(topic string) log.Config {
 	if c := logConfigOf(n.topicConfig(topic)); c.Validate() == nil {
 		return c
 	}
 	return n.logConfig
+}
+
+// applyTopicConfigs brings every hosted partition in line with its topic's
+// configuration in the image, after metadata is applied: AlterConfigs
+// changes take effect on the next append, flush, retention check or
+// cleaning pass (log.SetConfig), and on the replica's min.insync.replicas
+// at once, as Kafka's brokers reconfigure their logs when a ConfigRecord
+// arrives. Unchanged partitions are left alone.
+func (n *Node) applyTopicConfigs() {
+	for _, p := range n.sortedPartitions() {
+		t := n.topicConfig(p.key.topic)
+		if c := n.logConfigFor(p.key.topic); c != p.log.Config() {
+			_ = p.log.SetConfig(c) // logConfigFor returns only valid configurations
+		}
+		if minISR := int(t.MinInsyncReplicas); minISR != p.replica.MinInsyncReplicas() {
+			_ = p.replica.SetMinInsyncReplicas(minISR, n.nowMs()) // ResolveTopicConfig keeps it ≥ 1
+			n.afterReplicaChange(p)
+		}
+		p.syncAcks = t.FlushMessages == 1
+	}
 }
 
 // logConfigOf maps a topic's settings onto its logs' configuration.

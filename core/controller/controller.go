@@ -198,7 +198,7 @@ func Handles(req kmsg.Request) bool {
 	switch r := req.(type) {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.AlterPartitionRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AllocateProducerIDsRequest:
+		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
@@ -229,6 +229,10 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleCreatePartitions(r, reply)
 	case *kmsg.AllocateProducerIDsRequest:
 		c.handleAllocateProducerIDs(r, reply)
+	case *kmsg.AlterConfigsRequest:
+		c.handleAlterConfigs(r, reply)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		c.handleIncrementalAlterConfigs(r, reply)
 	case *kmsg.FetchRequest:
 		c.handleFetch(r, reply)
 	case *kmsg.FetchSnapshotRequest:

@@ -11,6 +11,7 @@
 //	AlterPartition (56)      ISR changes from partition leaders
 //	CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 //	AllocateProducerIds (67) a block of producer ids per call
+//	AlterConfigs (33), IncrementalAlterConfigs (44)  topic configs (configs.go)
 //	Fetch (1) of __cluster_metadata-0: brokers following the metadata log
 //	timers                   a broker silent for broker.session.timeout.ms is fenced
 //

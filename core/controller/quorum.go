@@ -119,5 +119,8 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		}
 		return resp
 	}
+	if resp, ok := configsErrorResponse(req, code); ok {
+		return resp
+	}
 	panic(fmt.Sprintf("controller: no error answer for %T", req))
 }
