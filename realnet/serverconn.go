@@ -17,6 +17,14 @@ import (
 // system calls; large frames bypass it.
 const readBufferBytes = 64 << 10
 
+// requestPrechecker is implemented by a handler (core/broker.Node) whose
+// requests have checks that need only their bytes. The connection reader
+// runs them before posting the request, so that the event loop does not:
+// PrecheckRequest is safe on any goroutine.
+type requestPrechecker interface {
+	PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request
+}
+
 // slot is one request read from a connection and not yet written back.
 type slot struct {
 	correlationID int32
@@ -112,8 +120,11 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return err
 	}
-	sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
 	handler := sc.net.handler
+	if p, ok := handler.(requestPrechecker); ok {
+		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression and CRCs
+	}
+	sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
 	budget := sc.net.budget
 	id := sc.id
 	if !sc.net.loop.Post(func() {

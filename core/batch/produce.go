@@ -101,49 +101,162 @@ type ProducedInfo struct {
 //
 // CheckProduced is pure and shares nothing between calls, so connection
 // goroutines may run it in parallel. It does not retain b. Every error is an
-// *Error.
+// *Error. PrecheckProduced and Precheck.Finish split the same checks into a
+// part that needs only the bytes and a part that needs the topic and clock.
 func CheckProduced(b []byte, limits ProduceLimits) (ProducedInfo, error) {
 	limits.mustBeValid()
-	if err := checkProducedFraming(b, limits); err != nil {
-		return ProducedInfo{}, err
+	w := walkProduced(b, limits.BatchBytesMax, limits.DecompressedBytesMax, &limits)
+	if w.err != nil {
+		return ProducedInfo{}, w.err
+	}
+	return w.info(limits), nil
+}
+
+// Precheck is what PrecheckProduced learned from a batch's bytes alone: the
+// first fault they hold, if any, and what the topic- and clock-dependent
+// checks need (the keys seen null, the timestamp range, the decompressed
+// size), so that Finish can complete CheckProduced without decompressing
+// again. It describes the batch it was made from and no other.
+type Precheck struct {
+	w walked
+	// decompressedBytesMax is the bound the pre-check decompressed with. A
+	// codec's verdict depends on its bound (zstd refuses a frame whose window
+	// exceeds it), so it decides only for topics with the same bound.
+	decompressedBytesMax int
+}
+
+// PrecheckProduced runs every check of CheckProduced that needs only b and
+// the bound decompressedBytesMax: framing, Verify, the header rules,
+// decompression and the walk over every record. It skips what depends on
+// the topic and the clock (max.message.bytes, keys on compacted topics,
+// timestamp bounds, LogAppendTime), recording instead what Finish needs to
+// apply them. It never fails: a fault in the bytes is kept in the Precheck
+// and reported by Finish, after any earlier fault only the topic can see, so
+// that the error is exactly the one CheckProduced would return.
+//
+// It is pure and does not retain b; realnet runs it on connection goroutines
+// so that decompression stays off the event loop (CLARIFICATIONS.md, "Zero
+// copy and mmap ... Snappy"). decompressedBytesMax must be positive and at
+// most math.MaxInt32.
+func PrecheckProduced(b []byte, decompressedBytesMax int) Precheck {
+	if decompressedBytesMax <= 0 || decompressedBytesMax > math.MaxInt32 {
+		panic(fmt.Sprintf("batch: invalid pre-check decompression bound %d", decompressedBytesMax))
+	}
+	return Precheck{w: walkProduced(b, math.MaxInt, decompressedBytesMax, nil), decompressedBytesMax: decompressedBytesMax}
+}
+
+// Finish completes the checks of a batch that PrecheckProduced examined,
+// against the topic's limits and the clock, and returns exactly what
+// CheckProduced(b, limits) would. b must be the very batch, unmodified, that
+// the Precheck was made from. When the verdict hinges on the topic (the batch
+// is over its size bound, or may break its key or timestamp rules) or the
+// batch was decompressed with another bound than the topic's, Finish runs
+// CheckProduced itself, so that the error names the first faulty field in
+// CheckProduced's order. That happens only for rejected batches and for
+// compressed ones on topics whose max.message.bytes sets another
+// decompression bound than the pre-check's.
+func (p *Precheck) Finish(b []byte, limits ProduceLimits) (ProducedInfo, error) {
+	limits.mustBeValid()
+	otherBound := p.w.decompressed && p.decompressedBytesMax != limits.DecompressedBytesMax
+	if otherBound || len(b) > limits.BatchBytesMax || p.w.mayBreak(&limits) {
+		return CheckProduced(b, limits)
+	}
+	if p.w.err != nil {
+		return ProducedInfo{}, p.w.err
+	}
+	return p.w.info(limits), nil
+}
+
+// walked is the outcome of walkProduced: the first fault found, and what was
+// learned about the records before it.
+type walked struct {
+	err    *Error
+	header Header
+	// decompressed is set once the walk reached a compressed records section,
+	// whatever the outcome.
+	decompressed bool
+	// records counts the records walked and found well formed; the other
+	// fields describe them.
+	records int32
+	// maxTimestamp and maxTimestampOffsetDelta follow ProducedInfo's
+	// CreateTime rule: the largest timestamp above NoTimestamp and the first
+	// record carrying it.
+	maxTimestamp            int64
+	maxTimestampOffsetDelta int32
+	// lowestTimestamp and highestTimestamp bound every timestamp other than
+	// NoTimestamp; lowestTimestamp > highestTimestamp when there is none.
+	lowestTimestamp  int64
+	highestTimestamp int64
+	// sawNullKey is set when a walked record has a null key.
+	sawNullKey bool
+}
+
+// walkProduced runs CheckProduced's checks in its order. With enforce nil it
+// skips the key and timestamp rules and only records what they need.
+func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *ProduceLimits) walked {
+	w := walked{maxTimestamp: NoTimestamp, maxTimestampOffsetDelta: -1, lowestTimestamp: math.MaxInt64, highestTimestamp: math.MinInt64}
+	if w.err = checkProducedFraming(b, batchBytesMax); w.err != nil {
+		return w
 	}
 	h, err := Verify(b)
 	if err != nil {
-		return ProducedInfo{}, err
+		w.err = err.(*Error) // Verify returns only *Error
+		return w
 	}
-	if err := checkProducedHeader(&h); err != nil {
-		return ProducedInfo{}, err
+	w.header = h
+	if w.err = checkProducedHeader(&h); w.err != nil {
+		return w
 	}
 	records := b[HeaderBytes:]
 	if h.Codec() != CodecNone {
-		if records, err = decompress(h.Codec(), records, limits.DecompressedBytesMax); err != nil {
+		w.decompressed = true
+		if records, err = decompress(h.Codec(), records, decompressedBytesMax); err != nil {
 			code := codeCorrupt
 			if errors.Is(err, errDecompressedTooLarge) {
 				code = codeTooLarge
 			}
-			return ProducedInfo{}, &Error{"records", fmt.Sprintf("%s records: %v", h.Codec(), err), code}
+			w.err = &Error{"records", fmt.Sprintf("%s records: %v", h.Codec(), err), code}
+			return w
 		}
+	}
+	w.err = w.checkRecords(records, enforce)
+	return w
+}
+
+// mayBreak reports whether the records walked could break the topic's key or
+// timestamp rules. Both rules are monotone, so the lowest and highest
+// timestamps decide for every record between them.
+func (w *walked) mayBreak(limits *ProduceLimits) bool {
+	if limits.RequireKeys && w.sawNullKey {
+		return true
+	}
+	if limits.TimestampType != CreateTime || w.lowestTimestamp > w.highestTimestamp {
+		return false
+	}
+	return checkTimestamp(w.lowestTimestamp, 0, *limits) != nil || checkTimestamp(w.highestTimestamp, 0, *limits) != nil
+}
+
+// info is the ProducedInfo of a batch the walk accepted.
+func (w *walked) info(limits ProduceLimits) ProducedInfo {
+	h := w.header
+	if w.records != h.RecordCount {
+		panic(fmt.Sprintf("batch: walked %d records, header says %d", w.records, h.RecordCount)) // checkRecords compares them
 	}
 	info := ProducedInfo{
 		Header:                  h,
-		MaxTimestamp:            NoTimestamp,
-		MaxTimestampOffsetDelta: -1,
+		RecordCount:             w.records,
+		MaxTimestamp:            w.maxTimestamp,
+		MaxTimestampOffsetDelta: w.maxTimestampOffsetDelta,
 		ProducerID:              h.ProducerID,
 		ProducerEpoch:           h.ProducerEpoch,
 		BaseSequence:            h.BaseSequence,
 		Transactional:           h.Attributes&AttrTransactional != 0,
 	}
-	if err := checkRecords(records, &h, limits, &info); err != nil {
-		return ProducedInfo{}, err
-	}
 	if limits.TimestampType == LogAppendTime {
 		info.MaxTimestamp = limits.NowMs
 		info.MaxTimestampOffsetDelta = h.LastOffsetDelta
 	}
-	if info.RecordCount != h.RecordCount {
-		panic(fmt.Sprintf("batch: walked %d records, header says %d", info.RecordCount, h.RecordCount)) // checkRecords compares them
-	}
-	return info, nil
+	return info
 }
 
 // mustBeValid panics on limits no configuration should produce.
@@ -156,7 +269,7 @@ func (l *ProduceLimits) mustBeValid() {
 
 // checkProducedFraming applies the checks Kafka makes before it looks inside
 // the batch: one batch, offset 0, size within max.message.bytes.
-func checkProducedFraming(b []byte, limits ProduceLimits) *Error {
+func checkProducedFraming(b []byte, batchBytesMax int) *Error {
 	if len(b) >= HeaderBytes {
 		h, _ := ParseHeader(b)
 		if h.Length >= 0 && h.TotalBytes() < int64(len(b)) {
@@ -166,8 +279,8 @@ func checkProducedFraming(b []byte, limits ProduceLimits) *Error {
 			return errInvalid("baseOffset", fmt.Sprintf("base offset %d, a produced batch must start at 0", h.BaseOffset))
 		}
 	}
-	if len(b) > limits.BatchBytesMax {
-		return &Error{"length", fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", len(b), limits.BatchBytesMax), codeTooLarge}
+	if len(b) > batchBytesMax {
+		return &Error{"length", fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", len(b), batchBytesMax), codeTooLarge}
 	}
 	return nil
 }
@@ -195,9 +308,11 @@ func checkProducedHeader(h *Header) *Error {
 	return nil
 }
 
-// checkRecords walks the decompressed records, checking each, and fills in
-// info's count and maximum timestamp.
-func checkRecords(records []byte, h *Header, limits ProduceLimits, info *ProducedInfo) *Error {
+// checkRecords walks the decompressed records, checking each, and records
+// their count and timestamps in w. With enforce set it also applies the key
+// and timestamp rules, record by record, as CheckProduced does.
+func (w *walked) checkRecords(records []byte, enforce *ProduceLimits) *Error {
+	h := &w.header
 	pos := 0
 	for index := 0; pos < len(records); index++ {
 		if index >= int(h.RecordCount) {
@@ -208,23 +323,30 @@ func checkRecords(records []byte, h *Header, limits ProduceLimits, info *Produce
 			return err
 		}
 		pos += n
-		if limits.RequireKeys && r.keyIsNull {
-			return errInvalid(fmt.Sprintf("records[%d].key", index), "compacted topics need a key on every record")
-		}
 		timestamp := h.FirstTimestamp + r.timestampDelta
-		if limits.TimestampType == CreateTime && timestamp != NoTimestamp {
-			if err := checkTimestamp(timestamp, index, limits); err != nil {
-				return err
+		if enforce != nil {
+			if enforce.RequireKeys && r.keyIsNull {
+				return errInvalid(fmt.Sprintf("records[%d].key", index), "compacted topics need a key on every record")
+			}
+			if enforce.TimestampType == CreateTime && timestamp != NoTimestamp {
+				if err := checkTimestamp(timestamp, index, *enforce); err != nil {
+					return err
+				}
 			}
 		}
-		if timestamp > info.MaxTimestamp {
-			info.MaxTimestamp = timestamp
-			info.MaxTimestampOffsetDelta = r.offsetDelta
+		w.sawNullKey = w.sawNullKey || r.keyIsNull
+		if timestamp != NoTimestamp {
+			w.lowestTimestamp = min(w.lowestTimestamp, timestamp)
+			w.highestTimestamp = max(w.highestTimestamp, timestamp)
 		}
-		info.RecordCount++
+		if timestamp > w.maxTimestamp {
+			w.maxTimestamp = timestamp
+			w.maxTimestampOffsetDelta = r.offsetDelta
+		}
+		w.records++
 	}
-	if info.RecordCount != h.RecordCount {
-		return errInvalid("recordCount", fmt.Sprintf("header declares %d records, %d are present", h.RecordCount, info.RecordCount))
+	if w.records != h.RecordCount {
+		return errInvalid("recordCount", fmt.Sprintf("header declares %d records, %d are present", h.RecordCount, w.records))
 	}
 	return nil
 }

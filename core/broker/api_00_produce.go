@@ -58,9 +58,15 @@ type produceSlot struct {
 	// waits on durability (durable.go).
 	p          *partition
 	lastOffset int64
+	// precheck is the batch's pre-check (PrecheckRequest), or nil: then
+	// produceOne checks the batch in full.
+	precheck *batch.Precheck
 }
 
-func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest) {
+// handleProduce serves a Produce. prechecked, when not nil, carries the
+// verdicts of PrecheckRequest on req's batches, which spare the loop the
+// byte-level checks; without it every batch is checked here in full.
+func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	// remaining starts at 1, held while the request is being handled, so that
@@ -88,6 +94,7 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 				continue
 			}
 			slot := &produceSlot{pending: pending, part: rp}
+			slot.precheck = prechecked.precheckOf(i, j, tp.Records)
 			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot); code != 0 {
 				rp.ErrorCode = code
 				rp.BaseOffset = -1
@@ -131,7 +138,12 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	if err != nil {
 		return errorCodeOf(err)
 	}
-	info, err := batch.CheckProduced(records, limits)
+	var info batch.ProducedInfo
+	if slot.precheck != nil {
+		info, err = slot.precheck.Finish(records, limits)
+	} else {
+		info, err = batch.CheckProduced(records, limits)
+	}
 	if err != nil {
 		var berr *batch.Error
 		if errors.As(err, &berr) {

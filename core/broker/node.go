@@ -81,6 +81,10 @@ type Node struct {
 	incarnation [16]byte
 	advertised  []kmsg.ApiVersionsResponseApiKey
 	logConfig   log.Config
+	// precheckDecompressedBytesMax is the pre-check's decompression bound
+	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
+	// goroutines, so it never changes after New.
+	precheckDecompressedBytesMax int
 
 	// controllerID is the voter this node believes is the active
 	// controller, starting at the lowest (controller_role.go, toController).
@@ -180,6 +184,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		produceWaits: map[uint64]*produceSlot{},
 		coordinators: map[int32]*coordinatorSlot{},
 	}
+	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
@@ -240,7 +245,9 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 	}
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
-		n.handleProduce(conn, hdr, r)
+		n.handleProduce(conn, hdr, r, nil)
+	case *PrecheckedProduce:
+		n.handleProduce(conn, hdr, r.ProduceRequest, r)
 	case *kmsg.FetchRequest:
 		n.handleFetch(conn, hdr, r)
 	case *kmsg.ListOffsetsRequest:

@@ -100,7 +100,7 @@ func (n *Node) produceLimits(topic string) batch.ProduceLimits {
 	}
 	return batch.ProduceLimits{
 		BatchBytesMax:        int(t.MaxMessageBytes),
-		DecompressedBytesMax: max(decompressedBytesMaxFloor, 4*int(t.MaxMessageBytes)),
+		DecompressedBytesMax: decompressedBytesMaxOf(t.MaxMessageBytes),
 		RequireKeys:          t.CleanupPolicy.Compact,
 		TimestampType:        tsType,
 		TimestampBeforeMaxMs: before,

@@ -1,0 +1,81 @@
+package broker
+
+// The part of Produce that needs only the request's bytes: framing, CRC,
+// decompression and every record (core/batch.PrecheckProduced). realnet runs
+// it on connection goroutines before posting the request to the event loop,
+// so the loop only finishes the topic- and clock-dependent checks, assigns
+// offsets and appends (CLARIFICATIONS.md, "Zero copy and mmap ... Snappy").
+// A request that did not pass through PrecheckRequest (the simulator, tests,
+// the group coordinators' own appends) is checked in full on the loop.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/core/env"
+)
+
+// PrecheckedProduce is a Produce request whose batches PrecheckRequest has
+// examined. Only PrecheckRequest makes one (its verdicts are unexported), so
+// a verdict the handler finds here is trusted; the handler still checks that
+// each verdict belongs to the very slice it judges.
+type PrecheckedProduce struct {
+	*kmsg.ProduceRequest
+	// verdicts[i][j] is the pre-check of Topics[i].Partitions[j].Records.
+	verdicts [][]batchPrecheck
+}
+
+// batchPrecheck is one partition's pre-check, and the bytes it describes.
+type batchPrecheck struct {
+	records []byte
+	check   batch.Precheck
+}
+
+// PrecheckRequest runs the checks of req that need only its bytes and returns
+// the request to hand to HandleRequest: a *PrecheckedProduce for a Produce,
+// req itself otherwise. Unlike every other Node method it may run on any
+// goroutine, in parallel with the event loop and with itself: it reads only
+// precheckDecompressedBytesMax, fixed at New. The answer to the request is
+// exactly what it would be without the pre-check.
+func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
+	produce, ok := req.(*kmsg.ProduceRequest)
+	if !ok || hdr.APIKey != kmsg.Produce.Int16() {
+		return req
+	}
+	verdicts := make([][]batchPrecheck, len(produce.Topics))
+	for i := range produce.Topics {
+		partitions := produce.Topics[i].Partitions
+		verdicts[i] = make([]batchPrecheck, len(partitions))
+		for j := range partitions {
+			records := partitions[j].Records
+			verdicts[i][j] = batchPrecheck{records: records, check: batch.PrecheckProduced(records, n.precheckDecompressedBytesMax)}
+		}
+	}
+	return &PrecheckedProduce{ProduceRequest: produce, verdicts: verdicts}
+}
+
+// precheckOf returns the pre-check of Topics[topic].Partitions[partition] if
+// one was made for exactly records, else nil (check everything on the loop).
+func (p *PrecheckedProduce) precheckOf(topic, partition int, records []byte) *batch.Precheck {
+	if p == nil || topic >= len(p.verdicts) || partition >= len(p.verdicts[topic]) {
+		return nil
+	}
+	v := &p.verdicts[topic][partition]
+	if !sameSlice(v.records, records) {
+		return nil
+	}
+	return &v.check
+}
+
+// sameSlice reports whether a and b are the same bytes in memory, not merely
+// equal ones.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// decompressedBytesMaxOf bounds decompression for a topic's
+// max.message.bytes. The pre-check uses the bound of the broker's
+// message.max.bytes, so that for topics that keep it its verdict stands.
+func decompressedBytesMaxOf(messageMaxBytes int32) int {
+	return max(decompressedBytesMaxFloor, 4*int(messageMaxBytes))
+}
