@@ -159,10 +159,16 @@ func (c *testCluster) waitRegistered(size int) {
 // waitFor polls cond until it holds, failing after timeout.
 func (c *testCluster) waitFor(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
+	waitUntil(c.t, what, timeout, cond)
+}
+
+// waitUntil polls cond until it holds, failing after timeout.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("after %s: still waiting for %s", timeout, what)
+			t.Fatalf("after %s: still waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -195,7 +201,13 @@ func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 // for every partition.
 func (c *testCluster) createTopic(name string, partitions int32, rf int16) {
 	c.t.Helper()
-	cl := c.client()
+	createTopicWith(c.t, c.client(), name, partitions, rf)
+}
+
+// createTopicWith creates a topic through cl and waits until metadata shows
+// a leader and rf in-sync replicas for every partition.
+func createTopicWith(t *testing.T, cl *kgo.Client, name string, partitions int32, rf int16) {
+	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
@@ -205,12 +217,12 @@ func (c *testCluster) createTopic(name string, partitions int32, rf int16) {
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		c.t.Fatalf("create topic %s: %v", name, err)
+		t.Fatalf("create topic %s: %v", name, err)
 	}
 	if code := resp.Topics[0].ErrorCode; code != 0 {
-		c.t.Fatalf("create topic %s: error code %d", name, code)
+		t.Fatalf("create topic %s: error code %d", name, code)
 	}
-	c.waitFor("leaders of "+name, 20*time.Second, func() bool {
+	waitUntil(t, "leaders of "+name, 20*time.Second, func() bool {
 		mreq := kmsg.NewPtrMetadataRequest()
 		mt := kmsg.NewMetadataRequestTopic()
 		mt.Topic = kmsg.StringPtr(name)

@@ -6,6 +6,7 @@
 //
 //	log          the partition log on the real disk (log.go; foundation issue §6)
 //	replication  replication's cost in the simulator (replication.go; replication issue §6)
+//	sim          the simulator's speed, standard scenario (sim.go; simulator issue §7)
 //
 // Usage:
 //
@@ -42,6 +43,7 @@ type section struct {
 var sections = []section{
 	{name: "log", about: "partition log on diskio vs raw sequential write and page-cache read", run: runLogSection},
 	{name: "replication", about: "replication cost in the simulator: frames per acks=all batch, leader copies per byte", run: runReplicationSection},
+	{name: "sim", about: "simulator speed, standard scenario: simulated s per wall s on one core, a 1,000-seed sweep on all", run: runSimSection},
 }
 
 func main() {

@@ -27,9 +27,6 @@ import (
 	"strand/sim/cluster"
 )
 
-// gcPercent is the garbage collector's target unless GOGC is set.
-const gcPercent = 400
-
 func main() {
 	seed := flag.Uint64("seed", 0, "first seed (default: a short sweep from 1)")
 	count := flag.Int("count", 1, "number of seeds, from -seed on")
@@ -41,29 +38,49 @@ func main() {
 	out := flag.String("out", "sim-out", "directory for visualizations and traces of failing seeds")
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
-		// A seed's live heap is small and short-lived, and at the default
-		// (100) the collector took about a fifth of the CPU: trade memory
-		// (about 200 MB per seed running) for speed. GOGC overrides it.
-		debug.SetGCPercent(gcPercent)
+		debug.SetGCPercent(cluster.SweepGCPercent) // GOGC overrides it
 	}
+	var cpuFile *os.File
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
+		var err error
+		if cpuFile, err = os.Create(*cpuProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "strandsim:", err)
 			os.Exit(2)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
 			fmt.Fprintln(os.Stderr, "strandsim:", err)
 			os.Exit(2)
 		}
-		code := run(*seed, *count, *bug, *shape, *verbose, *planted, *bugSeedsMax, *out, *parallel)
-		pprof.StopCPUProfile()
-		f.Close()
-		os.Exit(code)
 	}
-	os.Exit(run(*seed, *count, *bug, *shape, *verbose, *planted, *bugSeedsMax, *out, *parallel))
+	code := run(*seed, *count, *bug, *shape, *verbose, *planted, *bugSeedsMax, *out, *parallel)
+	if cpuFile != nil {
+		pprof.StopCPUProfile()
+		cpuFile.Close()
+	}
+	if *memProfile != "" {
+		if err := writeMemProfile(*memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "strandsim:", err)
+			code = max(code, 2)
+		}
+	}
+	os.Exit(code)
+}
+
+// writeMemProfile writes the allocation profile (every allocation since
+// the start, sampled) to path.
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // run carries out the flags and returns the exit status.

@@ -64,6 +64,12 @@ const (
 // the direct decision finds a violation.
 const porcupineEverySeeds = 16
 
+// SweepGCPercent is the garbage collector's target for a process running
+// seeds (cmd/strandsim, strandbench's sim section): a seed's heap is small
+// and short-lived, and at the default (100) the collector took about a
+// fifth of the CPU. It costs about 200 MB per seed running.
+const SweepGCPercent = 400
+
 // run is one run's state.
 type run struct {
 	opts   Options
