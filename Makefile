@@ -21,6 +21,13 @@ test: build
 	$(GO) test -count=1 -timeout 14m $$($(GO) list ./... | grep -v /realnet)
 	$(GO) test -count=1 -race -timeout 14m ./realnet/...
 
+# The kill -9 loop against real strand processes, long: SOAK_KILLS leader
+# kills per idempotence setting (CLARIFICATIONS.md, "Testing the real build
+# under faults"); `make test` runs the same loop with 3.
+SOAK_KILLS ?= 50
+soak:
+	STRAND_SOAK_KILLS=$(SOAK_KILLS) $(GO) test -count=1 -race -timeout 120m -run '^TestKillLoop' -v ./realnet/
+
 sim:
 	$(GO) run ./cmd/strandsim $(if $(SEED),-seed $(SEED)) -count $(COUNT) $(if $(BUG),-bug $(BUG)) $(if $(VERBOSE),-verbose) $(if $(SHAPE),-shape $(SHAPE))
 
