@@ -29,6 +29,7 @@ func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	configPath := flags.String("config", "", "server.properties file (default: the embedded single-node defaults)")
 	overrides := overrideFlags{}
 	flags.Var(overrides, "override", "set a config key, key=value (repeatable)")
+	defer cpuProfileFlag(flags)()
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
