@@ -5,6 +5,7 @@
 // Each section measures one subsystem, in a file of its own:
 //
 //	log          the partition log on the real disk (log.go; foundation issue §6)
+//	broker       the production broker under kgo beside kfake and the limits (broker.go; production broker issue §7)
 //	replication  replication's cost in the simulator (replication.go; replication issue §6)
 //	sim          the simulator's speed, standard scenario (sim.go; simulator issue §7)
 //
@@ -42,6 +43,7 @@ type section struct {
 // broker throughput) here, each in its own file.
 var sections = []section{
 	{name: "log", about: "partition log on diskio vs raw sequential write and page-cache read", run: runLogSection},
+	{name: "broker", about: "the production broker under kgo, beside kfake, loopback TCP and disk; consumer group figures", run: runBrokerSection},
 	{name: "replication", about: "replication cost in the simulator: frames per acks=all batch, leader copies per byte", run: runReplicationSection},
 	{name: "sim", about: "simulator speed, standard scenario: simulated s per wall s on one core, a 1,000-seed sweep on all", run: runSimSection},
 }
@@ -56,7 +58,11 @@ func runSections() int {
 	reps := flag.Int("reps", 7, "repetitions of each measurement; the median is reported")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	registerLogFlags()
+	registerBrokerFlags()
 	flag.Parse()
+	if *kfakeServeFlag != 0 {
+		return serveKfake(*kfakeServeFlag)
+	}
 
 	chosen, err := chooseSections(*sectionList)
 	if err == nil && *reps < 1 {
