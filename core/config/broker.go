@@ -208,6 +208,9 @@ listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:9093
 log.dirs=./data
+# One node: the internal topics get one replica, as in Kafka's shipped
+# config/server.properties (Kafka's built-in default, 3, needs three brokers).
+offsets.topic.replication.factor=1
 `
 
 // Parse reads server.properties text, applies overrides on top (as

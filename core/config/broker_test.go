@@ -98,6 +98,9 @@ func TestEmbeddedDefaults(t *testing.T) {
 	if len(b.QuorumVoters) != 1 || b.QuorumVoters[0].String() != "1@127.0.0.1:9093" {
 		t.Errorf("QuorumVoters = %v", b.QuorumVoters)
 	}
+	if b.OffsetsTopicReplicationFactor != 1 {
+		t.Errorf("OffsetsTopicReplicationFactor = %d: a single node could never create __consumer_offsets", b.OffsetsTopicReplicationFactor)
+	}
 	// The controller listener is PLAINTEXT without an explicit map, as in
 	// Kafka's KRaft mode.
 	if b.ListenerSecurityProtocols["CONTROLLER"] != "PLAINTEXT" {
