@@ -1,12 +1,12 @@
 package broker
 
 import (
-	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/group"
+	"strand/core/quorum"
 )
 
 // apiRange is one advertised key with its version range.
@@ -75,7 +75,9 @@ func groupAPIs() []apiRange {
 
 // controllerAPIs are served only by a node with the controller role: the
 // RPCs brokers send their controller (design-broker.md, controller RPCs),
-// the admin requests brokers forward, and the metadata-log Fetch.
+// the admin requests brokers forward, the brokers' metadata-log Fetch
+// (v12), and the voters' Raft RPCs (quorumAPIs), as Kafka's controller
+// listener advertises them. DescribeQuorum (55) is not served.
 var controllerAPIs = []apiRange{
 	{kmsg.Fetch.Int16(), 4, 12},
 	{kmsg.ApiVersions.Int16(), 0, 3},
@@ -90,27 +92,51 @@ var controllerAPIs = []apiRange{
 	{kmsg.AllocateProducerIDs.Int16(), 0, 0},
 }
 
+// quorumAPIs are the Raft RPCs between voters (Vote, BeginQuorumEpoch,
+// EndQuorumEpoch, FetchSnapshot, and Fetch v15+), in the versions
+// core/quorum's codec speaks.
+func quorumAPIs() []apiRange {
+	var out []apiRange
+	for _, v := range quorum.Versions() {
+		out = append(out, apiRange{v.Key, v.Min, v.Max})
+	}
+	return out
+}
+
 // advertisedVersions builds the ApiVersions table for a node's roles,
-// sorted by key as Kafka sends it.
-func advertisedVersions(brokerRole, controllerRole bool) []kmsg.ApiVersionsResponseApiKey {
-	var ranges []apiRange
-	if brokerRole {
-		ranges = append(ranges, clientAPIs...)
-		ranges = append(ranges, groupAPIs()...)
+// sorted by key as Kafka sends it. A key in several tables gets the union
+// of their ranges, with one exception: Kafka answers ApiVersions per
+// listener, Strand with one table per node, so on a node that is a broker
+// too the clients' range of a shared key (Fetch: v4..v12; the voters'
+// v15+ Fetch names topics by id, which clients must not be offered) is
+// what it advertises. With accepted set the table is what the node
+// accepts instead: the union always (AcceptedVersions).
+func advertisedVersions(brokerRole, controllerRole, accepted bool) []kmsg.ApiVersionsResponseApiKey {
+	byKey := map[int16]apiRange{}
+	merge := func(ranges []apiRange, wins bool) {
+		for _, r := range ranges {
+			if prev, ok := byKey[r.key]; ok && (!wins || accepted) {
+				r = apiRange{r.key, min(prev.min, r.min), max(prev.max, r.max)}
+			}
+			byKey[r.key] = r
+		}
 	}
 	if controllerRole {
-		ranges = append(ranges, controllerAPIs...)
+		merge(controllerAPIs, false)
+		merge(quorumAPIs(), false)
 	}
-	// Keys in both tables have the same range there; keep one.
-	sort.SliceStable(ranges, func(i, j int) bool { return ranges[i].key < ranges[j].key })
-	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(ranges))
-	for i, r := range ranges {
-		if i > 0 && ranges[i-1].key == r.key {
-			if ranges[i-1] != r {
-				panic(fmt.Sprintf("broker: api key %d advertised with two ranges", r.key))
-			}
-			continue
-		}
+	if brokerRole {
+		merge(clientAPIs, true)
+		merge(groupAPIs(), true)
+	}
+	keys := make([]int16, 0, len(byKey))
+	for k := range byKey { // order-independent: sorted below
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(keys))
+	for _, key := range keys {
+		r := byKey[key]
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = r.key, r.min, r.max
 		out = append(out, k)
@@ -123,6 +149,17 @@ func advertisedVersions(brokerRole, controllerRole bool) []kmsg.ApiVersionsRespo
 // advertised.
 func (n *Node) AdvertisedVersions() []kmsg.ApiVersionsResponseApiKey {
 	return n.advertised
+}
+
+// AcceptedVersions is the table of what this node accepts: what it
+// advertises, plus, on a node that is broker and controller, the voters'
+// Fetch v15+ that its client-facing table leaves out. Give this one to the
+// transport's acceptance test (wire.VersionsSupported): a voter's Raft
+// traffic must get through; the node's own check (versionAdvertised)
+// routes Raft traffic to the quorum before it looks at the table.
+func (n *Node) AcceptedVersions() []kmsg.ApiVersionsResponseApiKey {
+	b := n.cfg.Broker
+	return advertisedVersions(b.Roles.Broker, b.Roles.Controller, true)
 }
 
 // versionAdvertised reports whether (key, version) is in the table.

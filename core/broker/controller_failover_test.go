@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/quorum"
+	"strand/core/wire"
 	"strand/sim/sched"
 	"strand/sim/simnet"
 )
@@ -283,5 +286,97 @@ func TestBrokerBehindTheLogStartLoadsTheSnapshot(t *testing.T) {
 	c.createTopic(2, "after", 1, 3)
 	if r := c.produce(c.leaderOf("after", 0), "after", 0, -1, recordBatch("x")); r.ErrorCode != 0 {
 		t.Fatalf("acks=all with the restarted broker in the ISR: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestControlledShutdownHandsOverTheController: the node of the active
+// controller shuts down in a controlled way. Its voter resigns
+// (EndQuorumEpoch) and Close waits for the successor, so another voter is
+// the active controller before the process exits, well within the fetch
+// timeout that a crash would cost (KRaft's graceful shutdown); the
+// brokers keep their registrations and a topic can be created at once.
+func TestControlledShutdownHandsOverTheController(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		c := newVoterCluster(t, seed)
+		old := c.waitVoterClusterReady()
+		c.run(3000)
+		stopped := false
+		c.nodes[old].node.BeginShutdown(func() { stopped = true })
+		c.waitFor("shutdown allowed", 10000, func() bool { return stopped })
+		closeNs := c.s.NowNs()
+		closed := false
+		c.nodes[old].node.Close(func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			closed = true
+		})
+		c.waitFor("closed", 5000, func() bool { return closed })
+		c.nodes[old].proc.Crash() // the process exits
+		if leader := c.nodes[old].node.QuorumRaft().LeaderID(); leader < 0 || leader == old {
+			t.Fatalf("seed %d: node %d closed without a successor (it follows %d)", seed, old, leader)
+		}
+		c.waitFor("a new active controller", 5000, func() bool { return c.activeController() >= 0 })
+		tookMs := (c.s.NowNs() - closeNs) / 1e6
+		t.Logf("seed %d: controller %d → %d %d ms after Close", seed, old, c.activeController(), tookMs)
+		if tookMs >= quorum.DefaultFetchTimeoutMs {
+			t.Fatalf("seed %d: the hand-over took %d ms, not less than the fetch timeout %d ms a crash costs", seed, tookMs, quorum.DefaultFetchTimeoutMs)
+		}
+		other := int32(1)
+		if other == old {
+			other = 2
+		}
+		c.createTopic(other, "after", 1, 2)
+	}
+}
+
+// TestControllerAdvertisesRaftRPCs: a controller's ApiVersions table names
+// the Raft RPCs voters send each other (Vote, BeginQuorumEpoch,
+// EndQuorumEpoch, FetchSnapshot, Fetch up to the voters' version) and the
+// controller RPCs brokers send, and the transport's acceptance test built
+// from AcceptedVersions lets every Raft RPC through in the version the
+// quorum's codec speaks. A node that is broker too still offers clients
+// Fetch only up to v12; a broker-only node names no Raft RPC.
+func TestControllerAdvertisesRaftRPCs(t *testing.T) {
+	find := func(table []kmsg.ApiVersionsResponseApiKey, key int16) (kmsg.ApiVersionsResponseApiKey, bool) {
+		for _, k := range table {
+			if k.ApiKey == key {
+				return k, true
+			}
+		}
+		return kmsg.ApiVersionsResponseApiKey{}, false
+	}
+	controllerKeys := []kmsg.Key{kmsg.Vote, kmsg.BeginQuorumEpoch, kmsg.EndQuorumEpoch, kmsg.FetchSnapshot, kmsg.Fetch,
+		kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs, kmsg.ApiVersions}
+	for _, tc := range []struct {
+		name                 string
+		broker, controller   bool
+		advertisedFetchMax   int16
+		advertisesController bool
+	}{
+		{"controller only", false, true, 16, true},
+		{"broker and controller", true, true, 12, true},
+		{"broker only", true, false, 12, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			advertised := advertisedVersions(tc.broker, tc.controller, false)
+			accepted := advertisedVersions(tc.broker, tc.controller, true)
+			for _, key := range controllerKeys {
+				_, got := find(advertised, key.Int16())
+				want := tc.advertisesController || (tc.broker && (key == kmsg.Fetch || key == kmsg.ApiVersions))
+				if got != want {
+					t.Errorf("key %v advertised: %v, want %v", key, got, want)
+				}
+			}
+			if f, _ := find(advertised, kmsg.Fetch.Int16()); f.MaxVersion != tc.advertisedFetchMax {
+				t.Errorf("Fetch advertised up to v%d, want v%d", f.MaxVersion, tc.advertisedFetchMax)
+			}
+			supported := wire.VersionsSupported(accepted)
+			for _, v := range quorum.Versions() {
+				if got := supported(v.Key, v.Max); got != tc.controller {
+					t.Errorf("transport accepts key %d v%d: %v, want %v", v.Key, v.Max, got, tc.controller)
+				}
+			}
+		})
 	}
 }

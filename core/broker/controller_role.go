@@ -40,6 +40,7 @@ func (n *Node) startController(disk env.Disk) error {
 	}
 	q := quorum.NewMetadataQuorum()
 	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
+	qcfg.Bugs, qcfg.Observer = n.cfg.Bugs.Quorum, n.cfg.QuorumObserver
 	node, err := quorum.StartNode(qcfg, n.clock, n.net, disk, path.Join(metadataLogDir, controller.MetadataTopic+"-0"), q)
 	if err != nil {
 		return fmt.Errorf("broker: start metadata quorum: %w", err)
@@ -230,4 +231,51 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 // timedOut answers a forwarded admin request whose forwarding failed.
 func timedOut(req kmsg.Request) kmsg.Response {
 	return controller.ErrorResponse(req, kerr.RequestTimedOut.Code)
+}
+
+// QuorumRaft is this node's metadata quorum voter's Raft, for reading its
+// state (the simulator's checkers); nil without the controller role.
+func (n *Node) QuorumRaft() *quorum.Raft {
+	if n.quorumNode == nil {
+		return nil
+	}
+	return n.quorumNode.Raft()
+}
+
+// ControllerActive reports whether this node hosts the active controller:
+// its voter leads and its epoch's first entry has committed.
+func (n *Node) ControllerActive() bool { return n.ctrl != nil && n.ctrl.Active() }
+
+// resignWaitMs bounds how long a resigning leader waits for a successor
+// before closing anyway: two election timeouts, ample for the best-placed
+// voter, which stands at once, to win.
+const resignWaitMs = 2 * quorum.DefaultElectionTimeoutMs
+
+// resignPollMs is how often a resigning leader looks for its successor.
+const resignPollMs = 10
+
+// resignQuorum hands the metadata quorum's leadership on before the node
+// stops: if this voter leads, it resigns (EndQuorumEpoch to the others,
+// best placed first) and then runs done once it follows another voter's
+// leadership, or after resignWaitMs. It keeps serving Raft
+// meanwhile, so it can vote for its successor. Otherwise (and for the only
+// voter, which has no successor) done runs at once.
+func (n *Node) resignQuorum(done func()) {
+	q := n.quorumNode
+	if q == nil || q.Stopped() || q.Raft().Role() != quorum.Leader || len(n.cfg.Broker.QuorumVoters) < 2 {
+		done()
+		return
+	}
+	startNs := n.clock.MonotonicNs()
+	q.Resign()
+	var poll func()
+	poll = func() {
+		leader := q.Raft().LeaderID()
+		if (leader >= 0 && leader != n.id) || q.Stopped() || n.clock.MonotonicNs()-startNs >= resignWaitMs*1e6 {
+			done()
+			return
+		}
+		n.clock.SetTimer(resignPollMs*1e6, poll)
+	}
+	poll()
 }

@@ -39,11 +39,19 @@ func (n *Node) BeginShutdown(done func()) {
 }
 
 // Close releases the node's files: every partition log and the metadata
-// log. After a completed controlled shutdown it first flushes every log and
-// writes the clean-shutdown marker, durably. done runs once all of that is
+// log. A voter that leads the metadata quorum first resigns and waits
+// (boundedly) for a successor, as KRaft's graceful shutdown does, so the
+// controller moves within a round trip instead of a fetch timeout. After a
+// completed controlled shutdown it then flushes every log and writes the
+// clean-shutdown marker, durably. done runs once all of that is
 // over; the node must not be used afterwards, and pending timers and
 // callbacks are the environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
+	n.resignQuorum(func() { n.close(done) })
+}
+
+// close is Close once the quorum has been handed on.
+func (n *Node) close(done func(error)) {
 	if !n.shutdownClean {
 		done(n.closeFiles())
 		return

@@ -77,6 +77,12 @@ func (c *Controller) sessionValid(id int32, nowNs int64) bool {
 // armExpiryTimer makes the timer fire at the earliest session expiry of an
 // unfenced broker.
 func (c *Controller) armExpiryTimer() {
+	if !c.Active() {
+		// The decision just made failed to append (the quorum stopped or
+		// leadership went), which ended this controller's term: resigning
+		// stopped the timer, and the next active controller arms its own.
+		return
+	}
 	deadline, any := int64(0), false
 	// order-independent: a minimum over the map.
 	for id, ct := range c.brokers.contacts {

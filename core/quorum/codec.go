@@ -27,6 +27,22 @@ const (
 	endEpochVersion   int16 = 0
 )
 
+// VersionRange is one Raft RPC and the versions of it a voter accepts.
+type VersionRange struct{ Key, Min, Max int16 }
+
+// Versions are the RPCs voters send each other, in the versions the codec
+// speaks: what a node with the controller role must accept (and a
+// controller advertises). Fetch here is the voters' own, v15+.
+func Versions() []VersionRange {
+	return []VersionRange{
+		{kmsg.Fetch.Int16(), fetchVersion, fetchVersion},
+		{kmsg.Vote.Int16(), voteVersion, voteVersion},
+		{kmsg.BeginQuorumEpoch.Int16(), beginEpochVersion, beginEpochVersion},
+		{kmsg.EndQuorumEpoch.Int16(), endEpochVersion, endEpochVersion},
+		{kmsg.FetchSnapshot.Int16(), fetchSnapVersion, fetchSnapVersion},
+	}
+}
+
 // EncodeRequest turns a request message (Vote, BeginEpoch, Fetch) into the
 // KRaft RPC that carries it.
 func EncodeRequest(m Message) (kmsg.Request, error) {

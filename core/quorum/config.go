@@ -53,6 +53,30 @@ type Config struct {
 	RandInt63n func(n int64) int64
 	// Bugs are the planted bugs switched on for this instance.
 	Bugs Bugs
+	// Observer, if set, is told of each safety-relevant decision as it is
+	// made (the simulator's Raft checkers); nil in production.
+	Observer Observer
+}
+
+// Observer is told, as they happen, of the decisions Raft's safety rests
+// on, so that a checker can judge each one at once instead of waiting for
+// its consequences to surface (a vote given twice splits an election only
+// when two candidates ask; an early commit loses an entry only if the
+// leader then crashes). Its methods run on the node's event loop, inside
+// Raft's own calls: they must only read, never call back into a Raft.
+type Observer interface {
+	// VotePersisted: voter's hard state naming votedFor (itself, as a
+	// candidate, included) for epoch is durable, which is when the vote
+	// counts: a vote lost in a crash was never heard.
+	VotePersisted(voter, epoch, votedFor int32)
+	// BecameLeader: id leads epoch, its log as it is now.
+	BecameLeader(id, epoch int32)
+	// Committed: the leader of epoch counts every entry below offset
+	// committed; it has just moved its commit offset from prev.
+	Committed(leader, epoch int32, prev, offset int64)
+	// Applied: voter (or observer) id hands committed entries to its state
+	// machine, in offset order.
+	Applied(id int32, entries []Entry)
 }
 
 // DefaultConfig returns Kafka's default timeouts for node id among voters.

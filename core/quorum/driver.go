@@ -3,6 +3,7 @@ package quorum
 import (
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
@@ -108,6 +109,10 @@ func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg
 	}
 	m, err := DecodeRequest(int32(self), req)
 	if err != nil {
+		if resp := invalidRequestAnswer(req); resp != nil {
+			n.net.Reply(conn, header.CorrelationID, resp)
+			return
+		}
 		n.net.Close(conn)
 		return
 	}
@@ -116,6 +121,33 @@ func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg
 	n.inbound[m.Ref] = inboundRequest{conn: conn, correlationID: header.CorrelationID, version: header.APIVersion}
 	n.raft.Step(n.nowMs(), m)
 	n.pump()
+}
+
+// invalidRequestAnswer answers a Raft request that names no partition of
+// the metadata log (or several) with INVALID_REQUEST in its top-level
+// error, as Kafka's KafkaRaftClient does; nil for a Fetch, whose sender
+// gets its connection closed.
+func invalidRequestAnswer(req kmsg.Request) kmsg.Response {
+	code := kerr.InvalidRequest.Code
+	switch r := req.(type) {
+	case *kmsg.VoteRequest:
+		resp := r.ResponseKind().(*kmsg.VoteResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.BeginQuorumEpochRequest:
+		resp := r.ResponseKind().(*kmsg.BeginQuorumEpochResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.EndQuorumEpochRequest:
+		resp := r.ResponseKind().(*kmsg.EndQuorumEpochResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.FetchSnapshotRequest:
+		resp := r.ResponseKind().(*kmsg.FetchSnapshotResponse)
+		resp.ErrorCode = code
+		return resp
+	}
+	return nil
 }
 
 // HandleClosed forgets the requests of a closed connection.
@@ -152,6 +184,10 @@ func (n *Node) Resign() {
 	n.pump()
 }
 
+// Stopped reports whether the node has stopped: Stop was called, or its
+// storage failed.
+func (n *Node) Stopped() bool { return n.stopped }
+
 // Stop stops ticking and answering; pending completions are ignored.
 func (n *Node) Stop() {
 	n.stopped = true
@@ -180,6 +216,10 @@ func (n *Node) pump() {
 			n.apply.Failed(err)
 			return
 		}
+		obs := n.raft.cfg.Observer
+		if h := rd.HardState; obs != nil && h != nil && h.VotedFor >= 0 {
+			obs.VotePersisted(n.raft.cfg.ID, h.Epoch, h.VotedFor)
+		}
 		for _, m := range rd.Messages {
 			n.send(m)
 		}
@@ -187,6 +227,9 @@ func (n *Node) pump() {
 			n.apply.LoadSnapshot(rd.Snapshot)
 		}
 		if len(rd.Committed) > 0 {
+			if obs != nil {
+				obs.Applied(n.raft.cfg.ID, rd.Committed)
+			}
 			n.apply.Apply(rd.Committed)
 		}
 		n.raft.Advance(n.nowMs(), rd)

@@ -146,7 +146,10 @@ func (q *MetadataQuorum) LeaderEpochStart() (int64, bool) {
 const entryHeaderBytes = 8
 
 // Append proposes the records as one decision; all or none are appended
-// (only a node that does not lead refuses, and it refuses the first).
+// (only a node that does not lead refuses, and it refuses the first), or
+// the node stops part-way (its storage failed under the first proposals),
+// after which it commits nothing more and the partial decision is skipped
+// by every reader like one cut short by a change of leader.
 func (q *MetadataQuorum) Append(records []metadata.Record) (int64, error) {
 	if len(records) == 0 {
 		return 0, fmt.Errorf("quorum: Append of no records")
@@ -159,7 +162,7 @@ func (q *MetadataQuorum) Append(records []metadata.Record) (int64, error) {
 		data = binary.BigEndian.AppendUint32(data, uint32(len(records)))
 		offset, err := q.node.Propose(append(data, metadata.EncodeRecord(rec)...))
 		if err != nil {
-			if i > 0 {
+			if i > 0 && !q.node.Stopped() {
 				panic(fmt.Sprintf("quorum: leadership lost within one Append after %d records", i))
 			}
 			return 0, err

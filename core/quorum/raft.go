@@ -323,6 +323,9 @@ func (r *Raft) becomeLeader(nowMs int64) {
 		r.lastFetchMs[v] = nowMs // a grace period for check-quorum
 	}
 	r.appendEntry(nil)
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.BecameLeader(r.cfg.ID, r.hard.Epoch)
+	}
 	r.sendBeginEpoch(nowMs)
 	r.maybeCommit(nowMs)
 }
@@ -691,6 +694,9 @@ func (r *Raft) maybeCommit(nowMs int64) {
 	}
 	next := nextCommit(r.commit, majority, r.log.epochAt, r.hard.Epoch)
 	if next > r.commit {
+		if r.cfg.Observer != nil {
+			r.cfg.Observer.Committed(r.cfg.ID, r.hard.Epoch, r.commit, next)
+		}
 		r.commit = next
 		r.answerParked(nowMs, false)
 	}

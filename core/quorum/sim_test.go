@@ -67,8 +67,11 @@ type cluster struct {
 	// Checker state.
 	leaderOfEpoch map[int32]int32
 	// votes: (voter, epoch) -> the candidate it granted its vote to.
-	votes     map[[2]int32]int32
-	committed map[int64]Entry
+	votes map[[2]int32]int32
+	// durableVotes: (voter, epoch) -> the candidate its durable hard
+	// state names.
+	durableVotes map[[2]int32]int32
+	committed    map[int64]Entry
 	// committedBy: offset -> the entry and the lowest epoch whose leader
 	// counted it committed. Raft's leader completeness: a leader of any
 	// later epoch holds it.
@@ -84,7 +87,7 @@ func newCluster(t testing.TB, seed uint64, voters int, bugs Bugs, faults simFaul
 		stats: &chaosStats{},
 		t:     t, s: sched.New(sched.Options{}), bugs: bugs, faults: faults, streams: streams,
 		netRng: streams.Get("quorum/net"), diskRng: streams.Get("quorum/disk"),
-		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, votes: map[[2]int32]int32{}, committed: map[int64]Entry{}, committedBy: map[int64]epochEntry{},
+		blocked: map[[2]int32]bool{}, leaderOfEpoch: map[int32]int32{}, votes: map[[2]int32]int32{}, durableVotes: map[[2]int32]int32{}, committed: map[int64]Entry{}, committedBy: map[int64]epochEntry{},
 	}
 	for i := range voters {
 		c.voters = append(c.voters, int32(i+1))
@@ -106,6 +109,7 @@ func (c *cluster) start(n *simNode) {
 	rng := c.streams.Getf("quorum/raft/%d/%d", n.id, n.node.Incarnation())
 	cfg := DefaultConfig(n.id, c.voters, rng.Int64N)
 	cfg.Bugs = c.bugs
+	cfg.Observer = c
 	r, err := New(cfg, n.hard, n.snap, slices.Clone(n.durable), c.nowMs())
 	if err != nil {
 		c.t.Fatalf("restart node %d: %v", n.id, err)
@@ -151,6 +155,9 @@ func (c *cluster) after(n *simNode) {
 		n.node.After(delay*msNs, func() {
 			if rd.HardState != nil {
 				n.hard = *rd.HardState
+				if n.hard.VotedFor >= 0 {
+					c.VotePersisted(n.id, n.hard.Epoch, n.hard.VotedFor)
+				}
 			}
 			if rd.Snapshot != nil && rd.SnapshotInstall {
 				n.durable = nil
@@ -360,6 +367,48 @@ func (c *cluster) checkVote(m Message) {
 		return
 	}
 	c.votes[key] = m.To
+}
+
+// VotePersisted implements Observer: a voter's durable vote, its vote for
+// itself as a candidate included, names one candidate per epoch. (The
+// harness persists Readies itself, so it calls this, not the driver.)
+func (c *cluster) VotePersisted(voter, epoch, votedFor int32) {
+	key := [2]int32{voter, epoch}
+	if prev, ok := c.durableVotes[key]; ok && prev != votedFor {
+		c.fail("vote safety: node %d's durable vote in epoch %d went from %d to %d", voter, epoch, prev, votedFor)
+		return
+	}
+	c.durableVotes[key] = votedFor
+}
+
+// BecameLeader implements Observer; checkLeader does the checking.
+func (c *cluster) BecameLeader(int32, int32) {}
+
+// Applied implements Observer; apply does the checking.
+func (c *cluster) Applied(int32, []Entry) {}
+
+// Committed implements Observer: the commit rule, checked as the leader
+// moves its commit offset: a majority of voters holds the entry below it.
+func (c *cluster) Committed(leader, epoch int32, prev, offset int64) {
+	l := c.node(leader).raft
+	if l == nil || offset <= 0 {
+		return
+	}
+	last := l.Entries(offset-1, offset)[0]
+	have := 0
+	for _, n := range c.nodes {
+		r := n.raft
+		if r == nil {
+			continue
+		}
+		if offset-1 < r.LogStartOffset() ||
+			(offset-1 < r.EndOffset() && sameEntry(r.Entries(offset-1, offset)[0], last)) {
+			have++
+		}
+	}
+	if have < len(c.voters)/2+1 {
+		c.fail("commit rule: leader %d of epoch %d commits offset %d held by %d of %d voters", leader, epoch, offset-1, have, len(c.voters))
+	}
 }
 
 // encodeState is the harness's state machine snapshot: every applied
