@@ -81,7 +81,7 @@ func Start(opts Options) (*Node, error) {
 	n.loop.Call(func() {
 		n.core, err = broker.New(broker.Config{Broker: cfg}, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
-			n.net.setHandler(n.core, n.core.AdvertisedVersions())
+			n.net.setHandler(n.core, n.core.AcceptedVersions())
 			n.net.peers.brokerAddress = n.brokerAddress
 		}
 	})

@@ -28,6 +28,9 @@ type Config struct {
 	// committed metadata records the controller lets pass between
 	// snapshots (controller.Config.SnapshotIntervalRecords).
 	ControllerSnapshotIntervalRecords int64
+	// QuorumObserver, if set, is given to the metadata quorum's Raft (the
+	// simulator's Raft checkers); nil in production.
+	QuorumObserver quorum.Observer
 }
 
 // Bugs are the planted bugs a node runs with. They travel in Config to
@@ -42,6 +45,9 @@ type Bugs struct {
 	// Group are the planted group coordinator bugs (core/group), given to
 	// every coordinator this node hosts.
 	Group group.Bugs
+	// Quorum are the planted Raft bugs (core/quorum), given to this node's
+	// metadata quorum voter.
+	Quorum quorum.Bugs
 }
 
 // IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a
@@ -174,7 +180,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		disks:        disks,
 		newID:        ids,
 		incarnation:  ids(),
-		advertised:   advertisedVersions(b.Roles.Broker, b.Roles.Controller),
+		advertised:   advertisedVersions(b.Roles.Broker, b.Roles.Controller, false),
 		logConfig:    logConfigOf(b.TopicDefaults()),
 		controllerID: lowestVoter(b.QuorumVoters),
 		image:        metadata.NewImage(),
