@@ -17,8 +17,9 @@ import (
 	"strand/sim/simnet"
 )
 
-// ControllerID is the controller-only node's node.id; brokers follow it.
-const ControllerID = 1
+// VotersMax is how many nodes (the lowest ids) are controller voters as
+// well as brokers: three, as a real deployment's quorum.
+const VotersMax = 3
 
 // Node is one simulated Strand process and the environment that outlives
 // its incarnations.
@@ -52,18 +53,42 @@ type Cluster struct {
 	S       *sched.Scheduler
 	Streams *sched.Streams
 	Net     *simnet.Network
-	// Nodes holds the controller first, then the brokers by id.
+	// Nodes holds every node by id; each is a broker, and the first
+	// VotersMax are controller voters too.
 	Nodes []*Node
 	shape Shape
 	bugs  Bugs
 	idSeq uint64
+	// raft checks the voters' Raft as it runs.
+	raft *raftChecker
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
 }
 
-// Brokers returns the broker nodes.
-func (c *Cluster) Brokers() []*Node { return c.Nodes[1:] }
+// Brokers returns the broker nodes: every node.
+func (c *Cluster) Brokers() []*Node { return c.Nodes }
+
+// VoterIDs returns the controller voters' node.ids.
+func (c *Cluster) VoterIDs() []int32 {
+	var ids []int32
+	for _, n := range c.Nodes {
+		if n.cfg.Broker.Roles.Controller {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// ActiveController is the node hosting the active controller, or nil.
+func (c *Cluster) ActiveController() *Node {
+	for _, n := range c.Nodes {
+		if n.Proc.Up() && n.Core != nil && n.Core.ControllerActive() {
+			return n
+		}
+	}
+	return nil
+}
 
 // BrokerIDs returns the brokers' node.ids.
 func (c *Cluster) BrokerIDs() []env.NodeID {
@@ -78,7 +103,8 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
 	fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail}
-	for id := int32(ControllerID); id <= int32(shape.Brokers)+ControllerID; id++ {
+	c.raft = newRaftChecker(c)
+	for id := int32(1); id <= int32(shape.Brokers); id++ {
 		b, err := brokerConfig(id, shape)
 		if err != nil {
 			return nil, err
@@ -87,11 +113,8 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		n := &Node{ID: id, Proc: proc, Net: c.Net.AddNode(env.NodeID(id), proc),
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
-			cfg:   broker.Config{Broker: b, Bugs: broker.Bugs{Replica: bugs.Replica}}}
-		n.envDisk = n.Disk
-		if id != ControllerID {
-			n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
-		}
+			cfg:   broker.Config{Broker: b, Bugs: broker.Bugs{Replica: bugs.Replica, Quorum: bugs.Quorum}, QuorumObserver: c.raft}}
+		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
 		proc.OnCrash(func() {
@@ -111,12 +134,16 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 
 // brokerConfig is node id's server.properties for the shape.
 func brokerConfig(id int32, shape Shape) (config.Broker, error) {
+	var voters []string
+	for v := int32(1); v <= int32(min(shape.Brokers, VotersMax)); v++ {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", v, 9001+2*v))
+	}
 	props := map[string]string{
 		"node.id":                        fmt.Sprint(id),
 		"process.roles":                  "broker",
 		"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
 		"controller.listener.names":      "CONTROLLER",
-		"controller.quorum.voters":       fmt.Sprintf("%d@127.0.0.1:9003", ControllerID),
+		"controller.quorum.voters":       strings.Join(voters, ","),
 		"log.dirs":                       fmt.Sprintf("/data/node%d", id),
 		"auto.create.topics.enable":      "false",
 		"min.insync.replicas":            fmt.Sprint(shape.MinInsyncReplicas),
@@ -126,9 +153,9 @@ func brokerConfig(id int32, shape Shape) (config.Broker, error) {
 		"replica.lag.time.max.ms":        fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 	}
-	if id == ControllerID {
-		props["process.roles"] = "controller"
-		props["listeners"] = "CONTROLLER://127.0.0.1:9003"
+	if id <= VotersMax {
+		props["process.roles"] = "broker,controller"
+		props["listeners"] = fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9000+2*id, 9001+2*id)
 	}
 	if shape.SyncEveryBatch {
 		props["log.flush.interval.messages"] = "1"
@@ -190,10 +217,12 @@ func (h refusingHandler) HandleClosed(env.ConnID) {}
 // harness-controlled twists on file Syncs. When the node's failNextSync is
 // armed, the next Sync fails with env.ErrIO and makes nothing durable (the
 // harness disarms it when healing, which memdisk.FailNextSync cannot).
-// With lie set (the lost-fsync planted bug) every Sync of a segment file
-// (*.log) reports success without making anything durable: the log claims
-// durability it does not have. Checkpoints, indexes and SyncDir stay
-// honest, so the bug shows as lost records, not as unreadable files.
+// With lie set (the lost-fsync planted bug) every Sync of a partition's
+// segment file (*.log outside the metadata directory) reports success
+// without making anything durable: the log claims durability it does not
+// have. Checkpoints, indexes, the metadata quorum's files and SyncDir stay
+// honest, so the bug shows as lost records, not as unreadable files or a
+// broken Raft.
 type faultDisk struct {
 	*memdisk.Disk
 	node *Node
@@ -222,7 +251,7 @@ func (f faultFile) Sync(done func(error)) {
 		n.failNextSync = false
 		path := f.Path()
 		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
-	case f.disk.lie && strings.HasSuffix(f.Path(), ".log"):
+	case f.disk.lie && strings.HasSuffix(f.Path(), ".log") && !strings.HasPrefix(f.Path(), "metadata/"):
 		n.Proc.Post(func() { done(nil) })
 	default:
 		f.File.Sync(done)

@@ -173,6 +173,7 @@ func (r *run) execute(bugs Bugs) {
 		setupDone = true
 		r.f.start(c, r.tps, func() []models.Produce { return r.w.History().Produces })
 		r.sampleLeaders()
+		r.pollLogMatching()
 		r.s.After(healDelayNs, r.heal)
 	})
 	r.s.After(setupDeadlineNs, func() {
@@ -279,6 +280,9 @@ func (r *run) pollConvergence(deadlineNs int64) {
 // every replica's log; it returns the final state, or why not yet.
 func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
 	final := map[models.TopicPartition]models.PartitionFinal{}
+	if r.c.ActiveController() == nil {
+		return nil, "no active controller"
+	}
 	for i, tp := range r.tps {
 		v := views[i]
 		if !v.OK {

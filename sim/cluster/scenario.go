@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"strand/core/quorum"
 	"strand/core/replica"
 )
 
@@ -83,10 +84,12 @@ type Bugs struct {
 	// without making anything durable (implemented in the harness's disk,
 	// not in core/log).
 	LostFsync bool
+	// Quorum are the planted Raft bugs of the controller voters.
+	Quorum quorum.Bugs
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
-var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync"}
+var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early"}
 
 // ParseBug turns a bug name into the switches it sets; "" is no bug.
 func ParseBug(name string) (Bugs, error) {
@@ -103,6 +106,10 @@ func ParseBug(name string) (Bugs, error) {
 		b.Replica.ISRMinIgnored = true
 	case "lost-fsync":
 		b.LostFsync = true
+	case "raft-vote-twice":
+		b.Quorum.VoteTwice = true
+	case "raft-commit-early":
+		b.Quorum.CommitEarly = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
