@@ -34,8 +34,11 @@ sim:
 sim-bugs:
 	$(GO) run ./cmd/strandsim -planted-bugs
 
+# Every benchmark section, or only those in SECTION (e.g. SECTION=broker).
+# The broker section runs bin/strand (built here) and kfake as processes.
+SECTION ?= all
 bench: build
-	$(GO) run ./cmd/strandbench
+	$(GO) run ./cmd/strandbench -section $(SECTION)
 
 # Each Go fuzz target for FUZZTIME. -fuzzminimizetime keeps a busy machine from
 # spending minutes shrinking one new corpus entry.

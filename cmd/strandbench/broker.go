@@ -41,12 +41,16 @@ var brokerFlags struct {
 	duration  time.Duration
 	profile   bool
 	voters    int
+	// profileDir keeps the CPU profiles; "" writes them in the benchmark's
+	// temporary directory, removed at the end.
+	profileDir string
 }
 
 func registerBrokerFlags() {
 	flag.StringVar(&brokerFlags.strandBin, "strand", "bin/strand", "broker section: the strand binary to benchmark (make build)")
 	flag.DurationVar(&brokerFlags.duration, "broker-duration", 3*time.Second, "broker section: length of each produce run")
 	flag.IntVar(&brokerFlags.voters, "broker-voters", 1, "broker section: controllers (quorum voters) among case (b)'s three nodes, 1 or 3; the others are brokers only")
+	flag.StringVar(&brokerFlags.profileDir, "broker-profile-dir", "", "broker section: keep the brokers' CPU profiles in this directory (default: removed with the rest)")
 	flag.BoolVar(&brokerFlags.profile, "broker-profile", true, "broker section: CPU-profile the Strand brokers and print their top functions (needs the go command)")
 }
 
@@ -121,12 +125,24 @@ func runBrokerSection(env *benchEnv) (bool, error) {
 	if _, err := os.Stat(strandBin); err != nil {
 		return false, fmt.Errorf("-strand %s: %w (run make build)", brokerFlags.strandBin, err)
 	}
+	profileDir := ""
+	if brokerFlags.profile {
+		profileDir = env.root
+		if brokerFlags.profileDir != "" {
+			if profileDir, err = filepath.Abs(brokerFlags.profileDir); err != nil {
+				return false, err
+			}
+			if err := os.MkdirAll(profileDir, 0o755); err != nil {
+				return false, err
+			}
+		}
+	}
 	cases := []brokerCase{
 		{label: "(a)", about: "Strand, 1 node, acks=1", strand: true,
-			start: func(dir string) (*cluster, error) { return startStrand("a", strandBin, dir, 1, 1, brokerFlags.profile) }},
+			start: func(dir string) (*cluster, error) { return startStrand("a", strandBin, dir, 1, 1, profileDir) }},
 		{label: "(b)", about: fmt.Sprintf("Strand, 3 nodes (%d controller), RF 3, acks=all, idempotent", brokerFlags.voters), strand: true, acksAll: true, idempotent: true,
 			start: func(dir string) (*cluster, error) {
-				return startStrand("b", strandBin, dir, 3, brokerFlags.voters, brokerFlags.profile)
+				return startStrand("b", strandBin, dir, 3, brokerFlags.voters, profileDir)
 			}},
 		{label: "(c)", about: "kfake, 1 broker, acks=1",
 			start: func(dir string) (*cluster, error) { return startKfake(dir) }},
@@ -343,7 +359,7 @@ func printGroupFigures(r *caseResults) {
 	sorted := append([]time.Duration(nil), r.rebalanceTimes...)
 	slices.Sort(sorted)
 	fmt.Printf("rebalance on %s: 3 kgo consumers (cooperative-sticky) start at once in a new group on a 3-partition topic;\n", r.c.label)
-	fmt.Printf("  time until each owns one partition and has sent its first Fetch (group.initial.rebalance.delay.ms=0), %d runs:\n  ", len(sorted))
+	fmt.Printf("  time until each owns one partition and has sent its first Fetch (group.initial.rebalance.delay.ms: Kafka's default 3 s), %d runs:\n  ", len(sorted))
 	for _, d := range sorted {
 		fmt.Printf(" %.0f ms", ms(d))
 	}

@@ -102,9 +102,8 @@ func freePorts(n int) ([]int, error) {
 // strandNodeProperties is one node's server.properties, written as the
 // examples in /work/shared/examples/three-nodes are, with free ports, except
 // that only the first voters nodes are controllers (quorum voters); the
-// others are brokers only. The group rebalance delay is 0 so that the
-// rebalance measurement times the protocol rather than Kafka's 3 s wait for
-// more members.
+// others are brokers only. Everything else is Kafka's default, the group
+// coordinator's group.initial.rebalance.delay.ms of 3 s included.
 func strandNodeProperties(nodeID, voters int, clientPorts, controllerPorts []int, logDir string) string {
 	var voterList []string
 	for id := 1; id <= voters; id++ {
@@ -128,14 +127,13 @@ default.replication.factor=%d
 min.insync.replicas=%d
 offsets.topic.replication.factor=%d
 auto.create.topics.enable=true
-group.initial.rebalance.delay.ms=0
 `, nodeID, roles, listeners, clientPorts[nodeID-1], strings.Join(voterList, ","), logDir, nodes, min(2, nodes), nodes)
 }
 
 // startStrand starts nodes Strand processes from strandBin, the first voters
 // of them controllers, each with its own configuration and log directory
-// under dir, each writing a CPU profile into dir if profile is set.
-func startStrand(name, strandBin, dir string, nodes, voters int, profile bool) (*cluster, error) {
+// under dir, each writing a CPU profile into profileDir unless it is "".
+func startStrand(name, strandBin, dir string, nodes, voters int, profileDir string) (*cluster, error) {
 	ports, err := freePorts(2 * nodes)
 	if err != nil {
 		return nil, err
@@ -154,8 +152,8 @@ func startStrand(name, strandBin, dir string, nodes, voters int, profile bool) (
 		}
 		args := []string{"serve", "--config", configPath}
 		p := &brokerProcess{name: fmt.Sprintf("%s node %d", name, id), logPath: filepath.Join(nodeDir, "stderr.log")}
-		if profile {
-			p.profilePath = filepath.Join(dir, fmt.Sprintf("%s-node%d.pprof", name, id))
+		if profileDir != "" {
+			p.profilePath = filepath.Join(profileDir, fmt.Sprintf("%s-node%d.pprof", name, id))
 			args = append(args, "--cpuprofile", p.profilePath)
 		}
 		if err := p.start(strandBin, args...); err != nil {

@@ -32,6 +32,9 @@ const (
 	batchLengthOffset     = 8
 	lastOffsetDeltaOffset = 23
 	batchLogOverheadBytes = 12
+	// rawFetchStallsMax is how many fetches in a row may return no whole
+	// batch (each waits up to MaxWaitMillis) before the raw consumer gives up.
+	rawFetchStallsMax = 20
 )
 
 // consumeRaw reads partition 0 of topic from offset 0 to endOffset with raw
@@ -53,6 +56,7 @@ func consumeRaw(c *cluster, topic string, endOffset int64) (consumeResult, error
 	var request []byte
 	response := make([]byte, rawFetchBytes+1<<20)
 	var r consumeResult
+	stalled := 0
 	start := time.Now()
 	for offset, correlationID := int64(0), int32(1); offset < endOffset; correlationID++ {
 		req := kmsg.NewPtrFetchRequest()
@@ -87,6 +91,13 @@ func consumeRaw(c *cluster, topic string, endOffset int64) (consumeResult, error
 			return consumeResult{}, fmt.Errorf("raw fetch %s at offset %d: error code %d", topic, offset, part.ErrorCode)
 		}
 		next, batchBytes := walkBatches(part.RecordBatches, offset)
+		if next == offset {
+			if stalled++; stalled > rawFetchStallsMax {
+				return consumeResult{}, fmt.Errorf("raw fetch %s: no progress at offset %d (high watermark %d) in %d fetches", topic, offset, part.HighWatermark, stalled)
+			}
+		} else {
+			stalled = 0
+		}
 		r.bytes += batchBytes
 		offset = next
 	}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"strand/core/batch"
+	"strand/core/config"
+)
+
+func TestWalkBatches(t *testing.T) {
+	build := func(base int64, records int) []byte {
+		recs := make([]batch.Record, records)
+		for i := range recs {
+			recs[i] = batch.Record{Value: []byte("v")}
+		}
+		return batch.Build(batch.BuildSpec{BaseOffset: base, FirstTimestamp: 1, Records: recs})
+	}
+	first, second := build(10, 3), build(13, 5)
+	whole := append(append([]byte(nil), first...), second...)
+	if next, n := walkBatches(whole, 10); next != 18 || n != int64(len(whole)) {
+		t.Errorf("two whole batches: next %d, bytes %d; want 18, %d", next, n, len(whole))
+	}
+	// A partial second batch, as a fetch cut at max bytes returns.
+	cut := whole[:len(first)+len(second)/2]
+	if next, n := walkBatches(cut, 10); next != 13 || n != int64(len(first)) {
+		t.Errorf("one whole batch and a partial one: next %d, bytes %d; want 13, %d", next, n, len(first))
+	}
+	if next, n := walkBatches(nil, 7); next != 7 || n != 0 {
+		t.Errorf("no batches: next %d, bytes %d; want 7, 0", next, n)
+	}
+}
+
+func TestProcessCPUAndMemoryOfSelf(t *testing.T) {
+	before, err := processCPUOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin for 150 ms of this process's CPU time (getrusage), however busy
+	// the machine is.
+	for spinStart := processCPU(); processCPU()-spinStart < 150*time.Millisecond; {
+	}
+	after, err := processCPUOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent := after - before; spent < 100*time.Millisecond {
+		t.Errorf("/proc/self/stat: %v of CPU over 150 ms of spinning", spent)
+	}
+	// /proc's ticks and getrusage agree to within a few ticks.
+	if diff := (processCPU() - after).Abs(); diff > 100*time.Millisecond {
+		t.Errorf("/proc/<pid>/stat %v, getrusage %v", after, processCPU())
+	}
+	anon, err := rssAnonKiB(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfAnon, _, err := memoryKiB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anon <= 0 || anon > 2*selfAnon+1024 {
+		t.Errorf("RssAnon from /proc/<pid>/status %d KiB, from /proc/self/status %d KiB", anon, selfAnon)
+	}
+}
+
+func TestStrandNodePropertiesParse(t *testing.T) {
+	for _, voters := range []int{1, 3} {
+		clientPorts, controllerPorts := []int{9001, 9002, 9003}, []int{9101, 9102, 9103}
+		for id := 1; id <= 3; id++ {
+			text := strandNodeProperties(id, voters, clientPorts, controllerPorts, "/tmp/data")
+			b, warnings, err := config.Parse([]byte(text), nil)
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("node %d of %d voters: %v, warnings %v\n%s", id, voters, err, warnings, text)
+			}
+			if int(b.NodeID) != id || b.DefaultReplicationFactor != 3 {
+				t.Errorf("node %d: node.id %d, default.replication.factor %d", id, b.NodeID, b.DefaultReplicationFactor)
+			}
+			if isController := strings.Contains(text, "broker,controller"); isController != (id <= voters) {
+				t.Errorf("node %d of %d voters: controller %v", id, voters, isController)
+			}
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var sorted []time.Duration
+	for i := 1; i <= 100; i++ {
+		sorted = append(sorted, time.Duration(i))
+	}
+	if p50, p99 := percentile(sorted, 0.5), percentile(sorted, 0.99); p50 != 50 || p99 != 99 {
+		t.Errorf("1..100: p50 %d, p99 %d; want 50, 99", p50, p99)
+	}
+	if p := percentile(sorted[:1], 0.99); p != 1 {
+		t.Errorf("one value: p99 %d", p)
+	}
+}
+
+// TestRawConsumerReadsWhatWasProduced runs the raw consumer against an
+// in-process kfake: it must reach the end offset and count every batch byte.
+func TestRawConsumerReadsWhatWasProduced(t *testing.T) {
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	c := &cluster{name: "kfake", bootstrap: fake.ListenAddrs()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...), kgo.DefaultProduceTopic("t"), kgo.ProducerBatchMaxBytes(16<<10),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const records = 2000
+	var rs []*kgo.Record
+	for range records {
+		rs = append(rs, &kgo.Record{Value: recordValue(100)})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := consumeRaw(c, "t", records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.records != records || raw.bytes < records*100 {
+		t.Errorf("raw consumer: %d records, %d bytes; want %d records of at least 100 bytes", raw.records, raw.bytes, records)
+	}
+	k, err := consumeKgo(c, "t", records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.records != records || k.bytes != records*100 {
+		t.Errorf("kgo consumer: %d records, %d bytes; want %d of 100 bytes", k.records, k.bytes, records)
+	}
+}
+
+func TestLoopbackBandwidthMovesBytes(t *testing.T) {
+	r, err := loopbackBandwidth(50 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.bytes < loopbackWriteBytes || r.elapsed < 50*time.Millisecond {
+		t.Errorf("loopback: %v", r)
+	}
+}
