@@ -21,9 +21,11 @@ type GroupHistory struct {
 // Assignment is one successful SyncGroup answer: member Member of Group
 // was given Partitions in Generation at AtNs.
 type Assignment struct {
-	Client     int
-	Group      string
-	Member     string
+	Client int
+	Group  string
+	Member string
+	// Instance is a static member's group.instance.id, or "".
+	Instance   string
 	Generation int32
 	Partitions []TopicPartition
 	AtNs       int64
@@ -46,9 +48,11 @@ const (
 
 // OffsetCommit is one partition of one OffsetCommit request.
 type OffsetCommit struct {
-	Client     int
-	Group      string
-	Member     string
+	Client   int
+	Group    string
+	Member   string
+	Instance string
+	// Generation is the generation the commit was sent with.
 	Generation int32
 	TP         TopicPartition
 	Offset     int64
@@ -77,9 +81,22 @@ type groupTP struct {
 	tp    TopicPartition
 }
 
+// memberIdentity is who a member is across member ids: a static member
+// (KIP-345) is its instance id, whose new member id takes over the old
+// one's assignment in the same generation when it restarts; a dynamic
+// member is its member id.
+func memberIdentity(member, instance string) string {
+	if instance != "" {
+		return "instance " + instance
+	}
+	return member
+}
+
 // CheckAssignments checks that within one generation of a group no
 // partition was given to two members: every member's SyncGroup answers for
-// generation g agree with every other member's.
+// generation g agree with every other member's. A static member's
+// replacement (the same instance id under a new member id) is the same
+// member.
 func CheckAssignments(h GroupHistory) []Violation {
 	type owner struct {
 		member string
@@ -99,12 +116,12 @@ func CheckAssignments(h GroupHistory) []Violation {
 			prev, seen := owners[k]
 			switch {
 			case !seen:
-				owners[k] = owner{a.Member, a.AtNs}
-			case prev.member != a.Member && !reported[k]:
+				owners[k] = owner{memberIdentity(a.Member, a.Instance), a.AtNs}
+			case prev.member != memberIdentity(a.Member, a.Instance) && !reported[k]:
 				reported[k] = true
 				out = append(out, Violation{Check: "group-assignment", TP: tp, Detail: fmt.Sprintf(
 					"group %s generation %d: assigned to member %s at t=%dns and to member %s at t=%dns",
-					a.Group, a.Generation, prev.member, prev.atNs, a.Member, a.AtNs)})
+					a.Group, a.Generation, prev.member, prev.atNs, memberIdentity(a.Member, a.Instance), a.AtNs)})
 			}
 		}
 	}

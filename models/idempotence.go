@@ -30,8 +30,10 @@ const (
 // idempotent producers' sends: each record an idempotent producer sent is
 // in the log at most once, its batch header carries the producer id, epoch
 // and sequence it was sent with, and per (producer id, epoch) the
-// sequences in the log run 0, 1, 2, … in offset order: no duplicate, no
-// gap, no reordering. final holds every partition's replicas (identical up
+// sequences rise strictly in offset order: no duplicate, no reordering.
+// A gap is allowed: a batch the producer gave up leaves one, and Kafka
+// accepts any first sequence from a producer it does not know yet (so a
+// batch may land after an earlier one was refused). final holds every partition's replicas (identical up
 // to the high watermark, which CheckFinal checks); the first replica's log
 // is read. Within the fault budget only: over it, an acknowledged batch
 // may be lost, and its retry then lands after later ones.
@@ -62,7 +64,7 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 			pid   int64
 			epoch int16
 		}
-		nextSeq := map[session]int32{}
+		lastSeq := map[session]int32{}
 		seenAt := map[string]int64{}
 		bad := func(format string, args ...any) {
 			out = append(out, Violation{Check: "idempotence", TP: tp, Detail: fmt.Sprintf(format, args...)})
@@ -93,12 +95,12 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 					continue batches
 				}
 				s := session{pid, epoch}
-				if next := nextSeq[s]; seq != next {
-					bad("record %q at offset %d: producer %d epoch %d sequence %d where %d was due (a duplicate, gap or reordering)",
-						r.Value, r.Offset, pid, epoch, seq, next)
+				if last, seen := lastSeq[s]; seen && seq <= last {
+					bad("record %q at offset %d: producer %d epoch %d sequence %d after sequence %d (a duplicate or reordering)",
+						r.Value, r.Offset, pid, epoch, seq, last)
 					continue batches
 				}
-				nextSeq[s] = seq + 1
+				lastSeq[s] = seq
 			}
 		}
 	}

@@ -148,20 +148,16 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		tps = append(tps, tp)
 	}
 	sortTPs(tps)
-	valueAt := map[TopicPartition]map[int64]string{}
+	valueAt := map[TopicPartition]logValues{}
 	for _, tp := range tps {
 		pf := final[tp]
 		if pf.Leader < 0 {
 			rep.Violations = append(rep.Violations, Violation{Check: "convergence", TP: tp, Detail: "no leader after healing"})
 		}
 		rep.Violations = append(rep.Violations, compareReplicas(tp, pf)...)
-		values := map[int64]string{}
+		var values logValues
 		if len(pf.Replicas) > 0 {
-			for _, b := range pf.Replicas[0].Batches {
-				for _, r := range b.Records {
-					values[r.Offset] = r.Value
-				}
-			}
+			values = newLogValues(pf.Replicas[0])
 		}
 		valueAt[tp] = values
 	}
@@ -175,7 +171,7 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		}
 		for j, v := range p.Values {
 			o := p.BaseOffset + int64(j)
-			if got := values[o]; got != v {
+			if got := values.at(o); got != v {
 				if opts.OverBudget {
 					rep.LostOverBudget++
 					continue
@@ -187,6 +183,49 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		}
 	}
 	return rep
+}
+
+// logValues are the values of a replica's log by offset: a slice from the
+// first batch's base offset, and a map for records outside the batches'
+// ranges (a log whose record offsets disagree with its batch headers).
+type logValues struct {
+	base   int64
+	values []string
+	others map[int64]string
+}
+
+func newLogValues(r ReplicaLog) logValues {
+	var lv logValues
+	if len(r.Batches) == 0 {
+		return lv
+	}
+	lv.base = r.Batches[0].BaseOffset
+	span := logEnd(r) - lv.base
+	if span < 0 || span > denseOffsetsMax {
+		span = 0
+	}
+	lv.values = make([]string, span)
+	for _, b := range r.Batches {
+		for _, rec := range b.Records {
+			if i := rec.Offset - lv.base; i >= 0 && i < span {
+				lv.values[i] = rec.Value
+				continue
+			}
+			if lv.others == nil {
+				lv.others = map[int64]string{}
+			}
+			lv.others[rec.Offset] = rec.Value
+		}
+	}
+	return lv
+}
+
+// at returns the value at offset, "" if none.
+func (lv logValues) at(offset int64) string {
+	if i := offset - lv.base; i >= 0 && i < int64(len(lv.values)) {
+		return lv.values[i]
+	}
+	return lv.others[offset]
 }
 
 // compareReplicas checks that every replica holds the same batches, byte

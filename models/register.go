@@ -232,23 +232,60 @@ func (r *registerSummary) verdict(offset int64) string {
 	return ""
 }
 
-// partitionRegisters are one partition's registers, by offset.
+// denseOffsetsMax bounds the offsets kept in a partition's slice of
+// registers; an offset beyond it (a corrupted answer) is kept in a map.
+const denseOffsetsMax = 1 << 20
+
+// partitionRegisters are one partition's registers, by offset: a slice
+// indexed by offset (logs in a run start at 0 and stay short), a map for
+// the others. An untouched register is the zero summary, which is
+// linearizable.
 type partitionRegisters struct {
-	index map[int64]int32
-	regs  []registerSummary
-	// offsets[i] is the offset of regs[i].
-	offsets []int64
+	dense  []registerSummary
+	sparse map[int64]*registerSummary
 }
 
 func (p *partitionRegisters) at(offset int64) *registerSummary {
-	i, ok := p.index[offset]
-	if !ok {
-		i = int32(len(p.regs))
-		p.index[offset] = i
-		p.regs = append(p.regs, registerSummary{})
-		p.offsets = append(p.offsets, offset)
+	if offset >= 0 && offset < denseOffsetsMax {
+		if offset >= int64(len(p.dense)) {
+			grown := make([]registerSummary, min(max(offset+1, 2*int64(len(p.dense)), 1024), denseOffsetsMax))
+			copy(grown, p.dense)
+			p.dense = grown
+		}
+		return &p.dense[offset]
 	}
-	return &p.regs[i]
+	if p.sparse == nil {
+		p.sparse = map[int64]*registerSummary{}
+	}
+	r := p.sparse[offset]
+	if r == nil {
+		r = &registerSummary{}
+		p.sparse[offset] = r
+	}
+	return r
+}
+
+// firstViolation returns the lowest offset whose register is not
+// linearizable and why, or "".
+func (p *partitionRegisters) firstViolation() string {
+	lowest, why := int64(0), ""
+	for o, r := range p.sparse { // order-independent: the lowest offset wins
+		if o > lowest && why != "" {
+			continue
+		}
+		if v := r.verdict(o); v != "" {
+			lowest, why = o, v
+		}
+	}
+	for o := range p.dense {
+		if why != "" && int64(o) > lowest {
+			break
+		}
+		if v := p.dense[o].verdict(int64(o)); v != "" {
+			return v
+		}
+	}
+	return why
 }
 
 // decideRegisters decides every register directly and returns, for each
@@ -260,7 +297,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 	partition := func(tp TopicPartition) *partitionRegisters {
 		p := byTP[tp]
 		if p == nil {
-			p = &partitionRegisters{index: map[int64]int32{}}
+			p = &partitionRegisters{}
 			byTP[tp] = p
 		}
 		return p
@@ -320,17 +357,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 	}
 	bad := map[TopicPartition]string{}
 	for tp, regs := range byTP { // order-independent: one entry per partition, each decided alone
-		lowest, why := int64(0), ""
-		for i := range regs.regs {
-			o := regs.offsets[i]
-			if why != "" && o > lowest {
-				continue
-			}
-			if v := regs.regs[i].verdict(o); v != "" {
-				lowest, why = o, v
-			}
-		}
-		if why != "" {
+		if why := regs.firstViolation(); why != "" {
 			bad[tp] = why
 		}
 	}

@@ -16,15 +16,15 @@ import (
 const (
 	memberSessionTimeoutMs   = 6000
 	memberRebalanceTimeoutMs = 3000
-	memberHeartbeatNs        = 1e9
+	memberHeartbeatNs        = 500e6
 	memberCommitIntervalNs   = 700e6
 	// memberRestartNsMax bounds how long a crashed or departed member
 	// stays away.
 	memberRestartNsMax = 2e9
 	// Per heartbeat, the chance in a thousand that the member crashes,
 	// and that it leaves the group (and comes back later).
-	memberCrashPerMille = 30
-	memberLeavePerMille = 30
+	memberCrashPerMille = 25
+	memberLeavePerMille = 25
 )
 
 // The assignors members offer; the elected leader runs the one the group
@@ -64,6 +64,11 @@ type member struct {
 	committed map[models.TopicPartition]int64
 	// committing: an OffsetCommit is in flight.
 	committing bool
+	// fetching holds the partitions with a Fetch in flight, whatever its
+	// round: a new round's fetch loop waits for it, so that the member has
+	// one fetch per partition at a time, as the high-watermark check
+	// expects of a client.
+	fetching map[models.TopicPartition]bool
 }
 
 func (w *Workload) newMember(group string, static bool) *member {
@@ -85,7 +90,16 @@ func (m *member) start() {
 	m.round++
 	m.coordinator, m.memberID, m.generation = -1, "", -1
 	m.assigned, m.positions, m.committed, m.committing = nil, map[models.TopicPartition]int64{}, map[models.TopicPartition]int64{}, false
+	m.fetching = map[models.TopicPartition]bool{}
 	m.join(m.round)
+}
+
+// instance is the static member's instance id, or "".
+func (m *member) instance() string {
+	if m.instanceID == nil {
+		return ""
+	}
+	return *m.instanceID
 }
 
 // live says whether a callback of round is still the member's business.
@@ -284,7 +298,8 @@ func (m *member) sync(round int, protocol *string, plan []kmsg.SyncGroupRequestG
 				}
 				m.assigned = tps
 				m.w.groupHistory.Assignments = append(m.w.groupHistory.Assignments, models.Assignment{Client: m.client.index,
-					Group: m.group, Member: m.memberID, Generation: m.generation, Partitions: tps, AtNs: m.w.s.NowNs()})
+					Group: m.group, Member: m.memberID, Instance: m.instance(), Generation: m.generation, Partitions: tps,
+					AtNs: m.w.s.NowNs()})
 				m.stable(round)
 			case code == kerr.UnknownMemberID.Code:
 				m.memberID = ""
@@ -434,9 +449,22 @@ func (m *member) fetchOffsets(round int) {
 // fetchLoop fetches tp from its leader, one fetch at a time, for the
 // round.
 func (m *member) fetchLoop(round int, tp models.TopicPartition) {
+	if !m.live(round) {
+		return
+	}
+	if m.fetching[tp] {
+		m.client.proc.After(m.w.cfg.BackoffNs, func() { m.fetchLoop(round, tp) })
+		return
+	}
 	stopped := func() bool { return !m.live(round) }
 	m.client.withLeader(tp, stopped, func(li leaderInfo) {
+		if m.fetching[tp] {
+			m.client.proc.After(m.w.cfg.BackoffNs, func() { m.fetchLoop(round, tp) })
+			return
+		}
+		m.fetching[tp] = true
 		m.w.fetchFrom(m.client, tp, li, m.positions[tp], func(next int64, ok bool) {
+			m.fetching[tp] = false
 			if !m.live(round) {
 				return
 			}
@@ -495,7 +523,7 @@ func (m *member) commit(round int, then func()) {
 			t.Partitions = append(t.Partitions, p)
 			req.Topics = append(req.Topics, t)
 			m.w.groupHistory.Commits = append(m.w.groupHistory.Commits, models.OffsetCommit{Client: m.client.index,
-				Group: m.group, Member: m.memberID, Generation: m.generation, TP: tp, Offset: offset,
+				Group: m.group, Member: m.memberID, Instance: m.instance(), Generation: m.generation, TP: tp, Offset: offset,
 				CallNs: callNs, ReturnNs: models.NeverReturnedNs, Outcome: models.CommitUnknown})
 		}
 		m.committing = true

@@ -34,7 +34,7 @@ type producer struct {
 func (w *Workload) newProducer(idempotent bool) *producer {
 	p := &producer{w: w, client: w.newClient("producer")}
 	if idempotent {
-		p.idem = &idempotence{producerID: -1, seqs: map[models.TopicPartition]int32{}}
+		p.idem = &idempotence{producerID: -1}
 	}
 	switch n := w.r.IntN(10); {
 	case idempotent:
@@ -93,16 +93,11 @@ func (p *producer) produceNext() {
 		p.seq++
 	}
 	p.inFlight++
-	var seq *sequenced
 	if p.idem != nil {
-		seq = p.idem.next(tp, len(values))
-		p.w.idempotentSends = append(p.w.idempotentSends, models.IdempotentSend{Client: p.client.index, TP: tp,
-			ProducerID: seq.producerID, ProducerEpoch: seq.epoch, BaseSequence: seq.baseSequence, Values: values})
+		p.enqueue(tp, values)
+		return
 	}
-	p.attempt(tp, values, seq, 0, func() {
-		p.inFlight--
-		p.maybeReset()
-	})
+	p.attempt(tp, values, 0, func() { p.inFlight-- })
 }
 
 // recordValue is the unique value of a producer's seq-th record:
@@ -117,36 +112,18 @@ func recordValue(client, seq int) string {
 	return string(buf)
 }
 
-// attempt sends one try of a batch; then runs once the batch is acked,
-// given up, or the workload stopped.
-// An idempotent batch (seq set) is retried with the same sequence until it
-// is acknowledged or the workload stops, as kgo retries; a fatal producer
-// error gives it up and resets the producer's id.
-func (p *producer) attempt(tp models.TopicPartition, values []string, seq *sequenced, retries int, then func()) {
+// attempt sends one try of a plain batch; then runs once the batch is
+// acked, given up, or the workload stopped.
+func (p *producer) attempt(tp models.TopicPartition, values []string, retries int, then func()) {
 	stopped := func() bool { return p.w.stopped }
 	p.client.withLeader(tp, stopped, func(li leaderInfo) {
-		p.w.produce(p.client, p.acks, tp, li.leader, values, seq, func(op models.Produce, code int16, retriable bool) {
-			if seq != nil {
-				switch code {
-				case kerr.OutOfOrderSequenceNumber.Code:
-					// An earlier batch of this partition is still being
-					// retried: this one follows it.
-					retriable = true
-				case kerr.DuplicateSequenceNumber.Code:
-					// Appended before, beyond the broker's memory of it:
-					// done, its offset unknown.
-					retriable = false
-				case kerr.InvalidProducerEpoch.Code, kerr.UnknownProducerID.Code, kerr.InvalidProducerIDMapping.Code:
-					p.idem.resetting = true
-				}
-			}
-			limited := seq == nil && retries >= p.w.cfg.RetriesMax
-			if op.Acked || p.acks == 0 || !retriable || limited || p.w.stopped {
+		p.w.produce(p.client, p.acks, tp, li.leader, values, nil, func(op models.Produce, _ int16, retriable bool) {
+			if op.Acked || p.acks == 0 || !retriable || retries >= p.w.cfg.RetriesMax || p.w.stopped {
 				then()
 				return
 			}
 			p.client.forgetLeader(tp)
-			p.client.proc.After(p.w.cfg.BackoffNs, func() { p.attempt(tp, values, seq, retries+1, then) })
+			p.client.proc.After(p.w.cfg.BackoffNs, func() { p.attempt(tp, values, retries+1, then) })
 		})
 	})
 }
@@ -176,6 +153,9 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 	req.Topics = append(req.Topics, rt)
 
 	op := models.Produce{Client: c.index, TP: tp, Acks: acks, Values: values, CallNs: w.s.NowNs(), ReturnNs: models.NeverReturnedNs}
+	if seq != nil {
+		op.CallNs = seq.firstCallNs
+	}
 	w.outstanding++
 	c.send(leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 		w.outstanding--
