@@ -17,7 +17,6 @@ package controller
 // resource type is INVALID_REQUEST too.
 
 import (
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -154,12 +153,8 @@ func (c *Controller) alterResource(t *txn, validateOnly bool, topic string, next
 	if err != nil {
 		return err
 	}
-	if err := config.ValidateTopicConfig(updated); err != nil {
-		var cerr *config.Error
-		if errors.As(err, &cerr) {
-			return errorf(kerr.InvalidConfig, "topic %q: %v", topic, cerr)
-		}
-		return errorf(kerr.InvalidConfig, "topic %q: %v", topic, err)
+	if err := validateTopicOverrides(topic, updated); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil
@@ -180,6 +175,16 @@ func (c *Controller) alterResource(t *txn, validateOnly bool, topic string, next
 		case had && !has:
 			t.add(&metadata.ConfigRecord{ResourceType: res.Type, ResourceName: topic, Name: key})
 		}
+	}
+	return nil
+}
+
+// validateTopicOverrides checks a topic's whole override set with
+// core/config, as brokers will resolve it: an unknown key or a bad value is
+// INVALID_CONFIG naming the key (CreateTopics and both AlterConfigs).
+func validateTopicOverrides(topic string, overrides map[string]string) *apiError {
+	if err := config.ValidateTopicConfig(overrides); err != nil {
+		return errorf(kerr.InvalidConfig, "topic %q: %v", topic, err)
 	}
 	return nil
 }
@@ -297,4 +302,13 @@ func configsErrorResponse(req kmsg.Request, code int16) (kmsg.Response, bool) {
 		return resp, true
 	}
 	return nil, false
+}
+
+// configMap turns CreateTopics' sorted, duplicate-free entries into a map.
+func configMap(entries []configEntry) map[string]string {
+	out := make(map[string]string, len(entries))
+	for _, kv := range entries {
+		out[kv.key] = kv.value
+	}
+	return out
 }

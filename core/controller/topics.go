@@ -82,6 +82,9 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 	if err != nil {
 		return err
 	}
+	if err := validateTopicOverrides(rt.Topic, configMap(configs)); err != nil {
+		return err
+	}
 	assignment, err := c.topicAssignment(rt)
 	if err != nil {
 		return err
