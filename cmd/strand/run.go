@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 )
 
 // usage lists the subcommands.
@@ -13,11 +14,22 @@ commands:
   format             write meta.properties into every log directory (--config FILE, --cluster-id ID)
   random-cluster-id  print a new random cluster id, as kafka-storage.sh random-uuid does
   version            print the version
+
+client tools (--bootstrap-server HOST:PORT, default 127.0.0.1:9092):
+  topics             create, list, describe, delete, alter-config (strand topics help)
+  produce            send stdin's lines as records (--topic T [--key-separator SEP])
+  consume            print records (--topic T [--from-beginning | --offset N | --timestamp MS])
+  groups             list, describe (lag), reset offsets (strand groups help)
 `
 
 // run executes one subcommand and returns the process exit status. It writes
 // only to stdout and stderr, so that tests can call it directly.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runWithStdin(args, os.Stdin, stdout, stderr)
+}
+
+// runWithStdin is run with the input `strand produce` reads given.
+func runWithStdin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -27,6 +39,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "format":
 		return format(args[1:], stdout, stderr)
+	case "topics":
+		return topics(args[1:], stdout, stderr)
+	case "produce":
+		return produce(args[1:], stdin, stdout, stderr)
+	case "consume":
+		return consume(args[1:], stdout, stderr)
+	case "groups":
+		return groups(args[1:], stdout, stderr)
 	case "random-cluster-id":
 		return randomClusterID(stdout, stderr)
 	case "version":
