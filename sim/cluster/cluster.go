@@ -113,7 +113,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		n := &Node{ID: id, Proc: proc, Net: c.Net.AddNode(env.NodeID(id), proc),
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
-			cfg:   broker.Config{Broker: b, Bugs: broker.Bugs{Replica: bugs.Replica, Quorum: bugs.Quorum}, QuorumObserver: c.raft}}
+			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
 		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
@@ -152,6 +152,10 @@ func brokerConfig(id int32, shape Shape) (config.Broker, error) {
 		"broker.heartbeat.interval.ms":   "500",
 		"replica.lag.time.max.ms":        fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		// Few coordinators, and no 3 s wait before a group's first
+		// rebalance, for runs of a few simulated seconds.
+		"offsets.topic.num.partitions":     "3",
+		"group.initial.rebalance.delay.ms": "100",
 	}
 	if id <= VotersMax {
 		props["process.roles"] = "broker,controller"

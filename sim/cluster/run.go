@@ -160,6 +160,8 @@ func (r *run) execute(bugs Bugs) {
 		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
 		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
+		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
+		StaticPerMille: r.shape.StaticPerMille,
 	})
 	if err != nil {
 		r.violate("setup", err.Error())
@@ -271,8 +273,10 @@ func (r *run) pollConvergence(deadlineNs int64) {
 			retry(why)
 			return
 		}
-		r.final = final
-		r.done = true
+		r.probeGroups(deadlineNs, func() {
+			r.final = final
+			r.done = true
+		})
 	})
 }
 
@@ -340,6 +344,7 @@ func (r *run) check() {
 	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget})
 	vs = append(vs, fin.Violations...)
 	res.LostOverBudget += fin.LostOverBudget
+	vs = append(vs, r.checkGroups()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
 	}

@@ -5,6 +5,9 @@ import (
 	"sort"
 	"strings"
 
+	"strand/core/broker"
+	"strand/core/group"
+	"strand/core/producer"
 	"strand/core/quorum"
 	"strand/core/replica"
 )
@@ -34,6 +37,13 @@ type Shape struct {
 	// SyncEveryBatch sets log.flush.interval.messages=1: every crash may
 	// then lose unsynced data, and no acknowledged record may be lost.
 	SyncEveryBatch bool
+	// IdempotentProducers of the Producers are idempotent.
+	IdempotentProducers int
+	// Groups consumer groups of MembersPerGroup members consume every
+	// topic; StaticPerMille of the members are static.
+	Groups          int
+	MembersPerGroup int
+	StaticPerMille  int
 }
 
 // Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
@@ -48,6 +58,14 @@ var Shapes = map[string]Shape{
 		Producers: 4, RecordsPerSec: 300, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, ReplicaLagTimeMaxMs: 300},
 	"sync": {Name: "sync", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, SyncEveryBatch: true},
+	// groups: consumer groups (static and dynamic members crashing,
+	// leaving and rejoining, so that rebalances are frequent) and
+	// idempotent producers on a small cluster. The short
+	// replica.lag.time.max.ms shrinks the offsets partitions' ISRs often,
+	// so that coordinator appends fail and coordinators fail over.
+	"groups": {Name: "groups", Brokers: 3, Topics: 2, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, IdempotentProducers: 2, RecordsPerSec: 150, Consumers: 0, FaultPhaseNs: 10e9, ConvergeNs: 30e9,
+		ReplicaLagTimeMaxMs: 300, Groups: 4, MembersPerGroup: 3, StaticPerMille: 400},
 }
 
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed.
@@ -76,10 +94,15 @@ func ShapeNames() []string {
 	return names
 }
 
-// Bugs are a run's planted bugs: the replication ones reach every
-// partition through broker.Config; LostFsync is the harness's disk lying.
+// Bugs are a run's planted bugs: the replication, deduplication and group
+// ones reach every partition and coordinator through broker.Config;
+// LostFsync is the harness's disk lying.
 type Bugs struct {
 	Replica replica.Bugs
+	// DedupOff: an idempotent producer's retried batch is appended again.
+	DedupOff bool
+	// Group are core/group's (group-double-assign).
+	Group group.Bugs
 	// LostFsync: every file Sync on a broker's disk reports success
 	// without making anything durable (implemented in the harness's disk,
 	// not in core/log).
@@ -89,7 +112,8 @@ type Bugs struct {
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
-var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early"}
+var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early",
+	"group-double-assign", producer.BugDedupOff}
 
 // ParseBug turns a bug name into the switches it sets; "" is no bug.
 func ParseBug(name string) (Bugs, error) {
@@ -106,6 +130,10 @@ func ParseBug(name string) (Bugs, error) {
 		b.Replica.ISRMinIgnored = true
 	case "lost-fsync":
 		b.LostFsync = true
+	case "group-double-assign":
+		b.Group.GroupDoubleAssign = true
+	case producer.BugDedupOff:
+		b.DedupOff = true
 	case "raft-vote-twice":
 		b.Quorum.VoteTwice = true
 	case "raft-commit-early":
@@ -114,4 +142,9 @@ func ParseBug(name string) (Bugs, error) {
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
 	return b, nil
+}
+
+// broker is the part of the bugs every broker's core runs with.
+func (b Bugs) broker() broker.Bugs {
+	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group}
 }
