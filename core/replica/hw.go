@@ -47,12 +47,13 @@ func nextHighWatermark(current, candidate int64, isrSize, minISR int, ignoreMinI
 	return max(current, candidate)
 }
 
-// hwHolders returns the LEOs of the followers that hold the HW back: members
-// of the maximal ISR, and caught-up, ISR-eligible assigned replicas outside it.
-func (p *Partition) hwHolders(nowMs int64) []int64 {
+// hwHolders appends to holders the LEOs of the followers that hold the HW
+// back: members of the maximal ISR, and caught-up, ISR-eligible assigned
+// replicas outside it. (The caller passes a small stack buffer: this runs
+// on every follower fetch and every append.)
+func (p *Partition) hwHolders(holders []int64, nowMs int64) []int64 {
 	leo := p.log.LogEndOffset()
 	isr := p.maximalISR()
-	var holders []int64
 	for _, f := range p.leader.followers {
 		waitToJoin := f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) && p.isrEligible(f.replicaID)
 		if containsID(isr, f.replicaID) || waitToJoin {
@@ -70,7 +71,8 @@ func (p *Partition) maybeAdvanceHighWatermark(nowMs int64) bool {
 	}
 	p.clampHighWatermarkToLog()
 	leo := p.log.LogEndOffset()
-	candidate := highWatermarkCandidate(leo, p.hwHolders(nowMs))
+	var holdersBuf [8]int64
+	candidate := highWatermarkCandidate(leo, p.hwHolders(holdersBuf[:0], nowMs))
 	next := nextHighWatermark(p.hw, candidate, len(p.state.ISR), p.effectiveMinISR(), p.cfg.Bugs.ISRMinIgnored)
 	if next < p.hw || next > leo {
 		panic(fmt.Sprintf("replica %d: high watermark would move from %d to %d with LEO %d", p.cfg.ReplicaID, p.hw, next, leo))
