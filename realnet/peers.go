@@ -17,6 +17,7 @@ import (
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/quorum"
 	"strand/core/wire"
 )
 
@@ -113,9 +114,12 @@ func (ps *peerSet) send(peer env.NodeID, req kmsg.Request, done func(kmsg.Respon
 	pc.enqueue(req, done)
 }
 
-// route picks the listener address for req to peer.
+// route picks the listener address for req to peer: a voter's controller
+// listener for controller RPCs and the metadata quorum's own (Vote,
+// BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, Fetch of the metadata
+// log), which must reach the voters before any broker is registered.
 func (ps *peerSet) route(peer env.NodeID, req kmsg.Request) (peerKey, bool) {
-	if controller.Handles(req) {
+	if controller.Handles(req) || quorum.IsQuorumRequest(req) {
 		if address, ok := ps.voters[peer]; ok {
 			return peerKey{id: peer, plane: planeController, address: address}, true
 		}
