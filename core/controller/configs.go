@@ -38,13 +38,6 @@ var listTopicKeys = map[string]string{
 	"follower.replication.throttled.replicas": "",
 }
 
-// configChange is one requested change of one key: set to value, or
-// removed when value is nil.
-type configChange struct {
-	key   string
-	value *string
-}
-
 // handleAlterConfigs replaces each named topic's whole override set with
 // the request's (legacy AlterConfigs: keys left out are removed).
 func (c *Controller) handleAlterConfigs(req *kmsg.AlterConfigsRequest, reply func(kmsg.Response)) {
