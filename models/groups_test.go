@@ -144,3 +144,36 @@ func TestCheckIdempotence(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckTopicChurn(t *testing.T) {
+	id := func(b byte) [16]byte { return [16]byte{b} }
+	op := func(kind AdminKind, at int64, code int16, topicID [16]byte) AdminOp {
+		return AdminOp{Kind: kind, Topic: "c0", CallNs: at, ReturnNs: at + 1, ErrorCode: code, TopicID: topicID}
+	}
+	const exists, unknownTopic, notController = 36, 3, 41
+	good := []AdminOp{
+		op(AdminCreateTopic, 0, 0, id(1)),
+		op(AdminCreatePartitions, 10, 0, [16]byte{}),
+		op(AdminDeleteTopic, 20, 0, [16]byte{}),
+		op(AdminCreateTopic, 30, 0, id(2)),
+		// An ambiguous deletion may or may not have happened.
+		op(AdminDeleteTopic, 40, notController, [16]byte{}),
+		op(AdminCreateTopic, 50, 0, id(3)),
+		op(AdminCreateTopic, 60, exists, [16]byte{}),
+	}
+	if vs := CheckTopicChurn(good); len(vs) != 0 {
+		t.Fatalf("a correct history is rejected: %v", vs)
+	}
+	cases := map[string][]AdminOp{
+		"topic id reused":         {op(AdminCreateTopic, 0, 0, id(1)), op(AdminDeleteTopic, 10, 0, [16]byte{}), op(AdminCreateTopic, 20, 0, id(1))},
+		"created twice":           {op(AdminCreateTopic, 0, 0, id(1)), op(AdminCreateTopic, 10, 0, id(2))},
+		"exists after deletion":   {op(AdminDeleteTopic, 0, 0, [16]byte{}), op(AdminCreateTopic, 10, exists, [16]byte{})},
+		"deleted twice":           {op(AdminCreateTopic, 0, 0, id(1)), op(AdminDeleteTopic, 10, 0, [16]byte{}), op(AdminDeleteTopic, 20, 0, [16]byte{})},
+		"unknown while it exists": {op(AdminCreateTopic, 0, 0, id(1)), op(AdminDeleteTopic, 10, unknownTopic, [16]byte{})},
+	}
+	for name, ops := range cases {
+		if vs := CheckTopicChurn(ops); len(vs) != 1 || vs[0].Check != "topic-churn" {
+			t.Errorf("%s: got %v", name, vs)
+		}
+	}
+}

@@ -21,7 +21,8 @@ func (r *run) probeGroups(deadlineNs int64, done func()) {
 	})
 }
 
-// checkGroups runs the consumer-group and idempotence checkers. Within the
+// checkGroups runs the consumer-group, idempotence and topic-churn
+// checkers. Within the
 // fault budget every guarantee holds; over it the offsets partition itself
 // may lose acknowledged records (a commit, a generation), so a violation
 // is counted as loss over budget instead.
@@ -32,6 +33,7 @@ func (r *run) checkGroups() []models.Violation {
 	vs = append(vs, models.CheckCommitGenerations(gh)...)
 	vs = append(vs, models.CheckOffsets(gh, models.OffsetOptions{})...)
 	vs = append(vs, models.CheckIdempotence(r.w.IdempotentSends(), r.final)...)
+	vs = append(vs, models.CheckTopicChurn(r.w.AdminOps())...)
 	if r.res.OverBudget {
 		r.res.LostOverBudget += len(vs)
 		return nil

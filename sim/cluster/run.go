@@ -161,7 +161,7 @@ func (r *run) execute(bugs Bugs) {
 		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
 		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
-		StaticPerMille: r.shape.StaticPerMille,
+		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 	})
 	if err != nil {
 		r.violate("setup", err.Error())

@@ -44,6 +44,9 @@ type Shape struct {
 	Groups          int
 	MembersPerGroup int
 	StaticPerMille  int
+	// ChurnTopics are deleted, re-created and grown during the run while
+	// plain producers write to them (workload.Config.ChurnTopics).
+	ChurnTopics int
 }
 
 // Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
@@ -59,13 +62,13 @@ var Shapes = map[string]Shape{
 	"sync": {Name: "sync", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, SyncEveryBatch: true},
 	// groups: consumer groups (static and dynamic members crashing,
-	// leaving and rejoining, so that rebalances are frequent) and
-	// idempotent producers on a small cluster. The short
+	// leaving and rejoining, so that rebalances are frequent), idempotent
+	// producers and a churned topic on a small cluster. The short
 	// replica.lag.time.max.ms shrinks the offsets partitions' ISRs often,
 	// so that coordinator appends fail and coordinators fail over.
 	"groups": {Name: "groups", Brokers: 3, Topics: 2, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, IdempotentProducers: 2, RecordsPerSec: 150, Consumers: 0, FaultPhaseNs: 10e9, ConvergeNs: 30e9,
-		ReplicaLagTimeMaxMs: 300, Groups: 4, MembersPerGroup: 3, StaticPerMille: 400},
+		ReplicaLagTimeMaxMs: 300, Groups: 4, MembersPerGroup: 3, StaticPerMille: 400, ChurnTopics: 1},
 }
 
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed.

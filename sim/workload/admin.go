@@ -11,7 +11,7 @@ func (w *Workload) createTopics(done func()) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(7)
 	req.TimeoutMillis = 5000
-	for _, name := range w.cfg.Topics {
+	for _, name := range w.cfg.allTopics() {
 		t := kmsg.NewCreateTopicsRequestTopic()
 		t.Topic, t.NumPartitions, t.ReplicationFactor = name, w.cfg.Partitions, w.cfg.ReplicationFactor
 		req.Topics = append(req.Topics, t)

@@ -126,7 +126,7 @@ func (c *client) refreshMetadata(then func()) {
 	c.metadataPending = true
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
-	for _, name := range c.w.cfg.Topics {
+	for _, name := range c.w.cfg.allTopics() {
 		t := kmsg.NewMetadataRequestTopic()
 		topic := name
 		t.Topic = &topic

@@ -93,6 +93,12 @@ func (p *producer) produceNext() {
 		p.seq++
 	}
 	p.inFlight++
+	if p.idem == nil && p.w.cfg.ChurnTopics > 0 && p.w.r.IntN(1000) < churnProducePerMille {
+		if !p.produceChurn(values) {
+			p.inFlight--
+		}
+		return
+	}
 	if p.idem != nil {
 		p.enqueue(tp, values)
 		return
@@ -182,7 +188,11 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 				retriable = kerr.IsRetriable(kerr.ErrorForCode(code)) || code == kerr.KafkaStorageError.Code
 			}
 		}
-		w.history.Produces = append(w.history.Produces, op)
+		if w.churnTopic[tp.Topic] {
+			w.churnProduces = append(w.churnProduces, op)
+		} else {
+			w.history.Produces = append(w.history.Produces, op)
+		}
 		done(op, code, retriable)
 	})
 }

@@ -34,6 +34,10 @@ type Config struct {
 	Groups          int
 	MembersPerGroup int
 	StaticPerMille  int
+	// ChurnTopics topics c0, c1, … of Partitions partitions are deleted,
+	// re-created and grown by the admin client while plain producers
+	// write to them; no checker reads their records.
+	ChurnTopics int
 	// RequestTimeoutNs is the clients' own timeout: a request unanswered
 	// for this long counts as failed, its outcome unknown.
 	RequestTimeoutNs int64
@@ -58,6 +62,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: negative client counts")
 	case c.IdempotentProducers < 0 || c.IdempotentProducers > c.Producers:
 		return fmt.Errorf("workload: %d idempotent producers of %d", c.IdempotentProducers, c.Producers)
+	case c.ChurnTopics < 0:
+		return fmt.Errorf("workload: %d churn topics", c.ChurnTopics)
 	case c.Groups > 0 && c.MembersPerGroup < 1:
 		return fmt.Errorf("workload: %d groups with no members", c.Groups)
 	case c.Producers > 0 && (c.RecordsPerSec < c.Producers || c.BatchRecordsMax < 1):
@@ -90,6 +96,13 @@ type Workload struct {
 	groupHistory models.GroupHistory
 	// idempotentSends lists every batch idempotent producers sent.
 	idempotentSends []models.IdempotentSend
+	// churn is the admin client's view of the churn topics, adminOps its
+	// operations on them, churnProduces the produces sent to them (kept
+	// out of history: see churn.go).
+	churn         []*churnState
+	adminOps      []models.AdminOp
+	churnProduces []models.Produce
+	churnTopic    map[string]bool
 	// stopped: producers send no new batch and retry nothing.
 	stopped bool
 	// outstanding counts produce requests sent and not yet answered or
@@ -111,7 +124,10 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Workload{s: s, net: net, r: r, cfg: cfg}
+	w := &Workload{s: s, net: net, r: r, cfg: cfg, churnTopic: map[string]bool{}}
+	for _, name := range cfg.churnTopicNames() {
+		w.churnTopic[name] = true
+	}
 	for _, t := range cfg.Topics {
 		for p := int32(0); p < cfg.Partitions; p++ {
 			w.tps = append(w.tps, models.TopicPartition{Topic: t, Partition: p})
@@ -160,6 +176,7 @@ func (w *Workload) Start(ready func()) {
 		for _, m := range w.members {
 			m.start()
 		}
+		w.startChurn()
 		ready()
 	})
 }
@@ -184,6 +201,9 @@ func (w *Workload) GroupHistory() models.GroupHistory { return w.groupHistory }
 // IdempotentSends lists every batch the idempotent producers sent.
 func (w *Workload) IdempotentSends() []models.IdempotentSend { return w.idempotentSends }
 
+// AdminOps lists the admin client's operations on the churn topics.
+func (w *Workload) AdminOps() []models.AdminOp { return w.adminOps }
+
 // Groups names the consumer groups.
 func (w *Workload) Groups() []string { return w.groups }
 
@@ -196,6 +216,9 @@ func (w *Workload) Describe() string {
 	}
 	if len(w.groups) > 0 {
 		s += fmt.Sprintf(" groups=%d members=%d (static %d)", len(w.groups), len(w.members), w.staticDrawn)
+	}
+	if w.cfg.ChurnTopics > 0 {
+		s += fmt.Sprintf(" churn_topics=%d", w.cfg.ChurnTopics)
 	}
 	return s + "}"
 }
@@ -214,6 +237,9 @@ func (w *Workload) Stats() string {
 	}
 	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d",
 		len(w.history.Produces), acked, len(w.history.Fetches), records)
+	if w.cfg.ChurnTopics > 0 {
+		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
+	}
 	if len(w.groups) > 0 {
 		accepted := 0
 		for _, c := range w.groupHistory.Commits {
