@@ -23,6 +23,10 @@ type Options struct {
 	// the loop has room; that only delays later fsyncs of this Disk, because
 	// no Disk or File method ever waits for the worker.
 	Post func(func())
+	// WriteQueueBytesMax bounds the bytes of appends queued for the write
+	// worker (writer.go); an Append that would exceed it waits. Zero means
+	// WriteQueueBytesMaxDefault.
+	WriteQueueBytesMax int64
 }
 
 // Disk is an env.Disk over a real directory, its root. One Disk is one log
@@ -34,7 +38,10 @@ type Disk struct {
 	root   string
 	rootFd int
 	worker *worker
+	writer *writer
 	closed bool
+	// exited is closed when both workers have drained and exited.
+	exited chan struct{}
 	// fdatasync is the file sync system call. Internal tests replace it, before
 	// the first Sync, to inject fsync failures.
 	fdatasync func(fd int) error
@@ -56,17 +63,26 @@ func New(root string, opts Options) (*Disk, error) {
 	if err != nil {
 		return nil, wrapErr("open root", root, err)
 	}
-	d := &Disk{root: root, rootFd: rootFd, fdatasync: unix.Fdatasync}
-	d.worker = newWorker(opts.Post, d.syncFile, d.syncDir, func() { unix.Close(rootFd) })
+	d := &Disk{root: root, rootFd: rootFd, fdatasync: unix.Fdatasync, exited: make(chan struct{})}
+	d.worker = newWorker(opts.Post, d.syncFile, d.syncDir, func() { unix.Close(rootFd); close(d.exited) })
+	queuedBytesMax := opts.WriteQueueBytesMax
+	if queuedBytesMax <= 0 {
+		queuedBytesMax = WriteQueueBytesMaxDefault
+	}
+	d.writer = newWriter(queuedBytesMax, unix.Pwrite, func(f *File, done func(error)) {
+		if !d.worker.enqueueFile(f, done) {
+			d.postClosed(done, closedErr("sync", f.path))
+		}
+	}, d.worker.stopAfterDrain)
 	return d, nil
 }
 
 // Root returns the directory the Disk was opened on.
 func (d *Disk) Root() string { return d.root }
 
-// Close stops the Disk. It does not wait: the I/O worker still runs every
-// queued Sync and SyncDir and posts their completions, then releases the root
-// and exits. Calls on the Disk after Close report env.ErrClosed. Files still
+// Close stops the Disk. It does not wait: the write worker still writes
+// every queued append, and the I/O worker still runs every queued Sync and
+// SyncDir and posts their completions, then releases the root and exits. Calls on the Disk after Close report env.ErrClosed. Files still
 // open keep working for reads and writes; their later Syncs report
 // env.ErrClosed.
 func (d *Disk) Close() error {
@@ -74,9 +90,16 @@ func (d *Disk) Close() error {
 		return closedErr("close", d.root)
 	}
 	d.closed = true
-	d.worker.stopAfterDrain()
+	d.writer.stopAfterDrain() // and then the I/O worker, when the writer has drained
 	return nil
 }
+
+// Wait blocks until a closed Disk's workers have exited: every queued append
+// written, every queued Sync run and its completion posted. A process that
+// reopens the directory (a restart in the same process) must wait first, or
+// a late queued write could land in the new incarnation's files. Not for use
+// on the event loop, which may have to run those completions' posts.
+func (d *Disk) Wait() { <-d.exited }
 
 // MkdirAll creates dir and any missing parents. Unlike the other calls, it
 // also fsyncs the parent of every directory it creates before returning, so a

@@ -262,6 +262,7 @@ func TestReadAtNoticesAFileTruncatedBehindItsBack(t *testing.T) {
 	f := mustOpen(t, d, "f", env.OpenOptions{Create: true})
 	defer f.Close()
 	mustNil(t, f.Append(bytes.Repeat([]byte("x"), 100)))
+	mustNil(t, f.WaitWritten(100)) // else the read is served from the write queue
 	mustNil(t, unix.Ftruncate(f.Fd(), 10))
 	if _, err := f.ReadAt(make([]byte, 50), 0); !errors.Is(err, env.ErrIO) {
 		t.Errorf("ReadAt of vanished bytes: got %v, want env.ErrIO", err)

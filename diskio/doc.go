@@ -25,10 +25,17 @@
 //     memory map (env.OpenOptions.MappedBytesMax).
 //   - Disk.OpenFile returns the concrete *File, whose Fd serves sendfile.
 //
-// Writes (Append, WriteAt, Truncate) are plain system calls on the caller's
-// goroutine, into the page cache: when one returns, its bytes are in the file,
-// so a file region the core hands to sendfile is always there to send. The
-// price is that a pwrite throttled by dirty-page writeback stalls the caller.
+// Appends are queued for a write worker goroutine per Disk (writer.go),
+// which pwrites them in order, so that a write throttled by dirty-page
+// writeback stalls that goroutine and never the event loop (CLARIFICATIONS.md,
+// "Environment interfaces ... Disk"). Size and ReadAt see queued bytes at
+// once (ReadAt serves them from the queued buffers); a Sync waits behind the
+// file's queued appends; File.WaitWritten is the barrier a sendfile of a
+// region must pass first, since sendfile reads the file, not the queue. A
+// failed queued write fails its file for good, and the next call reports it.
+// WriteAt and Truncate wait for the file's queue, then run in place. The
+// queue is bounded (Options.WriteQueueBytesMax); a full queue makes Append
+// wait, the backpressure of a disk slower than its input.
 //
 // What diskio must not do: fsync a directory behind the core's back (Open
 // with Create, Rename and Remove leave that to SyncDir, as env.Disk says;

@@ -13,9 +13,9 @@ import (
 // File is an env.File over an open file descriptor.
 //
 // File methods are called from the node's event loop, one goroutine at a
-// time; only the I/O worker touches the file concurrently, and only for
-// fdatasync. Writes are plain pwrite calls into the page cache, made on the
-// caller's goroutine; Append writes at the logical size the File tracks
+// time, except WaitWritten, which any goroutine may call. The write worker
+// pwrites queued appends (writer.go) and the I/O worker fdatasyncs, each on
+// its own goroutine. Append writes at the logical size the File tracks
 // itself, so it needs no O_APPEND and no lseek.
 type File struct {
 	disk   *Disk
@@ -37,6 +37,8 @@ type File struct {
 	queuedSync *syncJob
 	// poisoned records a failed fsync; it is touched only by the I/O worker.
 	poisoned bool
+	// writes is the file's queued appends (writer.go).
+	writes fileWrites
 }
 
 var _ env.File = (*File)(nil)
@@ -53,6 +55,7 @@ func newFile(d *Disk, filePath string, fd int, opts env.OpenOptions) (*File, err
 	}
 	f := &File{disk: d, path: filePath, fd: fd, size: st.Size}
 	f.refs.Store(1)
+	d.writer.startFile(f, st.Size)
 	if opts.PreallocateBytes > st.Size {
 		err := ignoringEINTR(func() error {
 			return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, opts.PreallocateBytes)
@@ -72,9 +75,15 @@ func newFile(d *Disk, filePath string, fd int, opts env.OpenOptions) (*File, err
 // Path returns the path the file was opened with.
 func (f *File) Path() string { return f.path }
 
-// Size returns the logical size: every byte written so far, durable or not.
-// Preallocated space is never included.
-func (f *File) Size() int64 { return f.size }
+// Size returns the logical size: every byte written or queued so far,
+// durable or not. Preallocated space is never included. After a queued
+// append failed it is the bytes that reached the file.
+func (f *File) Size() int64 {
+	if f.writes.failed.Load() {
+		return min(f.size, f.disk.writer.sizeAfterFailure(f))
+	}
+	return f.size
+}
 
 // Fd returns the raw file descriptor, for sendfile. The caller must not use
 // it after Close (the number may then name another file), must not close it,
@@ -82,15 +91,31 @@ func (f *File) Size() int64 { return f.size }
 // itself. Reading with an explicit offset (sendfile, pread) is what it is for.
 func (f *File) Fd() int { return f.fd }
 
-// Append writes p at the logical end of the file. If only part of p reaches
-// the file (a device that fills up mid-write), Size grows by the bytes that
-// did and the error says why the rest did not: the core sees both, and a torn
-// record batch fails its CRC on recovery.
+// Append queues p for the Disk's write worker at the logical end of the
+// file and returns; Size includes p at once, and ReadAt sees it. The worker
+// owns p until it is written (env.File's ownership rule). A write that fails
+// (EIO, a device that fills up mid-write) fails the file for good: that and
+// every later Append, WriteAt, Truncate and Sync report it, wrapping
+// env.ErrIO or env.ErrNoSpace, Size shrinks to the bytes that reached the
+// file, and a torn record batch fails its CRC on recovery. After the Disk is
+// closed, Append writes in place and reports its own error.
 func (f *File) Append(p []byte) error {
 	if f.closed {
 		return closedErr("append", f.path)
 	}
+	queued, err := f.disk.writer.appendAt(f, p, f.size)
+	if err != nil {
+		return err
+	}
+	if queued {
+		f.size += int64(len(p))
+		return nil
+	}
+	if err := f.disk.writer.drain(f); err != nil {
+		return err
+	}
 	n, err := pwriteAll(f.fd, p, f.size)
+	f.disk.writer.wroteInPlace(f, f.size+int64(n))
 	f.size += int64(n)
 	if err != nil {
 		return wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes: %w", n, len(p), err))
@@ -108,10 +133,14 @@ func (f *File) WriteAt(p []byte, off int64) error {
 	if off < 0 {
 		return fmt.Errorf("diskio: writeat %s: offset %d is negative", f.path, off)
 	}
+	if err := f.disk.writer.drain(f); err != nil {
+		return err
+	}
 	n, err := pwriteAll(f.fd, p, off)
 	if n > 0 {
 		f.size = max(f.size, off+int64(n))
 	}
+	f.disk.writer.wroteInPlace(f, f.size)
 	if err != nil {
 		return wrapErr("writeat", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", n, len(p), off, err))
 	}
@@ -135,11 +164,16 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	want := int(min(int64(len(p)), f.size-off))
-	var err error
-	if f.mapped != nil {
-		err = f.readMapped(p[:want], off)
-	} else {
-		err = f.readFile(p[:want], off)
+	writtenEnd, err := f.disk.writer.readQueued(f, p[:want], off)
+	if err != nil {
+		return 0, err
+	}
+	if fromFile := int(min(int64(want), max(writtenEnd-off, 0))); fromFile > 0 {
+		if f.mapped != nil {
+			err = f.readMapped(p[:fromFile], off)
+		} else {
+			err = f.readFile(p[:fromFile], off)
+		}
 	}
 	if err != nil {
 		return 0, err
@@ -181,34 +215,44 @@ func (f *File) Truncate(size int64) error {
 	if size < 0 {
 		return fmt.Errorf("diskio: truncate %s: size %d is negative", f.path, size)
 	}
+	if err := f.disk.writer.drain(f); err != nil {
+		return err
+	}
 	if err := ignoringEINTR(func() error { return unix.Ftruncate(f.fd, size) }); err != nil {
 		return wrapErr("truncate", f.path, err)
 	}
 	f.size = size
+	f.disk.writer.wroteInPlace(f, size)
 	return nil
 }
 
 // Sync fdatasyncs the file on the Disk's I/O worker, then posts done with the
 // outcome. It never blocks on the fsync and never calls done before
-// returning. Every write and Truncate made before Sync is covered, because
-// writes complete before they return and the fsync starts after Sync is
-// called. After one failed fsync every later Sync fails with env.ErrIO
-// without calling fsync again.
+// returning. Every write and Truncate made before Sync is covered: a Sync
+// of a file with queued appends waits behind them on the write worker before
+// it reaches the I/O worker, and the other writes complete before they
+// return. After one failed fsync every later Sync fails with env.ErrIO
+// without calling fsync again; after a failed write, with that write's error.
 func (f *File) Sync(done func(error)) {
 	switch {
 	case f.closed:
 		f.disk.enqueueFailure(done, closedErr("sync", f.path))
+	case f.disk.closed:
+		f.disk.postClosed(done, closedErr("sync", f.path))
+	case f.disk.writer.syncAfterWrites(f, done):
 	case !f.disk.worker.enqueueFile(f, done):
 		f.disk.postClosed(done, closedErr("sync", f.path))
 	}
 }
 
-// Close unmaps and releases the file. Syncs already asked for still run and
-// complete; the descriptor is closed after the last of them.
+// Close waits for the file's queued appends, then unmaps and releases the
+// file. Syncs already asked for still run and complete; the descriptor is
+// closed after the last of them.
 func (f *File) Close() error {
 	if f.closed {
 		return closedErr("close", f.path)
 	}
+	_ = f.disk.writer.drain(f) // a failed write was or will be reported by the calls that see it
 	f.closed = true
 	unmapErr := f.unmap()
 	if err := f.release(); err != nil {
@@ -231,6 +275,13 @@ func (f *File) release() error {
 	}
 	return nil
 }
+
+// WaitWritten blocks until the file's bytes below end are in the file (the
+// page cache), not merely queued, so that sendfile or pread on Fd sees them.
+// It returns the write error if they never will be, and an error if fewer
+// than end bytes were ever appended. Unlike the other methods it may be
+// called from any goroutine, while the event loop keeps using the File.
+func (f *File) WaitWritten(end int64) error { return f.disk.writer.waitWritten(f, end) }
 
 // pwriteAll writes all of p at off, looping over short writes. It returns
 // how many bytes reached the file, with the error that stopped it.

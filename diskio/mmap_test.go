@@ -61,12 +61,14 @@ func TestMappedFileGrowsPastMappedBytesMax(t *testing.T) {
 		mustNil(t, f.Append(entry))
 		want = append(want, entry...)
 		if i%997 == 0 { // read the newest entry, forcing remaps as the file grows
+			mustNil(t, f.WaitWritten(f.Size())) // read through the map, not the write queue
 			got := make([]byte, len(entry))
 			if _, err := f.ReadAt(got, f.Size()-int64(len(entry))); err != nil || !bytes.Equal(got, entry) {
 				t.Fatalf("read of entry %d = %v, %v", i, got, err)
 			}
 		}
 	}
+	mustNil(t, f.WaitWritten(f.Size()))
 	got := make([]byte, len(want))
 	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("full read after growth differs (err %v)", err)
@@ -81,6 +83,7 @@ func TestMappedReadFaultBecomesErrIO(t *testing.T) {
 	f := mustOpen(t, d, "f.index", env.OpenOptions{Create: true, MappedBytesMax: 3 * 4096})
 	defer f.Close()
 	mustNil(t, f.Append(bytes.Repeat([]byte{7}, 3*4096)))
+	mustNil(t, f.WaitWritten(3*4096)) // else the read is served from the write queue
 	// Truncated behind the File's back: the mapped pages lose their backing
 	// and touching them raises SIGBUS.
 	mustNil(t, unix.Ftruncate(f.Fd(), 0))

@@ -38,6 +38,11 @@ func TestAppendOnAFullDeviceIsErrNoSpace(t *testing.T) {
 		appendErr = f.Append(chunk)
 		attempted += chunkBytes
 	}
+	if appendErr == nil {
+		// Appends are queued: the failed write may not have been reported
+		// by an Append yet, but it is by the wait for it.
+		appendErr = f.WaitWritten(attempted)
+	}
 	if !errors.Is(appendErr, env.ErrNoSpace) || !errors.Is(appendErr, unix.ENOSPC) {
 		t.Fatalf("appending past 64 KiB: got %v, want env.ErrNoSpace wrapping ENOSPC", appendErr)
 	}

@@ -179,6 +179,11 @@ func (n *Node) stop() {
 	for _, d := range n.disks {
 		d.Close()
 	}
+	// Queued appends still reach the files; a restart in this process must
+	// not find them arriving late.
+	for _, d := range n.disks {
+		d.Wait()
+	}
 }
 
 // randomID is the core's IDSource: topic and incarnation ids from

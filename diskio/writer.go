@@ -1,0 +1,364 @@
+package diskio
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"strand/core/env"
+)
+
+// WriteQueueBytesMaxDefault is the default bound on the bytes a Disk's write
+// worker holds queued (Options.WriteQueueBytesMax).
+const WriteQueueBytesMaxDefault = 64 << 20
+
+// writer is a Disk's write worker: one goroutine that performs the appends
+// the event loop queued (File.Append), in the order they were queued, so that
+// a pwrite blocked by dirty-page throttling stalls this goroutine and never
+// the loop (CLARIFICATIONS.md, "Environment interfaces ... Disk").
+//
+// Appends are the only queued writes. WriteAt, Truncate and Close first wait
+// for the file's queued appends and then run on the caller's goroutine, as
+// before: they are rare (recovery, truncation), and keeping them in place
+// means the queued writes of a file are always one contiguous run at its end,
+// from fileWrites.writtenEnd to fileWrites.queuedEnd.
+//
+// The queue is bounded by WriteQueueBytesMax: an Append that would exceed it
+// waits for room, which is the backpressure of a disk slower than its input.
+// That wait cannot deadlock, because the writer never waits for the loop.
+//
+// A Sync of a file with queued appends is queued here too, behind them, and
+// handed to the sync worker only when they are written, so the fsync covers
+// them (see syncAfterWrites).
+//
+// Everything below mu, and every File's writes field, is guarded by mu;
+// changed signals any change of the queue, of a file's written end, or of
+// its error.
+type writer struct {
+	mu      sync.Mutex
+	changed sync.Cond
+	queue   []writeJob
+	// queuedBytes counts the bytes of the appends in queue.
+	queuedBytes    int64
+	queuedBytesMax int64
+	stopping       bool
+	// pwrite writes at an offset; internal tests replace it to inject
+	// errors or block a write.
+	pwrite func(fd int, p []byte, off int64) (int, error)
+	// syncFile hands a Sync to the sync worker once the writes before it
+	// are done; it must not block.
+	syncFile func(f *File, done func(error))
+	// onExit runs on the writer goroutine once it has stopped and drained:
+	// it stops the sync worker, which must outlive the Syncs queued here.
+	onExit func()
+}
+
+// writeJob is one queued append (p != nil) or a Sync waiting behind the
+// file's appends (done != nil).
+type writeJob struct {
+	f    *File
+	p    []byte
+	off  int64
+	done func(error)
+}
+
+// fileWrites is a File's share of its writer's state, guarded by writer.mu.
+type fileWrites struct {
+	// writtenEnd is the end of the bytes that are in the file (page
+	// cache); queuedEnd the end of the bytes appended, written or queued.
+	// Bytes in [writtenEnd, queuedEnd) are in queued, in order.
+	writtenEnd int64
+	queuedEnd  int64
+	queued     []writeJob
+	// err is the first failed queued write, for good: every later write,
+	// Sync and read of bytes at or past writtenEnd reports it.
+	err error
+	// failed mirrors err != nil, so Size can tell without the lock.
+	failed atomic.Bool
+}
+
+func newWriter(queuedBytesMax int64, pwrite func(int, []byte, int64) (int, error), syncFile func(*File, func(error)), onExit func()) *writer {
+	w := &writer{queuedBytesMax: queuedBytesMax, pwrite: pwrite, syncFile: syncFile, onExit: onExit}
+	w.changed.L = &w.mu
+	go w.run()
+	return w
+}
+
+// startFile records the size of a file just opened.
+func (w *writer) startFile(f *File, size int64) {
+	w.mu.Lock()
+	f.writes.writtenEnd, f.writes.queuedEnd = size, size
+	w.mu.Unlock()
+}
+
+// appendAt queues p for f at offset off, the file's logical end, waiting for
+// room in the queue. It reports false, queueing nothing, if the writer is
+// stopping (the Disk was closed): the caller then writes in place.
+func (w *writer) appendAt(f *File, p []byte, off int64) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !w.stopping && w.queuedBytes > 0 && w.queuedBytes+int64(len(p)) > w.queuedBytesMax && f.writes.err == nil {
+		w.changed.Wait()
+	}
+	if f.writes.err != nil {
+		return true, f.writes.err
+	}
+	if w.stopping {
+		return false, nil
+	}
+	if off != f.writes.queuedEnd {
+		panic(fmt.Sprintf("diskio: append to %s at %d, but its queued writes end at %d", f.path, off, f.writes.queuedEnd))
+	}
+	job := writeJob{f: f, p: p, off: off}
+	w.queue = append(w.queue, job)
+	w.queuedBytes += int64(len(p))
+	f.writes.queued = append(f.writes.queued, job)
+	f.writes.queuedEnd = off + int64(len(p))
+	w.changed.Broadcast()
+	return true, nil
+}
+
+// syncAfterWrites queues done as a Sync of f behind f's queued appends and
+// reports true, or reports false when f has none queued (nor a failed one):
+// then the caller hands the Sync to the sync worker itself.
+func (w *writer) syncAfterWrites(f *File, done func(error)) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(f.writes.queued) == 0 && f.writes.err == nil {
+		return false
+	}
+	job := writeJob{f: f, done: done}
+	w.queue = append(w.queue, job)
+	f.writes.queued = append(f.writes.queued, job)
+	w.changed.Broadcast()
+	return true
+}
+
+// waitWritten blocks until f's bytes below end are in the file, and returns
+// f's write error if they never will be.
+func (w *writer) waitWritten(f *File, end int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for f.writes.writtenEnd < end && f.writes.err == nil && end <= f.writes.queuedEnd {
+		w.changed.Wait()
+	}
+	switch {
+	case f.writes.writtenEnd >= end:
+		return nil
+	case f.writes.err != nil:
+		return f.writes.err
+	}
+	return fmt.Errorf("diskio: wait for %s to be written to %d: only %d bytes were appended: %w", f.path, end, f.writes.queuedEnd, io.ErrUnexpectedEOF)
+}
+
+// drain blocks until f has nothing queued, and returns its write error.
+func (w *writer) drain(f *File) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(f.writes.queued) > 0 {
+		w.changed.Wait()
+	}
+	return f.writes.err
+}
+
+// wroteInPlace records a write made on the caller's goroutine (WriteAt,
+// Truncate, an Append after the Disk closed) with f drained: the file now
+// ends at size.
+func (w *writer) wroteInPlace(f *File, size int64) {
+	w.mu.Lock()
+	f.writes.writtenEnd, f.writes.queuedEnd = size, size
+	w.mu.Unlock()
+}
+
+// failInPlace records a failed write made on the caller's goroutine: like a
+// failed queued write, it fails the file's later writes and Syncs.
+func (w *writer) failInPlace(f *File, err error) {
+	w.mu.Lock()
+	if f.writes.err == nil {
+		f.writes.err = err
+		f.writes.failed.Store(true)
+	}
+	w.mu.Unlock()
+}
+
+// readQueued fills the part of p (read at off) that lies at or past f's
+// written end from f's queued appends, and returns the written end: the
+// caller reads the part before it from the file. Both parts are taken under
+// one lock, so a write completing meanwhile cannot slip between them. Past a
+// failed write there is nothing to read: it returns the write error.
+func (w *writer) readQueued(f *File, p []byte, off int64) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	writtenEnd := f.writes.writtenEnd
+	end := off + int64(len(p))
+	if end <= writtenEnd {
+		return writtenEnd, nil
+	}
+	if f.writes.err != nil {
+		return writtenEnd, f.writes.err
+	}
+	from := max(off, writtenEnd)
+	for _, job := range f.writes.queued {
+		if from == end {
+			break
+		}
+		if job.p == nil || from < job.off || from >= job.off+int64(len(job.p)) {
+			continue
+		}
+		from += int64(copy(p[from-off:], job.p[from-job.off:]))
+	}
+	if from != end {
+		panic(fmt.Sprintf("diskio: %s: bytes [%d, %d) below the logical size are neither written nor queued", f.path, from, end))
+	}
+	return writtenEnd, nil
+}
+
+// sizeAfterFailure is the size of a file whose queued write failed: the
+// bytes that reached it.
+func (w *writer) sizeAfterFailure(f *File) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return f.writes.writtenEnd
+}
+
+// stopAfterDrain makes the writer exit once its queue is empty; appends
+// queued after it are refused (appendAt reports false).
+func (w *writer) stopAfterDrain() {
+	w.mu.Lock()
+	w.stopping = true
+	w.changed.Broadcast()
+	w.mu.Unlock()
+}
+
+func (w *writer) run() {
+	defer w.onExit()
+	for {
+		job, ok := w.next()
+		if !ok {
+			return
+		}
+		if job.done != nil {
+			w.finishSync(job)
+			continue
+		}
+		var n int
+		var err error
+		if !job.f.writes.failed.Load() { // else finishAppend just drops it
+			n, err = w.pwriteAll(job.f.fd, job.p, job.off)
+		}
+		w.finishAppend(job, n, err)
+	}
+}
+
+// next returns the oldest job without removing it (readers still find its
+// bytes), or false once stopping and drained.
+func (w *writer) next() (writeJob, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) == 0 && !w.stopping {
+		w.changed.Wait()
+	}
+	if len(w.queue) == 0 {
+		return writeJob{}, false
+	}
+	return w.queue[0], true
+}
+
+// pop removes the oldest job, which is job, from both queues; mu held.
+func (w *writer) pop(job writeJob) {
+	w.queue[0] = writeJob{}
+	w.queue = w.queue[1:]
+	if len(w.queue) == 0 {
+		w.queue = nil // let the drained backing array go
+	}
+	q := &job.f.writes.queued
+	(*q)[0] = writeJob{}
+	*q = (*q)[1:]
+	if len(*q) == 0 {
+		*q = nil
+	}
+	w.changed.Broadcast()
+}
+
+// finishAppend records a performed append. A failed one (a short write
+// included) fails the file for good: its Size shrinks to what was written.
+func (w *writer) finishAppend(job writeJob, n int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := job.f
+	w.queuedBytes -= int64(len(job.p))
+	w.pop(job)
+	if f.writes.err != nil {
+		return // a write after a failed one was never attempted
+	}
+	f.writes.writtenEnd = job.off + int64(n)
+	if err != nil {
+		f.writes.err = wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", n, len(job.p), job.off, err))
+		f.writes.failed.Store(true)
+	}
+}
+
+// finishSync hands a Sync whose writes are done to the sync worker, or
+// reports the file's write error through it.
+func (w *writer) finishSync(job writeJob) {
+	w.mu.Lock()
+	w.pop(job)
+	err := job.f.writes.err
+	w.mu.Unlock()
+	if err != nil {
+		job.f.disk.enqueueFailure(job.done, fmt.Errorf("diskio: sync %s: a write before it failed: %w", job.f.path, err))
+		return
+	}
+	w.syncFile(job.f, job.done)
+}
+
+// pwriteAll is the package's pwriteAll with the writer's pwrite.
+func (w *writer) pwriteAll(fd int, p []byte, off int64) (int, error) {
+	written := 0
+	for written < len(p) {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = w.pwrite(fd, p[written:], off+int64(written))
+			return err
+		})
+		if err != nil {
+			return written, err
+		}
+		if n == 0 {
+			return written, io.ErrShortWrite
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// ReadRegionAt reads len(p) bytes at off for a goroutine other than the
+// event loop (a connection writer copying a fetched region): it waits until
+// they are written (WaitWritten), then preads them from the file. The core
+// handed out the region, so the bytes are below the logical size; keeping the
+// file open and untruncated meanwhile is the caller's business (pinning).
+// ReadAt, which serves queued bytes from memory, is for the loop only.
+func (f *File) ReadRegionAt(p []byte, off int64) (int, error) {
+	if err := f.WaitWritten(off + int64(len(p))); err != nil {
+		return 0, err
+	}
+	read := 0
+	for read < len(p) {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pread(f.fd, p[read:], off+int64(read))
+			return err
+		})
+		if err != nil {
+			return read, wrapErr("readregion", f.path, err)
+		}
+		if n == 0 {
+			return read, fmt.Errorf("diskio: readregion %s: file ends at %d, inside the region [%d, %d): %w", f.path, off+int64(read), off, off+int64(len(p)), env.ErrIO)
+		}
+		read += n
+	}
+	return read, nil
+}
