@@ -287,6 +287,7 @@ func TestCLIGroupsLagAndReset(t *testing.T) {
 
 	b.fails(2, "exactly one of", "groups", "reset", "billing", "--topic", "events")
 	b.fails(2, "a group is required", "groups", "describe")
+	b.fails(1, "consumer group nosuch does not exist", "groups", "describe", "nosuch")
 }
 
 // describeRows parses `groups describe` into rows keyed by partition.

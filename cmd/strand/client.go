@@ -111,6 +111,17 @@ func parseInterspersed(flags *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseNoPositional parses flags and refuses positional arguments.
+func parseNoPositional(flags *flag.FlagSet, args []string) error {
+	if err := flags.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if len(flags.Args()) > 0 {
+		return usageErrorf("unexpected arguments %q", flags.Args())
+	}
+	return nil
+}
+
 // newFlagSet makes a flag set for `strand <name>` that prints its usage
 // to stderr and reports errors instead of exiting.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // groupsUsage lists the groups subcommands.
@@ -111,11 +113,12 @@ func groupsDescribe(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("describing group %s: no answer for it", group)
 	}
-	if err := lag.Error(); err != nil {
-		return fmt.Errorf("describing group %s: %w", group, err)
-	}
-	if lag.State == "Dead" && len(lag.Lag) == 0 {
+	err = lag.Error()
+	if errors.Is(err, kerr.GroupIDNotFound) || (err == nil && lag.State == "Dead" && len(lag.Lag) == 0) {
 		return fmt.Errorf("consumer group %s does not exist", group)
+	}
+	if err != nil {
+		return fmt.Errorf("describing group %s: %w", group, err)
 	}
 	if len(lag.Members) == 0 {
 		fmt.Fprintf(stdout, "Consumer group '%s' has no active members.\n\n", group)

@@ -57,20 +57,6 @@ func topics(args []string, stdout, stderr io.Writer) int {
 	return finish(name, stderr, err)
 }
 
-// parseNoPositional parses flags and refuses positional arguments.
-func parseNoPositional(flags interface {
-	Parse([]string) error
-	Args() []string
-}, args []string) error {
-	if err := flags.Parse(args); err != nil {
-		return &usageError{err.Error()}
-	}
-	if len(flags.Args()) > 0 {
-		return usageErrorf("unexpected arguments %q", flags.Args())
-	}
-	return nil
-}
-
 func topicsCreate(args []string, stdout, stderr io.Writer) error {
 	flags := newFlagSet("topics create", stderr)
 	cf := addClientFlags(flags)
