@@ -29,7 +29,8 @@ func killLoopKills(t *testing.T) int {
 	return 3
 }
 
-// TestKillLoopAcksAll runs a real 3-process cluster, produces with
+// TestKillLoopAcksAll runs a real 3-process cluster (every node broker and
+// controller), produces with
 // acks=all, and repeatedly kills -9 the leader of partition 0 of an RF-3
 // topic, restarting it each time once it is gone. Afterwards every
 // acknowledged record must be read back at the position its acknowledgement
@@ -56,7 +57,9 @@ type loggedRecord struct {
 
 func killLoop(t *testing.T, kills int, idempotent bool) {
 	start := time.Now()
-	c := startProcCluster(t, 3, separateController, nil)
+	// Every node votes, as in the three-nodes example: kills take the
+	// active controller down too.
+	c := startProcCluster(t, 3, everyNodeVotes, nil)
 	const topic, partitions = "killloop", 3
 	c.createTopic(topic, partitions, 3)
 
