@@ -288,6 +288,99 @@ func (p *partitionRegisters) firstViolation() string {
 	return why
 }
 
+// firstCalls maps each produced value to the call time of the first produce
+// that sent it. The workload's values ("p<client>-<seq>", models.Record)
+// are kept in slices indexed by client and sequence number, which costs a
+// fraction of a map of strings; any other value, or one of that shape with
+// leading zeros or huge numbers, goes to the map, so the mapping stays one
+// to one.
+type firstCalls struct {
+	byClient [][]firstCall
+	others   map[string]int64
+}
+
+type firstCall struct {
+	callNs int64
+	set    bool
+}
+
+// clientSeqMax bounds the numbers firstCalls keeps in slices.
+const clientSeqMax = 1 << 20
+
+// parseClientSeq parses "p<client>-<seq>" in canonical decimal form.
+func parseClientSeq(v string) (client, seq int, ok bool) {
+	if len(v) < 4 || v[0] != 'p' {
+		return 0, 0, false
+	}
+	client, rest, ok := parseDecimal(v[1:])
+	if !ok || len(rest) < 2 || rest[0] != '-' {
+		return 0, 0, false
+	}
+	seq, rest, ok = parseDecimal(rest[1:])
+	if !ok || rest != "" {
+		return 0, 0, false
+	}
+	return client, seq, true
+}
+
+// parseDecimal parses the leading digits of s, refusing leading zeros and
+// numbers of clientSeqMax or more, and returns the rest.
+func parseDecimal(s string) (n int, rest string, ok bool) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		n = n*10 + int(s[i]-'0')
+		i++
+		if n >= clientSeqMax {
+			return 0, "", false
+		}
+	}
+	if i == 0 || (i > 1 && s[0] == '0') {
+		return 0, "", false
+	}
+	return n, s[i:], true
+}
+
+// add records callNs for v unless an earlier produce sent v.
+func (fc *firstCalls) add(v string, callNs int64) {
+	client, seq, ok := parseClientSeq(v)
+	if !ok {
+		if fc.others == nil {
+			fc.others = map[string]int64{}
+		}
+		if _, seen := fc.others[v]; !seen {
+			fc.others[v] = callNs
+		}
+		return
+	}
+	if client >= len(fc.byClient) {
+		fc.byClient = append(fc.byClient, make([][]firstCall, client+1-len(fc.byClient))...)
+	}
+	calls := fc.byClient[client]
+	if seq >= len(calls) {
+		grown := make([]firstCall, max(seq+1, 2*len(calls), 256))
+		copy(grown, calls)
+		calls = grown
+		fc.byClient[client] = calls
+	}
+	if !calls[seq].set {
+		calls[seq] = firstCall{callNs: callNs, set: true}
+	}
+}
+
+// get returns the call time recorded for v.
+func (fc *firstCalls) get(v string) (int64, bool) {
+	client, seq, ok := parseClientSeq(v)
+	if !ok {
+		callNs, seen := fc.others[v]
+		return callNs, seen
+	}
+	if client >= len(fc.byClient) || seq >= len(fc.byClient[client]) {
+		return 0, false
+	}
+	c := fc.byClient[client][seq]
+	return c.callNs, c.set
+}
+
 // decideRegisters decides every register directly and returns, for each
 // partition with a register that is not linearizable, why its lowest such
 // offset is not, together with the violations of the cap on writes of
@@ -304,7 +397,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 	}
 	// producedCallNs finds when the first produce that sent a value was
 	// called: the call time of a write of unknown outcome.
-	producedCallNs := make(map[string]int64, len(h.Produces)*4)
+	var producedCallNs firstCalls
 	for _, p := range h.Produces {
 		var regs *partitionRegisters
 		ackedAll := p.Acks == -1 && p.Acked
@@ -312,9 +405,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 			regs = partition(p.TP)
 		}
 		for j, v := range p.Values {
-			if _, seen := producedCallNs[v]; !seen {
-				producedCallNs[v] = p.CallNs
-			}
+			producedCallNs.add(v, p.CallNs)
 			if ackedAll {
 				regs.at(p.BaseOffset+int64(j)).write(v, p.CallNs)
 			}
@@ -335,7 +426,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 			if r.written && !r.valuesDiffer && r.value == rec.Value {
 				continue // the value written here (acknowledged, or already known)
 			}
-			callNs, produced := producedCallNs[rec.Value]
+			callNs, produced := producedCallNs.get(rec.Value)
 			if !produced {
 				if r.unproduced == "" {
 					r.unproduced = rec.Value

@@ -95,3 +95,24 @@ func TestRegistersSampledPorcupineAgrees(t *testing.T) {
 		t.Fatalf("want one agreed linearizability violation, got %v", vs)
 	}
 }
+
+// TestFirstCallsKeepsValuesApart: values that parse alike only in a
+// non-canonical form stay distinct, and the first call wins.
+func TestFirstCallsKeepsValuesApart(t *testing.T) {
+	var fc firstCalls
+	values := []string{"p1-2", "p01-2", "p1-02", "p1-2x", "p-2", "p1-", "q1-2", "p1048576-1", "p0-0", ""}
+	for i, v := range values {
+		fc.add(v, int64(10+i))
+		fc.add(v, int64(100+i)) // a later produce of the same value
+	}
+	for i, v := range values {
+		if got, ok := fc.get(v); !ok || got != int64(10+i) {
+			t.Errorf("value %q: got %d %v, want %d", v, got, ok, 10+i)
+		}
+	}
+	for _, v := range []string{"p1-3", "p2-2", "p9-0", "x"} {
+		if _, ok := fc.get(v); ok {
+			t.Errorf("value %q was never added, yet found", v)
+		}
+	}
+}

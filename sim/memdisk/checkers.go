@@ -23,7 +23,7 @@ func (d *Disk) DurableSize(p string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return int64(len(n.file.durable)), true
+	return n.file.durableBytes(), true
 }
 
 // lookupFile returns the file at p in the current view.

@@ -127,13 +127,29 @@ func (c *crasher) crashFile(f *fileNode, p string) {
 	torn := ""
 	for i, op := range f.pending[:kept] {
 		if i == kept-1 && c.mode == CrashTorn && !op.truncate {
-			keptBytes := c.rng.IntN(len(op.data) + 1)
-			torn = fmt.Sprintf(", last write torn at %d of %d bytes", keptBytes, len(op.data))
-			op.data = op.data[:keptBytes]
+			writeBytes := op.writeBytes(f.prefix)
+			keptBytes := c.rng.IntN(int(writeBytes) + 1)
+			torn = fmt.Sprintf(", last write torn at %d of %d bytes", keptBytes, writeBytes)
+			if f.prefix {
+				op.size = int64(keptBytes)
+			} else {
+				op.data = op.data[:keptBytes]
+			}
 		}
-		f.durable = applyFileOp(f.durable, op)
+		if f.prefix {
+			f.durableLen = op.offset + op.size
+		} else {
+			f.durable = applyFileOp(f.durable, op)
+		}
 	}
 	c.note("  %s: kept %d of %d changes%s", p, kept, len(f.pending), torn)
 	f.pending = nil
-	f.current = append([]byte(nil), f.durable...)
+	if f.prefix {
+		// What was lost lies past durableLen: cut it off. Later appends
+		// overwrite those bytes in place; nothing else refers to them.
+		f.current = f.current[:f.durableLen]
+		return
+	}
+	f.current = f.durable
+	f.reprefix()
 }

@@ -18,6 +18,11 @@ func (d *Disk) FlipBit(p string, byteOffset int64, bit uint) error {
 			p, byteOffset, bit, len(f.current), errInvalidArg)
 	}
 	mask := byte(1) << bit
+	if f.prefix {
+		// Every view is a prefix of current, and every byte is stored.
+		f.current[byteOffset] ^= mask
+		return nil
+	}
 	want := f.current[byteOffset] ^ mask
 	if byteOffset < int64(len(f.durable)) {
 		f.durable[byteOffset] ^= mask
@@ -63,8 +68,9 @@ func (d *Disk) TruncateFile(p string, size int64) error {
 		d.usedBytes += size - int64(len(f.current))
 	}
 	f.current = resize(f.current, size)
-	f.durable = append([]byte(nil), f.current...)
 	f.pending = nil
+	f.prefix, f.durable = false, nil
+	f.reprefix()
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (f *File) write(op string, p []byte, off int64) error {
 	if err := f.disk.reserve(op, f.path, f.node, newSize); err != nil {
 		return err
 	}
-	f.node.file.record(fileOp{offset: off, data: append([]byte(nil), p...)})
+	f.node.file.record(fileOp{offset: off, data: p})
 	return nil
 }
 

@@ -34,27 +34,103 @@ type fileOp struct {
 	seq      uint64
 	truncate bool
 	offset   int64
-	data     []byte // owned by the fileOp; never aliases current or durable
-	size     int64
+	// data is owned by the fileOp and never aliases current or durable.
+	// While the file is in prefix form (fileNode.prefix) it is nil: the
+	// append's bytes are current[offset:offset+size].
+	data []byte
+	size int64
+}
+
+// writeBytes is the length of a write.
+func (op fileOp) writeBytes(prefix bool) int64 {
+	if prefix {
+		return op.size
+	}
+	return int64(len(op.data))
 }
 
 // fileNode holds a file's two views. Invariant: applying pending, in order,
-// to a copy of durable gives current. current and durable never share memory.
+// to a copy of durable gives current.
+//
+// A file whose pending changes are all appends (a log segment, an index:
+// nearly every file the core writes) is kept in prefix form: the durable
+// content is current[:durableLen] and is not stored apart, so a write
+// copies its bytes once, a Sync copies nothing, and a crash cuts current
+// back. Any other change first gives the file its separate durable copy
+// (unprefix); a file whose changes are all durable again returns to prefix
+// form. Outside prefix form current and durable never share memory.
 type fileNode struct {
 	current []byte
-	durable []byte
-	pending []fileOp
+	// prefix: the file is in prefix form; durable is nil and durableLen
+	// is the durable content's length. Every pending change is then an
+	// append, the first at durableLen, each following the one before.
+	prefix     bool
+	durableLen int64
+	durable    []byte
+	pending    []fileOp
 	// nextSeq numbers changes, so that a Sync can name the changes it covers
 	// even if others are made durable or dropped before it completes.
 	nextSeq uint64
 }
 
-// record applies op to current and appends it to pending.
+// durableBytes returns the durable content's length.
+func (f *fileNode) durableBytes() int64 {
+	if f.prefix {
+		return f.durableLen
+	}
+	return int64(len(f.durable))
+}
+
+// durableContent returns the durable content; the caller must not modify it.
+func (f *fileNode) durableContent() []byte {
+	if f.prefix {
+		return f.current[:f.durableLen]
+	}
+	return f.durable
+}
+
+// record applies op to current and appends it to pending. op.data is the
+// caller's: record keeps a copy.
 func (f *fileNode) record(op fileOp) {
 	op.seq = f.nextSeq
 	f.nextSeq++
+	isAppend := !op.truncate && len(op.data) > 0 && op.offset == int64(len(f.current))
+	if f.prefix && isAppend {
+		f.current = append(f.current, op.data...)
+		op.data, op.size = nil, int64(len(op.data))
+		f.pending = append(f.pending, op)
+		return
+	}
+	f.unprefix()
+	if !op.truncate {
+		op.data = append([]byte(nil), op.data...)
+	}
 	f.current = applyFileOp(f.current, op)
 	f.pending = append(f.pending, op)
+}
+
+// unprefix gives a file in prefix form its separate durable content, and
+// its pending appends their own copies of their bytes, as current holds
+// them now (a FlipBit may have changed them since they were written).
+func (f *fileNode) unprefix() {
+	if !f.prefix {
+		return
+	}
+	f.durable = append([]byte(nil), f.current[:f.durableLen]...)
+	for i := range f.pending {
+		op := &f.pending[i]
+		op.data, op.size = append([]byte(nil), f.current[op.offset:op.offset+op.size]...), 0
+	}
+	f.prefix, f.durableLen = false, 0
+}
+
+// reprefix puts a file without pending changes back in prefix form: its
+// current and durable content are then equal, and current is kept.
+func (f *fileNode) reprefix() {
+	if f.prefix || len(f.pending) > 0 {
+		return
+	}
+	f.prefix, f.durableLen, f.durable = true, int64(len(f.current)), nil
 }
 
 // makeDurable applies to durable the pending changes numbered up to and
@@ -62,10 +138,21 @@ func (f *fileNode) record(op fileOp) {
 func (f *fileNode) makeDurable(lastSeq uint64) {
 	kept := 0
 	for kept < len(f.pending) && f.pending[kept].seq <= lastSeq {
-		f.durable = applyFileOp(f.durable, f.pending[kept])
+		op := f.pending[kept]
+		if f.prefix {
+			f.durableLen = op.offset + op.size
+		} else {
+			f.durable = applyFileOp(f.durable, op)
+		}
 		kept++
 	}
-	f.pending = append([]fileOp(nil), f.pending[kept:]...)
+	if kept == 0 {
+		return
+	}
+	n := copy(f.pending, f.pending[kept:])
+	clear(f.pending[n:])
+	f.pending = f.pending[:n]
+	f.reprefix()
 }
 
 // lastSeq names the newest change, for a Sync to snapshot. When nothing was
@@ -128,7 +215,7 @@ func newDirNode() *node {
 }
 
 func newFileNode() *node {
-	return &node{file: &fileNode{nextSeq: 1}}
+	return &node{file: &fileNode{nextSeq: 1, prefix: true}}
 }
 
 // record applies op to current and appends it to pending.

@@ -185,6 +185,20 @@ func checkCrashOutcome(rt *rapid.T, d *Disk, name string, m *modelFile, mode Cra
 	*m = modelFile{durable: got, opBase: m.opBase + len(m.ops)}
 }
 
+// replayPending applies f's pending changes to a copy of its durable
+// content, reading the bytes of a prefix-form file's appends from current.
+func replayPending(f *fileNode) []byte {
+	pending := f.pending
+	if f.prefix {
+		pending = nil
+		for _, op := range f.pending {
+			op.data, op.size = f.current[op.offset:op.offset+op.size], 0
+			pending = append(pending, op)
+		}
+	}
+	return replayFile(f.durableContent(), pending)
+}
+
 func checkAgainstModel(rt *rapid.T, d *Disk, name string, m *modelFile) {
 	got, err := d.ReadFile(name)
 	if err != nil {
@@ -194,11 +208,11 @@ func checkAgainstModel(rt *rapid.T, d *Disk, name string, m *modelFile) {
 		rt.Fatalf("%s: content %q, model %q", name, got, want)
 	}
 	n, _ := d.lookupFile("check", name)
-	if replayed := replayFile(n.file.durable, n.file.pending); !bytes.Equal(replayed, n.file.current) {
+	if replayed := replayPending(n.file); !bytes.Equal(replayed, n.file.current) {
 		rt.Fatalf("%s: pending applied to durable gives %q, current is %q", name, replayed, n.file.current)
 	}
-	if !bytes.Equal(n.file.durable, m.durable) {
-		rt.Fatalf("%s: durable %q, model %q", name, n.file.durable, m.durable)
+	if durable := n.file.durableContent(); !bytes.Equal(durable, m.durable) {
+		rt.Fatalf("%s: durable %q, model %q", name, durable, m.durable)
 	}
 }
 
