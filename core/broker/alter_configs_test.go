@@ -287,3 +287,35 @@ func TestAlterConfigsReplacesForwardsAndReachesEveryReplica(t *testing.T) {
 func topicResource(name string) metadata.ConfigResource {
 	return metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: name}
 }
+
+func TestAlterMinInsyncReplicasGatesAcksAll(t *testing.T) {
+	c := newCluster(t, 3, nil) // min.insync.replicas=1 by default
+	c.waitRegistered()
+	c.createTopic(1, "m", 1, 3)
+	leader := c.leaderOf("m", 0)
+	victim := int32(3)
+	if leader == 3 {
+		victim = 2
+	}
+	c.nodes[victim].proc.Crash()
+	c.waitFor("the leader's ISR shrinks to 2", 20000, func() bool {
+		return len(c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.State().ISR) == 2
+	})
+	if r := c.produce(leader, "m", 0, -1, recordBatch("two of three")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all, ISR 2, min.insync.replicas 1: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.mustAlter(1, "m", set("min.insync.replicas", "3"))
+	c.waitFor("the leader applies min.insync.replicas=3", 5000, func() bool {
+		return c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 3
+	})
+	if r := c.produce(leader, "m", 0, -1, recordBatch("refused")); r.ErrorCode != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all, ISR 2, min.insync.replicas 3: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.mustAlter(1, "m", del("min.insync.replicas"))
+	c.waitFor("the leader falls back to the broker's min.insync.replicas", 5000, func() bool {
+		return c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 1
+	})
+	if r := c.produce(leader, "m", 0, -1, recordBatch("accepted again")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all after deleting the override: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
