@@ -148,7 +148,13 @@ func (d *Disk) MkdirAll(dir string) error {
 // Open opens the file at filePath for reading and writing. Creating a file
 // does not fsync its directory: the creation is durable after SyncDir.
 func (d *Disk) Open(filePath string, opts env.OpenOptions) (env.File, error) {
-	return d.OpenFile(filePath, opts)
+	f, err := d.OpenFile(filePath, opts)
+	if err != nil {
+		// Not f: a nil *File in an env.File is not a nil interface, and
+		// callers that close "whatever Open returned" would crash on it.
+		return nil, err
+	}
+	return f, nil
 }
 
 // OpenFile is Open returning the concrete *File, for callers that need Fd.

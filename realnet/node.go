@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"strand/core/broker"
@@ -43,11 +45,28 @@ type Node struct {
 	disks  []*diskio.Disk
 	core   *broker.Node
 	addrs  map[string]net.Addr
+
+	// waitingMu guards waiting: the broker listeners, bound but not served
+	// until the core's initial metadata catch-up (serveWaitingListeners).
+	waitingMu sync.Mutex
+	waiting   []namedListener
+}
+
+// namedListener is a bound listener and its listener name.
+type namedListener struct {
+	name string
+	ln   net.Listener
 }
 
 // Start builds and starts a node: the event loop, one diskio.Disk per log
-// directory (its Sync completions posted to the loop), the core node (made
-// on the loop), then the listeners. On error everything started is stopped.
+// directory (its Sync completions posted to the loop), the listeners (all
+// bound at once), the core node (made on the loop), then it serves the
+// controller listeners. The broker listeners are served only once the core
+// reports its initial catch-up with the metadata log, as a Kafka broker
+// enables them only after lifecycleManager.initialCatchUpFuture: before it,
+// the node would answer from an image that may lack the cluster's topics.
+// Clients connecting meanwhile wait in the listen backlog. Start does not
+// wait for the catch-up. On error everything started is stopped.
 func Start(opts Options) (*Node, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -77,9 +96,38 @@ func Start(opts Options) (*Node, error) {
 		envDisks = append(envDisks, d)
 	}
 
+	bound := make([]namedListener, 0, len(cfg.Listeners))
+	defer func() {
+		if !ok {
+			for _, l := range bound {
+				l.ln.Close()
+			}
+		}
+	}()
+	for _, l := range cfg.Listeners {
+		ln := opts.Listeners[l.Name]
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", l.Address()); err != nil {
+				return nil, fmt.Errorf("listener %s: %w", l, err)
+			}
+		}
+		n.addrs[l.Name] = ln.Addr()
+		bound = append(bound, namedListener{l.Name, ln})
+	}
+	var serveNow []namedListener
+	for _, l := range bound {
+		if cfg.Roles.Broker && !slices.Contains(cfg.ControllerListenerNames, l.name) {
+			n.waiting = append(n.waiting, l)
+		} else {
+			serveNow = append(serveNow, l)
+		}
+	}
+
 	var err error
 	n.loop.Call(func() {
-		n.core, err = broker.New(broker.Config{Broker: cfg}, NewClock(n.loop), n.net, envDisks, randomID)
+		coreCfg := broker.Config{Broker: cfg, OnInitialCatchUp: n.serveWaitingListeners}
+		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
 			n.net.setHandler(n.core, n.core.AcceptedVersions())
 			n.net.peers.brokerAddress = n.brokerAddress
@@ -92,21 +140,44 @@ func Start(opts Options) (*Node, error) {
 		return nil, errors.New("realnet: event loop stopped while starting the node")
 	}
 
-	for _, l := range cfg.Listeners {
-		ln := opts.Listeners[l.Name]
-		if ln == nil {
-			if ln, err = net.Listen("tcp", l.Address()); err != nil {
-				return nil, fmt.Errorf("listener %s: %w", l, err)
-			}
-		}
-		n.addrs[l.Name] = ln.Addr()
-		if err := n.net.Serve(l.Name, ln); err != nil {
+	for _, l := range serveNow {
+		if err := n.net.Serve(l.name, l.ln); err != nil {
 			return nil, err
 		}
-		logger.Info("listening", "listener", l.Name, "address", ln.Addr().String())
+		logger.Info("listening", "listener", l.name, "address", l.ln.Addr().String())
+	}
+	if len(n.waiting) > 0 {
+		logger.Info("broker listeners wait for the initial metadata catch-up")
 	}
 	ok = true
 	return n, nil
+}
+
+// serveWaitingListeners serves the broker listeners: the core's
+// OnInitialCatchUp, on the loop.
+func (n *Node) serveWaitingListeners() {
+	n.waitingMu.Lock()
+	waiting := n.waiting
+	n.waiting = nil
+	n.waitingMu.Unlock()
+	for _, l := range waiting {
+		if err := n.net.Serve(l.name, l.ln); err != nil {
+			n.logger.Warn("cannot serve listener", "listener", l.name, "err", err)
+			continue
+		}
+		n.logger.Info("caught up with the metadata log; listening", "listener", l.name, "address", l.ln.Addr().String())
+	}
+}
+
+// closeWaitingListeners closes the broker listeners never served.
+func (n *Node) closeWaitingListeners() {
+	n.waitingMu.Lock()
+	waiting := n.waiting
+	n.waiting = nil
+	n.waitingMu.Unlock()
+	for _, l := range waiting {
+		l.ln.Close()
+	}
 }
 
 // brokerAddress resolves a broker's inter-broker listener from the metadata
@@ -152,6 +223,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.logger.Warn("controlled shutdown did not complete in time; closing anyway", "err", ctx.Err())
 	}
 	n.net.CloseListeners()
+	n.closeWaitingListeners()
 	closed := make(chan error, 1)
 	n.loop.Call(func() { n.core.Close(func(err error) { closed <- err }) })
 	var closeErr error
@@ -175,6 +247,7 @@ func (n *Node) Kill() {
 func (n *Node) stop() {
 	n.loop.Stop()
 	n.loop.Wait()
+	n.closeWaitingListeners()
 	n.net.Shutdown()
 	for _, d := range n.disks {
 		d.Close()

@@ -330,6 +330,7 @@ func (n *Node) reconcilePartitions() {
 	if !n.cfg.Broker.Roles.Broker || !n.caughtUpWithRegistration() {
 		return
 	}
+	n.noticeInitialCatchUp()
 	for _, p := range n.sortedPartitions() {
 		if t, ok := n.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
 			n.retirePartition(p)

@@ -31,6 +31,15 @@ type Config struct {
 	// QuorumObserver, if set, is given to the metadata quorum's Raft (the
 	// simulator's Raft checkers); nil in production.
 	QuorumObserver quorum.Observer
+	// OnInitialCatchUp, if set, runs once on the event loop when this
+	// broker has registered and applied the metadata log up to its
+	// registration: Kafka's initial catch-up
+	// (BrokerLifecycleManager.initialCatchUpFuture), before which a Kafka
+	// broker does not enable its broker listeners. Until then the image may
+	// lack topics the cluster has, or show leaderships of the previous
+	// incarnation. realnet starts serving the broker listeners then. It
+	// never runs on a node without the broker role.
+	OnInitialCatchUp func()
 }
 
 // Bugs are the planted bugs a node runs with. They travel in Config to
@@ -87,6 +96,9 @@ type Node struct {
 	incarnation [16]byte
 	advertised  []kmsg.ApiVersionsResponseApiKey
 	logConfig   log.Config
+	// initialCatchUpDone latches the first caughtUpWithRegistration
+	// (noticeInitialCatchUp).
+	initialCatchUpDone bool
 	// precheckDecompressedBytesMax is the pre-check's decompression bound
 	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
 	// goroutines, so it never changes after New.
@@ -218,6 +230,24 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		n.startBroker()
 	}
 	return n, nil
+}
+
+// InitialCatchUpDone reports whether this broker has completed its initial
+// catch-up with the metadata log (Config.OnInitialCatchUp). It stays true
+// once set, whatever later registrations do.
+func (n *Node) InitialCatchUpDone() bool { return n.initialCatchUpDone }
+
+// noticeInitialCatchUp runs where the image has caught up with this
+// incarnation's registration; the first time, it reports the initial
+// catch-up.
+func (n *Node) noticeInitialCatchUp() {
+	if n.initialCatchUpDone {
+		return
+	}
+	n.initialCatchUpDone = true
+	if n.cfg.OnInitialCatchUp != nil {
+		n.cfg.OnInitialCatchUp()
+	}
 }
 
 // ID is the node's node.id.
