@@ -57,11 +57,20 @@ type plane uint8
 const (
 	planeController plane = iota + 1
 	planeBroker
+	// planeQuorum is Raft traffic between voters (quorum.IsVoterRequest),
+	// on a connection of its own to the voter's controller listener, as
+	// KRaft's Raft client has: queued behind a controller RPC's answer,
+	// which waits for a commit, a follower's Fetch answer could wait for
+	// itself.
+	planeQuorum
 )
 
 func (p plane) String() string {
-	if p == planeController {
+	switch p {
+	case planeController:
 		return "controller"
+	case planeQuorum:
+		return "quorum"
 	}
 	return "broker"
 }
@@ -121,7 +130,11 @@ func (ps *peerSet) send(peer env.NodeID, req kmsg.Request, done func(kmsg.Respon
 func (ps *peerSet) route(peer env.NodeID, req kmsg.Request) (peerKey, bool) {
 	if controller.Handles(req) || quorum.IsQuorumRequest(req) {
 		if address, ok := ps.voters[peer]; ok {
-			return peerKey{id: peer, plane: planeController, address: address}, true
+			p := planeController
+			if quorum.IsVoterRequest(req) {
+				p = planeQuorum
+			}
+			return peerKey{id: peer, plane: p, address: address}, true
 		}
 	}
 	if ps.brokerAddress == nil {

@@ -380,3 +380,41 @@ func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashedBrokerIsFencedWithinItsSession: three combined voters with
+// Kafka's default session timeout; a node that is not the active
+// controller crashes. Within the session timeout plus a second the active
+// controller has fenced it and given each of its partitions a new leader,
+// over a sweep of seeds (election jitter and crash instants differ).
+func TestCrashedBrokerIsFencedWithinItsSession(t *testing.T) {
+	seeds := uint64(20)
+	if testing.Short() {
+		seeds = 6
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := newVoterCluster(t, seed)
+		active := c.waitVoterClusterReady()
+		c.createTopic(active, "t", 6, 3)
+		c.run(3000 + int64(seed*137%2000))
+		victim := active%3 + 1
+		c.nodes[victim].proc.Crash()
+		crashNs := c.s.NowNs()
+		c.waitFor("the crashed broker fenced and its partitions led elsewhere", 9000+1000, func() bool {
+			ctl := c.activeController()
+			if ctl < 0 {
+				return false
+			}
+			im := c.nodes[ctl].node.ctrl.Image()
+			if b, ok := im.Broker(victim); !ok || !b.Fenced {
+				return false
+			}
+			for p := range int32(6) {
+				if s, _ := im.PartitionByName("t", p); s.Leader == victim || s.Leader < 0 {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("seed %d: broker %d fenced and replaced %d ms after its crash", seed, victim, (c.s.NowNs()-crashNs)/1e6)
+	}
+}

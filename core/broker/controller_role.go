@@ -70,16 +70,9 @@ func (n *Node) randInt63n(limit int64) int64 {
 }
 
 // isQuorumRequest reports whether a request is a peer voter's Raft traffic
-// (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and the voters'
-// Fetch of the metadata log, v15+ naming the replica in ReplicaState). A
-// broker following the metadata log fetches with v12 instead and is served
-// committed decisions by the controller.
-func isQuorumRequest(req kmsg.Request) bool {
-	if f, ok := req.(*kmsg.FetchRequest); ok {
-		return f.Version >= 15 && f.ReplicaState.ID >= 0 && quorum.IsQuorumRequest(f)
-	}
-	return quorum.IsQuorumRequest(req)
-}
+// (quorum.IsVoterRequest). A broker following the metadata log fetches
+// with v12 instead and is served committed decisions by the controller.
+func isQuorumRequest(req kmsg.Request) bool { return quorum.IsVoterRequest(req) }
 
 // controllerConfigOf maps server.properties onto the controller's settings.
 func controllerConfigOf(b config.Broker) controller.Config {

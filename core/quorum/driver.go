@@ -101,6 +101,21 @@ func IsQuorumRequest(req kmsg.Request) bool {
 	return false
 }
 
+// IsVoterRequest reports whether req is Raft traffic between voters: Vote,
+// BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and a voter's Fetch of
+// __cluster_metadata-0 (v15+, naming the replica in ReplicaState; a broker
+// following the log fetches with v12 instead). Networks give this traffic
+// connections of its own, as KRaft's Raft client has its own: on a
+// connection shared with controller RPCs, whose answers wait for a commit,
+// a follower's Fetch answer would queue behind an answer that waits for
+// that very Fetch (Kafka answers a connection's requests in order).
+func IsVoterRequest(req kmsg.Request) bool {
+	if f, ok := req.(*kmsg.FetchRequest); ok {
+		return f.Version >= 15 && f.ReplicaState.ID >= 0 && IsQuorumRequest(f)
+	}
+	return IsQuorumRequest(req)
+}
+
 // HandleRequest steps a peer's quorum request in; the answer goes out once
 // what it depends on is durable. A malformed request closes the connection.
 func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg.Request, self env.NodeID) {
@@ -264,6 +279,7 @@ func (n *Node) send(m Message) {
 		if err != nil {
 			return
 		}
+
 		n.raft.Step(n.nowMs(), answer)
 		n.pump()
 	})

@@ -171,3 +171,48 @@ func TestDriverOverSimulatedEnvironment(t *testing.T) {
 		proposed, len(want), oldEpoch, leader().node.Raft().Epoch(),
 		hosts[0].node.Raft().LogStartOffset(), hosts[1].node.Raft().LogStartOffset(), hosts[2].node.Raft().LogStartOffset())
 }
+
+// TestVoterTrafficClassifiedAlike: simnet gives voters' Raft traffic its
+// own connections by its own copy of IsVoterRequest (it cannot import this
+// package); the two agree on every request the codec sends and on the
+// Fetches brokers and replica fetchers send.
+func TestVoterTrafficClassifiedAlike(t *testing.T) {
+	var reqs []kmsg.Request
+	for _, m := range []Message{
+		{Type: MsgVote, To: 2, Epoch: 3, LeaderID: -1, PreVote: true},
+		{Type: MsgVote, To: 2, Epoch: 3, LeaderID: -1},
+		{Type: MsgBeginEpoch, To: 2, Epoch: 3, LeaderID: 1},
+		{Type: MsgEndEpoch, To: 2, Epoch: 3, LeaderID: 1, PreferredSuccessors: []int32{2}},
+		{Type: MsgFetch, From: 1, To: 2, Epoch: 3, LeaderID: 2, FetchOffset: 5, LastFetchedEpoch: 2},
+		{Type: MsgFetchSnapshot, From: 1, To: 2, Epoch: 3, LeaderID: 2, SnapshotEndOffset: 5, SnapshotEpoch: 2},
+	} {
+		req, err := EncodeRequest(m)
+		if err != nil {
+			t.Fatalf("encode %v: %v", m.Type, err)
+		}
+		if !IsVoterRequest(req) {
+			t.Errorf("%v is not voter traffic", m.Type)
+		}
+		reqs = append(reqs, req)
+	}
+	brokerFetch := kmsg.NewPtrFetchRequest() // a broker following the log
+	brokerFetch.SetVersion(12)
+	brokerFetch.ReplicaID = -1
+	topic := kmsg.NewFetchRequestTopic()
+	topic.Topic = MetadataTopic
+	brokerFetch.Topics = append(brokerFetch.Topics, topic)
+	replicaFetch := kmsg.NewPtrFetchRequest() // a partition's follower
+	replicaFetch.SetVersion(12)
+	replicaFetch.ReplicaID = 3
+	for _, req := range []kmsg.Request{brokerFetch, replicaFetch} {
+		if IsVoterRequest(req) {
+			t.Errorf("a v%d Fetch with ReplicaID %d is voter traffic", req.GetVersion(), req.(*kmsg.FetchRequest).ReplicaID)
+		}
+		reqs = append(reqs, req)
+	}
+	for _, req := range reqs {
+		if got, want := simnet.VoterTraffic(req), IsVoterRequest(req); got != want {
+			t.Errorf("%s v%d: simnet.VoterTraffic %v, IsVoterRequest %v", kmsg.NameForKey(req.Key()), req.GetVersion(), got, want)
+		}
+	}
+}

@@ -92,6 +92,8 @@ type conn struct {
 	// knows the connection and must hear of its end.
 	serverSaw bool
 	awaiting  []awaitingReply
+	// peerKey is the client node's key for this connection in its peers.
+	peerKey peerKey
 }
 
 func newConn(n *Network, id env.ConnID, client, server *Host) *conn {
@@ -377,8 +379,8 @@ func (c *conn) endClient() []pendingRequest {
 	c.clientDone = true
 	outstanding := c.outstanding
 	c.outstanding = nil
-	if c.client.isNode && c.client.peers[c.server.nodeID] == c {
-		delete(c.client.peers, c.server.nodeID)
+	if c.client.isNode && c.client.peers[c.peerKey] == c {
+		delete(c.client.peers, c.peerKey)
 	}
 	if c.closed() {
 		c.net.forget(c)

@@ -115,9 +115,16 @@ type Host struct {
 	nodeID  env.NodeID
 	// inbound finds an accepted connection by id, for Reply; only looked up.
 	inbound map[env.ConnID]*conn
-	// peers holds a node's outbound connection to each peer; only looked
+	// peers holds a node's outbound connections to each peer; only looked
 	// up.
-	peers map[env.NodeID]*conn
+	peers map[peerKey]*conn
+}
+
+// peerKey names a node's outbound connection: one per peer for Raft
+// traffic between voters, one for everything else.
+type peerKey struct {
+	node  env.NodeID
+	voter bool
 }
 
 // ID returns the host's number, which fault calls take.
@@ -130,7 +137,7 @@ func (n *Network) addHost(proc *sched.Node, clientID string) *Host {
 		proc:     proc,
 		clientID: clientID,
 		inbound:  make(map[env.ConnID]*conn),
-		peers:    make(map[env.NodeID]*conn),
+		peers:    make(map[peerKey]*conn),
 	}
 	old := len(n.hosts)
 	n.hosts = append(n.hosts, h)

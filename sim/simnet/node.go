@@ -69,7 +69,10 @@ func (nn *NodeNet) Close(conn env.ConnID) {
 }
 
 // Send sends req to peer over this node's connection to it, opening one if
-// there is none (first use, or the last one ended).
+// there is none (first use, or the last one ended). Raft traffic between
+// voters (VoterTraffic) has a connection of its own, as KRaft's Raft
+// client has: behind a controller RPC's answer, which waits for a commit,
+// a follower's Fetch answer could wait for itself.
 func (nn *NodeNet) Send(peer env.NodeID, req kmsg.Request, done func(kmsg.Response, error)) {
 	h := nn.host
 	target := h.net.nodes[peer]
@@ -79,12 +82,30 @@ func (nn *NodeNet) Send(peer env.NodeID, req kmsg.Request, done func(kmsg.Respon
 		})
 		return
 	}
-	c := h.peers[peer]
+	key := peerKey{node: peer, voter: VoterTraffic(req)}
+	c := h.peers[key]
 	if c == nil {
 		c = h.net.dial(h, target)
+		c.peerKey = key
 		if !c.clientDone {
-			h.peers[peer] = c
+			h.peers[key] = c
 		}
 	}
 	c.clientSend(req, done)
+}
+
+// VoterTraffic reports whether req is Raft traffic between controller
+// voters: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and a
+// voter's Fetch (v15+, naming the replica in ReplicaState; brokers and
+// replica fetchers use v12). It is core/quorum's IsVoterRequest, which
+// simnet cannot import (core/quorum's tests import simnet); a test there
+// keeps the two equal.
+func VoterTraffic(req kmsg.Request) bool {
+	switch r := req.(type) {
+	case *kmsg.VoteRequest, *kmsg.BeginQuorumEpochRequest, *kmsg.EndQuorumEpochRequest, *kmsg.FetchSnapshotRequest:
+		return true
+	case *kmsg.FetchRequest:
+		return r.Version >= 15 && r.ReplicaState.ID >= 0
+	}
+	return false
 }
