@@ -70,7 +70,8 @@ func (c *Cluster) checkSyncedKept(n *Node) {
 }
 
 // readReplica reads a replica's log of tp from the node's disk, as stored
-// (current content, which is what the node reads), segment by segment.
+// (current content, which is what the node reads), segment by segment:
+// the batches' offsets and bytes; decodeRecords adds their records.
 func (c *Cluster) readReplica(id int32, tp models.TopicPartition) (models.ReplicaLog, error) {
 	rl := models.ReplicaLog{Node: id}
 	var n *Node
@@ -109,16 +110,28 @@ func (c *Cluster) readReplica(id int32, tp models.TopicPartition) (models.Replic
 				return rl, fmt.Errorf("%s/%s at byte %d: batch of %d bytes cut short", dir, name, pos, size)
 			}
 			b := models.Batch{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset + int64(h.LastOffsetDelta), Bytes: data[pos : pos+size]}
-			var rb kmsg.RecordBatch
-			if err := rb.ReadFrom(b.Bytes); err != nil {
-				return rl, fmt.Errorf("%s/%s batch at %d: %w", dir, name, h.BaseOffset, err)
-			}
-			if b.Records, err = workload.DecodeBatchRecords(rb); err != nil {
-				return rl, err
-			}
 			rl.Batches = append(rl.Batches, b)
 			pos += size
 		}
 	}
 	return rl, nil
+}
+
+// decodeRecords fills in the records of every batch of rl (of tp): the
+// convergence poll reads every replica every time, and decodes only once
+// they all agree.
+func decodeRecords(rl *models.ReplicaLog, tp models.TopicPartition) error {
+	for i := range rl.Batches {
+		b := &rl.Batches[i]
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b.Bytes); err != nil {
+			return fmt.Errorf("replica %d of %s, batch at %d: %w", rl.Node, tp, b.BaseOffset, err)
+		}
+		records, err := workload.DecodeBatchRecords(rb)
+		if err != nil {
+			return fmt.Errorf("replica %d of %s: %w", rl.Node, tp, err)
+		}
+		b.Records = records
+	}
+	return nil
 }

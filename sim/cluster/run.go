@@ -316,6 +316,13 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 		}
 		final[tp] = pf
 	}
+	for _, tp := range r.tps {
+		for i := range final[tp].Replicas {
+			if err := decodeRecords(&final[tp].Replicas[i], tp); err != nil {
+				return nil, err.Error()
+			}
+		}
+	}
 	return final, ""
 }
 
