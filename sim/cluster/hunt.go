@@ -65,12 +65,14 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 
 // PlantedBugShape is the shape a planted bug is hunted in: lost-fsync shows
 // only when the log syncs every batch, isr-min-ignored when ISRs shrink
-// often (a short replica.lag.time.max.ms), the group and idempotence bugs
-// where there are groups and idempotent producers; the others in the mixed
-// sweep.
+// often (a short replica.lag.time.max.ms), dedup-off where producers are
+// idempotent, group-double-assign where coordinators also fail over often;
+// the others in the mixed sweep.
 func PlantedBugShape(bug string) string {
 	switch bug {
-	case "group-double-assign", "dedup-off":
+	case "group-double-assign":
+		return "groups-lag"
+	case "dedup-off":
 		return "groups"
 	case "lost-fsync":
 		return "sync"

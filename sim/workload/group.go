@@ -65,14 +65,15 @@ type member struct {
 	// committing: an OffsetCommit is in flight.
 	committing bool
 	// fetching holds the partitions with a Fetch in flight, whatever its
-	// round: a new round's fetch loop waits for it, so that the member has
-	// one fetch per partition at a time, as the high-watermark check
-	// expects of a client.
+	// round or life (only a crash, which drops the answers, clears it): a
+	// new round's fetch loop waits for it, so that the member has one fetch
+	// per partition at a time, as the high-watermark check expects of a
+	// client.
 	fetching map[models.TopicPartition]bool
 }
 
 func (w *Workload) newMember(group string, static bool) *member {
-	m := &member{w: w, client: w.newClient("member"), group: group, coordinator: -1}
+	m := &member{w: w, client: w.newClient("member"), group: group, coordinator: -1, fetching: map[models.TopicPartition]bool{}}
 	if static {
 		id := fmt.Sprintf("%s-instance-%d", group, m.client.index)
 		m.instanceID = &id
@@ -90,7 +91,6 @@ func (m *member) start() {
 	m.round++
 	m.coordinator, m.memberID, m.generation = -1, "", -1
 	m.assigned, m.positions, m.committed, m.committing = nil, map[models.TopicPartition]int64{}, map[models.TopicPartition]int64{}, false
-	m.fetching = map[models.TopicPartition]bool{}
 	m.join(m.round)
 }
 
@@ -380,6 +380,8 @@ func (m *member) crash() {
 	m.round++
 	m.client.proc.Crash()
 	m.client.reset()
+	// The crash dropped the answers of the fetches in flight.
+	m.fetching = map[models.TopicPartition]bool{}
 	m.w.s.After(m.w.r.Int64N(memberRestartNsMax)+1, func() {
 		m.client.proc.Restart()
 		if !m.w.stopped {
