@@ -42,8 +42,9 @@ bench: build
 
 # Each Go fuzz target for FUZZTIME. -fuzzminimizetime keeps a busy machine from
 # spending minutes shrinking one new corpus entry.
-FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/log:FuzzRecover \
-	./core/wire:FuzzParseRequest ./core/config:FuzzParseProperties
+FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/batch:FuzzPrecheckMatchesCheck \
+	./core/log:FuzzRecover ./core/wire:FuzzParseRequest ./core/config:FuzzParseProperties \
+	./core/broker:FuzzProduceRequest
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -3,8 +3,10 @@
 //
 // Verify is the cheap structural check the log runs on every append and on
 // recovery (one CRC, no decompression). CheckProduced is everything a broker
-// checks on a batch from a client, decompression and every record included;
-// realnet runs it on connection goroutines. Build and Compress make batches
+// checks on a batch from a client, decompression and every record included.
+// PrecheckProduced and Precheck.Finish split it: the part the bytes alone
+// decide, which realnet runs on connection goroutines, and the topic's and
+// the clock's rules, which the event loop applies. Build and Compress make batches
 // for tests, the simulator's clients and internal topics.
 //
 // What it must not do: every function here is pure. No I/O, no clock (the
