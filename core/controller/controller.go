@@ -288,6 +288,15 @@ func (t *txn) commit(then, abort func()) {
 			}
 			return
 		}
+		if !c.Active() {
+			// The quorum's callbacks, run inside the Append, ended this
+			// term (its storage failed, or leadership went): the records
+			// went with latest, and the new controller's log decides.
+			if abort != nil {
+				abort()
+			}
+			return
+		}
 		if base != t.base {
 			panic(fmt.Sprintf("controller: batch appended at %d, expected %d", base, t.base))
 		}
