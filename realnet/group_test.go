@@ -19,6 +19,8 @@ type groupLedger struct {
 	mu sync.Mutex
 	// copies counts each position's deliveries.
 	copies map[position]int
+	// got is each position's first delivery.
+	got map[position]producedRecord
 	// byMember counts each member's deliveries.
 	byMember map[int]int
 	// duplicates counts deliveries of a position already delivered.
@@ -26,8 +28,16 @@ type groupLedger struct {
 	// commitErrors are the commits that failed; a record whose commit
 	// failed may be delivered again.
 	commitErrors []error
-	// bad is the first delivery that does not match what was produced.
+	// bad is the first fetch error, or a second delivery that differs
+	// from the first.
 	bad error
+	// assigned counts the partitions each member was ever assigned.
+	assigned map[int]int
+}
+
+// newGroupLedger returns an empty ledger.
+func newGroupLedger() *groupLedger {
+	return &groupLedger{copies: map[position]int{}, got: map[position]producedRecord{}, byMember: map[int]int{}, assigned: map[int]int{}}
 }
 
 // distinct is how many positions were delivered at least once.
@@ -70,7 +80,7 @@ type groupMember struct {
 }
 
 // startGroupMember joins group as member id.
-func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int, mode commitMode, want map[position]producedRecord, ledger *groupLedger) *groupMember {
+func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int, mode commitMode, ledger *groupLedger) *groupMember {
 	t.Helper()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.bootstrap()...),
@@ -78,6 +88,9 @@ func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int,
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(256 << 10), // small polls: members overlap in time and each rebalance has something in flight
+		// Only assignments are watched: setting OnPartitionsRevoked would
+		// replace kgo's commit before a revoke.
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { ledger.assign(id, ps) }),
 	}
 	if mode == commitEachPoll {
 		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
@@ -87,12 +100,12 @@ func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int,
 		t.Fatal(err)
 	}
 	m := &groupMember{id: id, mode: mode, cl: cl, stop: make(chan struct{}), done: make(chan struct{})}
-	go m.run(topic, want, ledger)
+	go m.run(ledger)
 	t.Cleanup(func() { m.leave() })
 	return m
 }
 
-func (m *groupMember) run(topic string, want map[position]producedRecord, ledger *groupLedger) {
+func (m *groupMember) run(ledger *groupLedger) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -109,12 +122,12 @@ func (m *groupMember) run(topic string, want map[position]producedRecord, ledger
 			// Records of this poll are not processed; with autocommit
 			// kgo would commit them on leave, so they are recorded.
 			if m.mode == kgoAutocommit {
-				ledger.record(m.id, fetches, want)
+				ledger.record(m.id, fetches)
 			}
 			m.cl.AllowRebalance()
 			return
 		}
-		ledger.record(m.id, fetches, want)
+		ledger.record(m.id, fetches)
 		if m.mode == kgoAutocommit {
 			continue
 		}
@@ -131,9 +144,9 @@ func (m *groupMember) run(topic string, want map[position]producedRecord, ledger
 	}
 }
 
-// record notes one poll's records, delivered to member id, checking each
-// against what was produced at its position.
-func (l *groupLedger) record(id int, fetches kgo.Fetches, want map[position]producedRecord) {
+// record notes one poll's records, delivered to member id; a second
+// delivery of a position must carry the same record.
+func (l *groupLedger) record(id int, fetches kgo.Fetches) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, fe := range fetches.Errors() {
@@ -143,16 +156,26 @@ func (l *groupLedger) record(id int, fetches kgo.Fetches, want map[position]prod
 	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		p := position{r.Partition, r.Offset}
-		w, ok := want[p]
-		if (!ok || !bytes.Equal(w.key, r.Key) || !bytes.Equal(w.value, r.Value)) && l.bad == nil {
-			l.bad = fmt.Errorf("member %d: partition %d offset %d: read %q, produced %q", id, r.Partition, r.Offset, r.Key, w.key)
-		}
-		if l.copies[p] > 0 {
+		if first, ok := l.got[p]; ok {
 			l.duplicates++
+			if (!bytes.Equal(first.key, r.Key) || !bytes.Equal(first.value, r.Value)) && l.bad == nil {
+				l.bad = fmt.Errorf("member %d: partition %d offset %d: read %q, earlier %q", id, r.Partition, r.Offset, r.Key, first.key)
+			}
+		} else {
+			l.got[p] = producedRecord{key: r.Key, value: r.Value}
 		}
 		l.copies[p]++
 		l.byMember[id]++
 	})
+}
+
+// assign counts partitions assigned to member id.
+func (l *groupLedger) assign(id int, ps map[string][]int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, partitions := range ps { // order-independent: a sum
+		l.assigned[id] += len(partitions)
+	}
 }
 
 // leave stops polling after the poll in hand is committed and leaves the
@@ -169,14 +192,15 @@ func (m *groupMember) leave() {
 }
 
 // TestKgoConsumerGroupExactlyOnce runs a kgo consumer group of 3 members
-// over a 12-partition RF-3 topic on a 3-broker cluster of real processes,
-// holding 100,000 records written by kgo's idempotent producer. Members
-// commit each poll before letting a rebalance proceed. Midway one member
-// leaves cleanly, later the group coordinator's broker is killed -9 (and
-// restarted). Asserted: every record is delivered, each exactly as
-// produced; no record is delivered twice, except after a commit that
-// failed (then the count is reported); every member got records; at the
-// end the committed offset of every partition is its end offset.
+// over a 12-partition RF-3 topic on a 3-broker cluster of real processes.
+// Once each member has partitions, kgo's idempotent producer writes
+// 100,000 records while they read. Members commit each poll before letting
+// a rebalance proceed. After a quarter is read one member leaves cleanly,
+// after half the group coordinator's broker is killed -9, after three
+// quarters it is restarted. Asserted: every record is delivered, each
+// exactly as produced; no record is delivered twice, except after a commit
+// that failed (then the count is reported); every member got records; at
+// the end the committed offset of every partition is its end offset.
 func TestKgoConsumerGroupExactlyOnce(t *testing.T) {
 	groupExactlyOnce(t, commitEachPoll, true)
 }
@@ -195,14 +219,30 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 	const topic, group, partitions = "group-topic", "strand-group", 12
 	c.createTopic(topic, partitions, 3)
 	producer := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
-	want := produceKeyed(t, producer, topic, interopRecords)
-	t.Logf("produced %d records with the idempotent producer in %s", len(want), time.Since(start).Round(time.Millisecond))
 
-	ledger := &groupLedger{copies: map[position]int{}, byMember: map[int]int{}}
+	ledger := newGroupLedger()
 	var members []*groupMember
 	for id := 1; id <= 3; id++ {
-		members = append(members, startGroupMember(t, c, group, topic, id, mode, want, ledger))
+		members = append(members, startGroupMember(t, c, group, topic, id, mode, ledger))
 	}
+	waitUntil(t, "every member assigned partitions", 60*time.Second, func() bool {
+		ledger.mu.Lock()
+		defer ledger.mu.Unlock()
+		return ledger.assigned[1] > 0 && ledger.assigned[2] > 0 && ledger.assigned[3] > 0
+	})
+	t.Logf("group formed at %s", time.Since(start).Round(time.Millisecond))
+
+	// The producer writes while the members read, so each step below
+	// meets records in flight.
+	type produced struct {
+		want map[position]producedRecord
+		err  error
+	}
+	producing := make(chan produced, 1)
+	go func() {
+		want, err := produceKeyedErr(producer, topic, interopRecords)
+		producing <- produced{want, err}
+	}()
 	progress := func(what string, n int) {
 		t.Helper()
 		waitUntil(t, what, 120*time.Second, func() bool {
@@ -214,31 +254,36 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 			}
 			return ledger.distinct() >= n
 		})
-		t.Logf("%s read at %s", what, time.Since(start).Round(time.Millisecond))
+		t.Logf("%d distinct records read at %s", n, time.Since(start).Round(time.Millisecond))
 	}
-	waitUntil(t, "every member to get records", 60*time.Second, func() bool {
-		ledger.mu.Lock()
-		defer ledger.mu.Unlock()
-		return len(ledger.byMember) == 3
-	})
-	progress("a quarter of the records", interopRecords/4)
 
+	progress("records read by every member", interopRecords/4)
+	ledger.mu.Lock()
+	t.Logf("deliveries per member before the leave: %v", ledger.byMember)
+	if len(ledger.byMember) != 3 {
+		t.Errorf("only members %v got records", ledger.byMember)
+	}
+	ledger.mu.Unlock()
 	members[2].leave()
 	t.Logf("member 3 left cleanly after %d distinct records", ledger.distinct())
-	progress("half of the records", interopRecords/2)
+	progress("records read after the leave", interopRecords/2)
 	duplicatesAfterLeave, commitErrorsAfterLeave := ledger.snapshot()
 	if duplicatesAfterLeave > 0 && commitErrorsAfterLeave == 0 {
 		t.Errorf("%d records delivered twice through a clean leave, with every commit acknowledged", duplicatesAfterLeave)
 	}
-
 	if killCoordinator {
 		coordinator := c.coordinator(group)
 		c.kill(int(coordinator))
 		t.Logf("killed node %d, the coordinator, after %d distinct records", coordinator, ledger.distinct())
-		progress("three quarters of the records", 3*interopRecords/4)
+		progress("records read after the kill", interopRecords*3/4)
 		c.start(int(coordinator))
 	}
-	progress("every record", interopRecords)
+	result := <-producing
+	if result.err != nil {
+		t.Fatal(result.err)
+	}
+	want := result.want
+	progress("every record", len(want))
 	for _, m := range members[:2] {
 		m.leave()
 	}
@@ -248,10 +293,17 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 	if ledger.bad != nil {
 		t.Fatal(ledger.bad)
 	}
-	for p := range want { // order-independent: a check per position
-		if ledger.copies[p] == 0 {
+	for p, w := range want { // order-independent: a check per position
+		got, ok := ledger.got[p]
+		switch {
+		case !ok:
 			t.Fatalf("partition %d offset %d never delivered", p.partition, p.offset)
+		case !bytes.Equal(got.key, w.key) || !bytes.Equal(got.value, w.value):
+			t.Fatalf("partition %d offset %d: delivered %q=%q, produced %q=%q", p.partition, p.offset, got.key, got.value, w.key, w.value)
 		}
+	}
+	if len(ledger.got) != len(want) {
+		t.Fatalf("%d positions delivered, %d produced", len(ledger.got), len(want))
 	}
 	t.Logf("deliveries per member %v; %d duplicates; %d failed commits; %s in all",
 		ledger.byMember, ledger.duplicates, len(ledger.commitErrors), time.Since(start).Round(time.Millisecond))

@@ -44,6 +44,16 @@ type position struct {
 // position each acknowledgement reported.
 func produceKeyed(t *testing.T, cl *kgo.Client, topic string, count int) map[position]producedRecord {
 	t.Helper()
+	acked, err := produceKeyedErr(cl, topic, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acked
+}
+
+// produceKeyedErr is produceKeyed for any goroutine: it reports a failed
+// or missing acknowledgement as an error.
+func produceKeyedErr(cl *kgo.Client, topic string, count int) (map[position]producedRecord, error) {
 	var mu sync.Mutex
 	acked := make(map[position]producedRecord, count)
 	var firstErr error
@@ -75,12 +85,12 @@ func produceKeyed(t *testing.T, cl *kgo.Client, topic string, count int) map[pos
 	}
 	wg.Wait()
 	if firstErr != nil {
-		t.Fatalf("produce to %s: %v", topic, firstErr)
+		return nil, fmt.Errorf("produce to %s: %w", topic, firstErr)
 	}
 	if len(acked) != count {
-		t.Fatalf("produce to %s: %d acknowledged, want %d", topic, len(acked), count)
+		return nil, fmt.Errorf("produce to %s: %d acknowledged, want %d", topic, len(acked), count)
 	}
-	return acked
+	return acked, nil
 }
 
 // checkProduceOrder checks that within each partition the records of one
