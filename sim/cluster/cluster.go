@@ -61,6 +61,8 @@ type Cluster struct {
 	idSeq uint64
 	// raft checks the voters' Raft as it runs.
 	raft *raftChecker
+	// alters are the AlterPartition exchanges the nodes' networks saw.
+	alters []models.AlterPartitionOp
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
@@ -173,7 +175,7 @@ func brokerConfig(id int32, shape Shape) (config.Broker, error) {
 
 // start builds the node's core from its disk, as a process start does.
 func (c *Cluster) start(n *Node) error {
-	core, err := broker.New(n.cfg, n.Clock, n.Net, []env.Disk{n.envDisk}, c.newID)
+	core, err := broker.New(n.cfg, n.Clock, alterRecorder{Network: n.Net, node: n.ID, c: c}, []env.Disk{n.envDisk}, c.newID)
 	if err != nil {
 		return fmt.Errorf("node %d: start: %w", n.ID, err)
 	}

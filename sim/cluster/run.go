@@ -348,6 +348,7 @@ func (r *run) check() {
 	vs = append(vs, models.CheckFetchContiguity(h)...)
 	vs = append(vs, models.CheckHighWatermarks(h)...)
 	vs = append(vs, models.CheckLeaders(r.samples)...)
+	vs = append(vs, models.CheckMetadataRegisters(r.w.AdminOps(), r.c.alters, 0)...)
 	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget})
 	vs = append(vs, fin.Violations...)
 	res.LostOverBudget += fin.LostOverBudget
