@@ -32,6 +32,11 @@ import (
 // /proc/<pid>/stat: 100 on every Linux architecture Go supports.
 const clockTicksPerSecond = 100
 
+// brokerStopTimeout bounds a broker's graceful stop. The last voter of a
+// quorum waits up to 30 s for a successor before it stops (core/broker,
+// KRaft's graceful resignation), and none can come.
+const brokerStopTimeout = 40 * time.Second
+
 // brokerProcess is one running broker process.
 type brokerProcess struct {
 	name string
@@ -234,10 +239,10 @@ func logTail(path string) string {
 }
 
 // stop sends SIGTERM to each process (which lets Strand finish its CPU
-// profile) and waits for it, killing it if it takes more than 15 s. The
-// processes stop one at a time, the last started first, so that brokers
-// leave while the controller (node 1) still answers their controlled
-// shutdown.
+// profile) and waits for it, killing it if it takes more than
+// brokerStopTimeout. The processes stop one at a time, the last started
+// first, so that brokers leave while a controller still answers their
+// controlled shutdown.
 func (c *cluster) stop() error {
 	if c.stopSampling != nil {
 		c.stopSampling()
@@ -248,10 +253,10 @@ func (c *cluster) stop() error {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(brokerStopTimeout):
 			p.cmd.Process.Kill()
 			<-p.done
-			errs = append(errs, fmt.Errorf("%s did not stop within 15 s of SIGTERM; killed; its log ends:\n%s", p.name, logTail(p.logPath)))
+			errs = append(errs, fmt.Errorf("%s did not stop within %v of SIGTERM; killed; its log ends:\n%s", p.name, brokerStopTimeout, logTail(p.logPath)))
 		}
 	}
 	return errors.Join(errs...)
