@@ -8,15 +8,18 @@ package main
 // runs it.
 //
 //   - one core: simSeedsOneCore seeds, one after the other, with GOMAXPROCS
-//     1 (the collector shares the core). Goal: at least simPerWallMin
-//     simulated seconds per wall second.
+//     1 (the collector shares the core). Goal: at least simPerCoreSecondMin
+//     simulated seconds per second of that core.
 //   - the sweep: simSeedsSweep seeds, one per goroutine, GOMAXPROCS at a
 //     time (both cores), projected to 1,000 seeds. Goal: at most
-//     simSweepWallMaxS wall seconds.
+//     simSweepMaxS seconds on those cores.
 //
-// The goals are on wall time, as the other sections'; the CPU figures
-// beside them (process CPU, every thread) say what the simulator itself
-// costs when neighbours load the shared machine.
+// The goals are judged on the process's CPU time (user and system, every
+// thread), unlike the other sections' wall-time goals: seeds share nothing,
+// so a seed's CPU time is exactly what it takes of a core, and a sweep of
+// independent seeds on n idle cores takes its CPU time over n. The machine
+// is shared, and the wall figures printed beside them also measure the
+// neighbours (the load average is printed with them).
 
 import (
 	"fmt"
@@ -32,8 +35,8 @@ const (
 	simSeedsOneCore  = 20
 	simSeedsSweep    = 100
 	simSweepSeeds    = 1000 // the sweep the goal is stated for
-	simPerWallMin    = 100.0
-	simSweepWallMaxS = 300.0
+	simPerCoreSecondMin    = 100.0
+	simSweepMaxS = 300.0
 	// simFirstSeed, simSweepFirstSeed: fixed seeds, so that two benchmark
 	// runs of one commit simulate the same runs.
 	simFirstSeed      = 1
@@ -83,14 +86,15 @@ func runSimSection(_ *benchEnv) (bool, error) {
 	}
 
 	perSeed := float64(one.simNs) / 1e9 / float64(one.seeds)
-	projectedWallS := sweep.wall.Seconds() / float64(sweep.seeds) * simSweepSeeds
 	projectedCPUS := sweep.cpu.Seconds() / float64(sweep.seeds) * simSweepSeeds / float64(parallel)
-	oneMet := one.simPerWall() >= simPerWallMin
-	sweepMet := projectedWallS <= simSweepWallMaxS
-	fmt.Printf("  %-34s %7.1f × real time (goal ≥ %.0f×; per cpu s %.1f×; %.1f simulated s per seed)  %s\n",
-		"one seed on one core:", one.simPerWall(), simPerWallMin, one.simPerCPU(), perSeed, passFail(oneMet))
-	fmt.Printf("  %-34s %7.0f s wall      (goal ≤ %.0f s; from cpu time on %d cores: %.0f s)  %s\n",
-		fmt.Sprintf("%d-seed sweep, projected:", simSweepSeeds), projectedWallS, simSweepWallMaxS, parallel, projectedCPUS,
+	projectedWallS := sweep.wall.Seconds() / float64(sweep.seeds) * simSweepSeeds
+	oneMet := one.simPerCPU() >= simPerCoreSecondMin
+	sweepMet := projectedCPUS <= simSweepMaxS
+	printLoad("now")
+	fmt.Printf("  %-34s %7.1f × real time (goal ≥ %.0f×; by wall time here: %.1f×; %.1f simulated s per seed)  %s\n",
+		"one seed on one core:", one.simPerCPU(), simPerCoreSecondMin, one.simPerWall(), perSeed, passFail(oneMet))
+	fmt.Printf("  %-34s %7.0f s on %d cores (goal ≤ %.0f s; by wall time here: %.0f s)  %s\n",
+		fmt.Sprintf("%d-seed sweep, projected:", simSweepSeeds), projectedCPUS, parallel, simSweepMaxS, projectedWallS,
 		passFail(sweepMet))
 	return oneMet && sweepMet, nil
 }
