@@ -31,12 +31,12 @@ import (
 )
 
 const (
-	simShape         = "standard"
-	simSeedsOneCore  = 20
-	simSeedsSweep    = 100
-	simSweepSeeds    = 1000 // the sweep the goal is stated for
-	simPerCoreSecondMin    = 100.0
-	simSweepMaxS = 300.0
+	simShape            = "standard"
+	simSeedsOneCore     = 20
+	simSeedsSweep       = 100
+	simSweepSeeds       = 1000 // the sweep the goal is stated for
+	simPerCoreSecondMin = 100.0
+	simSweepMaxS        = 300.0
 	// simFirstSeed, simSweepFirstSeed: fixed seeds, so that two benchmark
 	// runs of one commit simulate the same runs.
 	simFirstSeed      = 1
