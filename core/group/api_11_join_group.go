@@ -10,9 +10,14 @@ package group
 // votes; the leader's answer lists every member's metadata. A static member
 // (group.instance.id, KIP-345) that comes back with a new member id
 // replaces its old id, which is fenced; in a Stable group it rejoins without
-// a rebalance when neither the selected protocol nor its metadata for it
+// a rebalance when neither the selected protocol nor its subscription
 // changed (Kafka checks only the protocol; Strand also compares the
-// metadata, so a changed subscription always rebalances).
+// subscription, so a changed one always rebalances). For the "consumer"
+// protocol type the subscription is the topics and rack of the
+// ConsumerProtocol metadata: the rest (owned partitions, generation, an
+// assignor's user data) is what a restarted process never has, so
+// comparing it would make every static restart rebalance, defeating
+// KIP-345. Other protocol types compare the metadata's bytes.
 //
 // Skipped: KIP-814's SkipAssignment is set only for a static leader's
 // rejoin in v9+; KIP-848 groups (ConsumerGroupHeartbeat) do not exist here,
@@ -20,6 +25,9 @@ package group
 // (and a non-positive one) is the session timeout.
 
 import (
+	"bytes"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -285,7 +293,7 @@ func (c *Coordinator) replaceStaticMemberAndRejoin(g *group, j joinRequest, oldI
 	switch g.state {
 	case Stable:
 		newMetadata, _ := m.metadataFor(g.protocol)
-		if g.selectProtocol() != g.protocol || string(newMetadata) != string(oldMetadata) {
+		if g.selectProtocol() != g.protocol || !sameSubscription(g.protocolType, oldMetadata, newMetadata) {
 			c.maybePrepareRebalanceOrCompleteJoin(g)
 			return
 		}
@@ -298,6 +306,31 @@ func (c *Coordinator) replaceStaticMemberAndRejoin(g *group, j joinRequest, oldI
 	default:
 		panic("group: static member replaced in a group with no members")
 	}
+}
+
+// sameSubscription reports whether two members' metadata for the group's
+// protocol subscribe to the same thing: for protocol type "consumer" the
+// same topics (in any order) and rack, when both parse as ConsumerProtocol
+// subscriptions; otherwise the same bytes.
+func sameSubscription(protocolType string, a, b []byte) bool {
+	if protocolType == "consumer" { // Kafka's consumer groups: ConsumerProtocol metadata
+		var sa, sb kmsg.ConsumerMemberMetadata
+		if sa.ReadFrom(a) == nil && sb.ReadFrom(b) == nil {
+			ta, tb := slices.Clone(sa.Topics), slices.Clone(sb.Topics)
+			slices.Sort(ta)
+			slices.Sort(tb)
+			return slices.Equal(ta, tb) && equalStringPtr(sa.Rack, sb.Rack)
+		}
+	}
+	return bytes.Equal(a, b)
+}
+
+// equalStringPtr: both nil, or both set and equal.
+func equalStringPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
 }
 
 // persistStaticRejoin writes the group with the new member id, then
