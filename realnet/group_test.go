@@ -28,8 +28,10 @@ type groupLedger struct {
 	// commitErrors are the commits that failed; a record whose commit
 	// failed may be delivered again.
 	commitErrors []error
-	// bad is the first fetch error, or a second delivery that differs
-	// from the first.
+	// fetchErrors are errors kgo put in polls (it injects group errors
+	// such as a failed join and keeps retrying): reported, not failures.
+	fetchErrors []error
+	// bad is the first second delivery that differs from the first.
 	bad error
 	// assigned counts the partitions each member was ever assigned.
 	assigned map[int]int
@@ -79,8 +81,9 @@ type groupMember struct {
 	done chan struct{}
 }
 
-// startGroupMember joins group as member id.
-func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int, mode commitMode, ledger *groupLedger) *groupMember {
+// startGroupMember joins group as member id, static (KIP-345) with
+// group.instance.id instance when that is not empty.
+func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int, instance string, mode commitMode, ledger *groupLedger) *groupMember {
 	t.Helper()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.bootstrap()...),
@@ -94,6 +97,9 @@ func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int,
 	}
 	if mode == commitEachPoll {
 		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	}
+	if instance != "" {
+		opts = append(opts, kgo.InstanceID(instance))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -150,8 +156,8 @@ func (l *groupLedger) record(id int, fetches kgo.Fetches) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, fe := range fetches.Errors() {
-		if l.bad == nil && !errors.Is(fe.Err, context.Canceled) {
-			l.bad = fmt.Errorf("member %d: fetch partition %d: %w", id, fe.Partition, fe.Err)
+		if !errors.Is(fe.Err, context.Canceled) {
+			l.fetchErrors = append(l.fetchErrors, fmt.Errorf("member %d: partition %d: %w", id, fe.Partition, fe.Err))
 		}
 	}
 	fetches.EachRecord(func(r *kgo.Record) {
@@ -223,7 +229,7 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 	ledger := newGroupLedger()
 	var members []*groupMember
 	for id := 1; id <= 3; id++ {
-		members = append(members, startGroupMember(t, c, group, topic, id, mode, ledger))
+		members = append(members, startGroupMember(t, c, group, topic, id, "", mode, ledger))
 	}
 	waitUntil(t, "every member assigned partitions", 60*time.Second, func() bool {
 		ledger.mu.Lock()
@@ -290,11 +296,20 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 
 	ledger.mu.Lock()
 	defer ledger.mu.Unlock()
-	if ledger.bad != nil {
-		t.Fatal(ledger.bad)
+	ledger.checkDelivered(t, want)
+	ledger.report(t, start)
+	checkCommittedAtEnd(t, c, group, topic, partitions)
+}
+
+// checkDelivered checks every produced record was delivered as produced,
+// and nothing else; the ledger's lock is held.
+func (l *groupLedger) checkDelivered(t *testing.T, want map[position]producedRecord) {
+	t.Helper()
+	if l.bad != nil {
+		t.Fatal(l.bad)
 	}
 	for p, w := range want { // order-independent: a check per position
-		got, ok := ledger.got[p]
+		got, ok := l.got[p]
 		switch {
 		case !ok:
 			t.Fatalf("partition %d offset %d never delivered", p.partition, p.offset)
@@ -302,17 +317,25 @@ func groupExactlyOnce(t *testing.T, mode commitMode, killCoordinator bool) {
 			t.Fatalf("partition %d offset %d: delivered %q=%q, produced %q=%q", p.partition, p.offset, got.key, got.value, w.key, w.value)
 		}
 	}
-	if len(ledger.got) != len(want) {
-		t.Fatalf("%d positions delivered, %d produced", len(ledger.got), len(want))
+	if len(l.got) != len(want) {
+		t.Fatalf("%d positions delivered, %d produced", len(l.got), len(want))
 	}
-	t.Logf("deliveries per member %v; %d duplicates; %d failed commits; %s in all",
-		ledger.byMember, ledger.duplicates, len(ledger.commitErrors), time.Since(start).Round(time.Millisecond))
-	if len(ledger.commitErrors) > 0 {
-		t.Logf("first failed commit: %v", ledger.commitErrors[0])
-	} else if ledger.duplicates > 0 {
-		t.Errorf("%d records delivered twice although every commit was acknowledged", ledger.duplicates)
+}
+
+// report logs the deliveries, and fails on a duplicate unless a commit
+// failed; the ledger's lock is held.
+func (l *groupLedger) report(t *testing.T, start time.Time) {
+	t.Helper()
+	t.Logf("deliveries per member %v; %d duplicates; %d failed commits; %d errors in polls; %s in all",
+		l.byMember, l.duplicates, len(l.commitErrors), len(l.fetchErrors), time.Since(start).Round(time.Millisecond))
+	if len(l.fetchErrors) > 0 {
+		t.Logf("first error in a poll: %v", l.fetchErrors[0])
 	}
-	checkCommittedAtEnd(t, c, group, topic, partitions)
+	if len(l.commitErrors) > 0 {
+		t.Logf("first failed commit: %v", l.commitErrors[0])
+	} else if l.duplicates > 0 {
+		t.Errorf("%d records delivered twice although every commit was acknowledged", l.duplicates)
+	}
 }
 
 // checkCommittedAtEnd checks the group's committed offset of every
@@ -353,4 +376,61 @@ func checkCommittedAtEnd(t *testing.T, c *procCluster, group, topic string, part
 			t.Fatalf("committed offsets %v; end offsets %v: partition %d differs", committed, ends, p)
 		}
 	}
+}
+
+// TestKgoConsumerGroupStaticMemberRestart runs 3 static members
+// (group.instance.id, KIP-345) committing each poll while 30,000 records
+// are produced. A third of the way, member 3 closes (a static member does
+// not leave) and a new client with its instance id joins at once: it must
+// take member 3's place without a rebalance (member 1's generation is
+// unchanged) and read on from member 3's commits, nothing lost or
+// delivered twice.
+func TestKgoConsumerGroupStaticMemberRestart(t *testing.T) {
+	start := time.Now()
+	c := startProcCluster(t, 3, separateController, nil)
+	const topic, group, partitions, records = "static-topic", "static-group", 12, 30000
+	c.createTopic(topic, partitions, 3)
+	producer := c.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	ledger := newGroupLedger()
+	var members []*groupMember
+	for id := 1; id <= 3; id++ {
+		members = append(members, startGroupMember(t, c, group, topic, id, fmt.Sprintf("instance-%d", id), commitEachPoll, ledger))
+	}
+	waitUntil(t, "every member assigned partitions", 60*time.Second, func() bool {
+		ledger.mu.Lock()
+		defer ledger.mu.Unlock()
+		return ledger.assigned[1] > 0 && ledger.assigned[2] > 0 && ledger.assigned[3] > 0
+	})
+	// Let a rebalance still settling (cooperative-sticky takes two rounds)
+	// finish before the generation is read.
+	waitUntil(t, "member 1's generation to settle", 30*time.Second, func() bool {
+		_, g1 := members[0].cl.GroupMetadata()
+		time.Sleep(3 * time.Second)
+		_, g2 := members[0].cl.GroupMetadata()
+		return g1 == g2
+	})
+	want := produceKeyed(t, producer, topic, records/3)
+	waitUntil(t, "the first third read", 60*time.Second, func() bool { return ledger.distinct() >= records/3 })
+	_, generation := members[0].cl.GroupMetadata()
+	members[2].leave() // a static member's Close does not leave
+	startGroupMember(t, c, group, topic, 4, "instance-3", commitEachPoll, ledger)
+	for p, r := range produceKeyed(t, producer, topic, 2*records/3) { // order-independent: a union
+		want[p] = r
+	}
+	waitUntil(t, "every record read", 60*time.Second, func() bool { return ledger.distinct() >= len(want) })
+	if _, now := members[0].cl.GroupMetadata(); now != generation {
+		t.Errorf("member 1's generation went from %d to %d: the static member's restart caused a rebalance", generation, now)
+	}
+	ledger.mu.Lock()
+	if ledger.byMember[4] == 0 {
+		t.Errorf("the restarted static member read nothing: deliveries %v", ledger.byMember)
+	}
+	ledger.mu.Unlock()
+	for _, m := range members[:2] {
+		m.leave()
+	}
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	ledger.checkDelivered(t, want)
+	ledger.report(t, start)
 }
