@@ -82,6 +82,7 @@ type faults struct {
 	clockChaos     *simclock.Chaos
 	diskTick       sched.Handle
 	writebackTick  sched.Handle
+	electionTick   sched.Handle
 	healed         bool
 	tps            []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
@@ -139,6 +140,47 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	if f.disk.WritebackNs > 0 {
 		f.writebackTick = c.S.After(f.disk.WritebackNs, f.writeback)
 	}
+	if c.shape.ElectionChaos {
+		r := c.Streams.Get("faults/elections")
+		f.electionTick = c.S.After(sched.Int64Between(r, 1e9, 3e9), func() { f.electionStep(r) })
+	}
+}
+
+// electionStep is the election-chaos shape's fault: the links between
+// controller voters turn slow (a WAN-like quorum), and the active
+// controller's node crashes, within the budget, and restarts before its
+// followers' fetch timeout runs out, so that they stand for election while
+// it is back and unattached, grants pre-votes to both, and the slow links
+// let two candidates stand in one epoch: the split votes that pre-vote
+// otherwise makes rare, where a voter that votes twice shows.
+func (f *faults) electionStep(r *rand.Rand) {
+	c := f.c
+	if f.healed {
+		return
+	}
+	periodNs := sched.Int64Between(r, 2e9, 5e9)
+	voters := c.VoterIDs()
+	for _, a := range voters {
+		for _, b := range voters {
+			if a != b {
+				c.Net.Clog(c.Nodes[a-1].Net.Host(), c.Nodes[b-1].Net.Host(), periodNs, sched.Int64Between(r, 20e6, 400e6))
+			}
+		}
+	}
+	for i, n := range c.Brokers() {
+		if n.Proc.Up() && !n.Proc.Paused() && n.Core != nil && n.Core.ControllerActive() && f.mayCrash(i) {
+			c.S.Trace(sched.Record{Kind: "fault.crash_controller", Node: n.ID})
+			n.Proc.Crash()
+			incarnation := n.Proc.Incarnation()
+			c.S.After(sched.Int64Between(r, 100e6, 1500e6), func() {
+				if !f.healed && !n.Proc.Up() && n.Proc.Incarnation() == incarnation {
+					c.restart(n)
+				}
+			})
+			break
+		}
+	}
+	f.electionTick = c.S.After(periodNs, func() { f.electionStep(r) })
 }
 
 // mayCrash chooses the coming crash's mode and keeps the budget. Every
@@ -359,6 +401,7 @@ func (f *faults) writeback() {
 func (f *faults) heal() {
 	c := f.c
 	f.healed = true
+	f.electionTick.Cancel()
 	c.Net.Heal()
 	f.clockChaos.Heal()
 	f.diskTick.Cancel()

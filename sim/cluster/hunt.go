@@ -66,8 +66,9 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 // PlantedBugShape is the shape a planted bug is hunted in: lost-fsync shows
 // only when the log syncs every batch, isr-min-ignored when ISRs shrink
 // often (a short replica.lag.time.max.ms), dedup-off where producers are
-// idempotent, group-double-assign where coordinators also fail over often;
-// the others in the mixed sweep.
+// idempotent, group-double-assign where coordinators also fail over often,
+// raft-vote-twice where split votes happen (elections: pre-vote makes two
+// candidates in one epoch rare elsewhere); the others in the mixed sweep.
 func PlantedBugShape(bug string) string {
 	switch bug {
 	case "group-double-assign":
@@ -78,6 +79,8 @@ func PlantedBugShape(bug string) string {
 		return "sync"
 	case "isr-min-ignored":
 		return "lag"
+	case "raft-vote-twice":
+		return "elections"
 	}
 	return "mixed"
 }
