@@ -84,7 +84,7 @@ var Shapes = map[string]Shape{
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed. groups
 // took the place of a second hot: it costs about 1.4 hot seeds, so the
 // sweep's running time stays about the same.
-var MixedShapes = []string{"small", "hot", "sync", "lag", "small", "hot"}
+var MixedShapes = []string{"small", "hot", "sync", "lag", "small", "groups"}
 
 // ShapeFor resolves a shape name; "mixed" picks one of MixedShapes from the
 // seed, so that a seed names its shape.
