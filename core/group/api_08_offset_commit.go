@@ -10,10 +10,14 @@ package group
 // __consumer_offsets, and only then do OffsetFetch answers show them, so
 // OffsetFetch is linearizable per partition.
 //
-// Skipped: v1's per-partition commit timestamp and v2-4's retention time
-// (offsets do not expire yet); v10 names topics by id.
+// v1's per-partition commit timestamp, when given, is the offset's commit
+// time; v2-4's retention time, when given, gives the offset its own expire
+// timestamp (now + retention), as Kafka's KafkaApis sets them; expiry.go
+// honours both. Skipped: v10 names topics by id.
 
 import (
+	"math"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +28,30 @@ import (
 // group that does not exist gets GROUP_ID_NOT_FOUND, before that
 // ILLEGAL_GENERATION.
 const groupIDNotFoundCommitVersion = 9
+
+// The old versions' own timing fields: v1's per-partition commit timestamp
+// and v2-4's retention time, each -1 when not given.
+const (
+	commitTimestampVersion  = 1
+	retentionTimeVersionMin = 2
+	retentionTimeVersionMax = 4
+	defaultCommitTimestamp  = -1
+	defaultRetentionTimeMs  = -1
+)
+
+// expireTimestamp is nowMs + retentionMs, saturated: Kafka's sum wraps on
+// overflow (a huge retention would expire at once); Strand keeps it at the
+// end of time. It is never negative, so it never reads back as Kafka's -1,
+// "no expire timestamp"; a negative retention expires at the next check.
+func expireTimestamp(nowMs, retentionMs int64) int64 {
+	switch {
+	case retentionMs > 0 && nowMs > math.MaxInt64-retentionMs:
+		return math.MaxInt64
+	case retentionMs < 0 && nowMs < math.MinInt64-retentionMs:
+		return 0
+	}
+	return max(nowMs+retentionMs, 0)
+}
 
 func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func(kmsg.Response)) {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -114,6 +142,12 @@ func (c *Coordinator) offsetWrites(g *group, r *kmsg.OffsetCommitRequest, resp *
 			v := offsetValue{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: metadata, commitTimestampMs: now}
 			if r.Version < 6 {
 				v.leaderEpoch = -1
+			}
+			if r.Version == commitTimestampVersion && p.Timestamp != defaultCommitTimestamp {
+				v.commitTimestampMs = p.Timestamp
+			}
+			if r.Version >= retentionTimeVersionMin && r.Version <= retentionTimeVersionMax && r.RetentionTimeMillis != defaultRetentionTimeMs {
+				v.hasExpireTimestamp, v.expireTimestampMs = true, expireTimestamp(now, r.RetentionTimeMillis)
 			}
 			w.records = append(w.records, batch.Record{Key: offsetKeyBytes(g.id, tp), Value: offsetValueBytes(v)})
 			w.keys, w.values, w.okSlots = append(w.keys, tp), append(w.values, v), append(w.okSlots, slot)

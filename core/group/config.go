@@ -28,6 +28,10 @@ type Config struct {
 	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: a commit whose
 	// metadata string is longer gets OFFSET_METADATA_TOO_LARGE.
 	OffsetMetadataMaxBytes int32
+	// OffsetsRetentionMs is offsets.retention.minutes in milliseconds: how
+	// long committed offsets outlive their group's last member, or a simple
+	// consumer's last commit, before ExpireOffsets deletes them (KIP-211).
+	OffsetsRetentionMs int64
 	// PartitionExists, when set, says whether a topic partition exists; a
 	// commit for one that does not gets UNKNOWN_TOPIC_OR_PARTITION, as
 	// Kafka's broker answers before the coordinator sees it.
@@ -44,6 +48,7 @@ const (
 	defaultGroupMaxSize                 = 1000
 	defaultNewMemberJoinTimeoutMs       = 300000
 	defaultOffsetMetadataMaxBytes       = 4096
+	defaultOffsetsRetentionMs           = 10080 * 60 * 1000 // offsets.retention.minutes, 7 days
 )
 
 // DefaultConfig is Kafka's defaults for partition of partitions.
@@ -57,6 +62,7 @@ func DefaultConfig(partition, partitions int32) Config {
 		GroupMaxSize:                 defaultGroupMaxSize,
 		NewMemberJoinTimeoutMs:       defaultNewMemberJoinTimeoutMs,
 		OffsetMetadataMaxBytes:       defaultOffsetMetadataMaxBytes,
+		OffsetsRetentionMs:           defaultOffsetsRetentionMs,
 	}
 }
 
@@ -79,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group: new member join timeout %d is not positive", c.NewMemberJoinTimeoutMs)
 	case c.OffsetMetadataMaxBytes < 0:
 		return fmt.Errorf("group: offset.metadata.max.bytes %d is negative", c.OffsetMetadataMaxBytes)
+	case c.OffsetsRetentionMs <= 0:
+		return fmt.Errorf("group: offsets retention %d ms is not positive", c.OffsetsRetentionMs)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 //
 //	OffsetCommitKey   version 1 (0 has the same layout): group, topic string; partition int32
 //	OffsetCommitValue version 3: offset int64; leaderEpoch int32; metadata string; commitTimestamp int64
+//	OffsetCommitValue version 1 (an offset with its own expire timestamp):
+//	    offset int64; metadata string; commitTimestamp, expireTimestamp int64
 //	GroupMetadataKey  version 2: group string
 //	GroupMetadataValue version 3: protocolType string; generation int32;
 //	    protocol, leader nullable string; currentStateTimestamp int64;
@@ -34,6 +36,7 @@ const (
 	keyVersionOffsetCommit    = 1
 	keyVersionGroupMetadata   = 2
 	offsetValueVersionWritten = 3
+	offsetValueVersionExpiry  = 1
 	groupValueVersionWritten  = 3
 	valueVersionMax           = 4
 )
@@ -56,6 +59,13 @@ type offsetValue struct {
 	leaderEpoch       int32
 	metadata          string
 	commitTimestampMs int64
+	// hasExpireTimestamp: the commit named its own retention (OffsetCommit
+	// v2-v4's retention time), so the offset expires at expireTimestampMs
+	// instead of by offsets.retention.minutes (expiry.go). Such a value is
+	// written as OffsetCommitValue v1, the only version with the field, as
+	// Kafka writes it.
+	hasExpireTimestamp bool
+	expireTimestampMs  int64
 }
 
 // groupValue is a group's persisted metadata (GroupMetadataValue).
@@ -112,8 +122,17 @@ func offsetKeyBytes(groupID string, tp topicPartition) []byte {
 	return appendInt32(b, tp.partition)
 }
 
-// offsetValueBytes is an OffsetCommitValue v3.
+// offsetValueBytes is an OffsetCommitValue v3, or v1 for an offset with
+// its own expire timestamp (v1 has no leader epoch: such commits come from
+// OffsetCommit versions that carry none).
 func offsetValueBytes(v offsetValue) []byte {
+	if v.hasExpireTimestamp {
+		b := appendInt16(nil, offsetValueVersionExpiry)
+		b = appendInt64(b, v.offset)
+		b = appendString(b, v.metadata)
+		b = appendInt64(b, v.commitTimestampMs)
+		return appendInt64(b, v.expireTimestampMs)
+	}
 	b := appendInt16(nil, offsetValueVersionWritten)
 	b = appendInt64(b, v.offset)
 	b = appendInt32(b, v.leaderEpoch)
@@ -357,7 +376,10 @@ func parseOffsetValue(b []byte) (offsetValue, error) {
 	v.metadata = r.string("metadata")
 	v.commitTimestampMs = r.int64("commitTimestamp")
 	if version == 1 {
-		r.int64("expireTimestamp")
+		// Kafka writes -1 for "no expire timestamp".
+		if expire := r.int64("expireTimestamp"); expire != -1 {
+			v.hasExpireTimestamp, v.expireTimestampMs = true, expire
+		}
 	}
 	r.skipTags("OffsetCommitValue")
 	return v, r.finish(fmt.Sprintf("OffsetCommitValue v%d", version))

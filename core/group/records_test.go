@@ -128,7 +128,7 @@ func TestParseOlderAndFlexibleValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (offsetValue{offset: 10, leaderEpoch: -1, metadata: "md", commitTimestampMs: 111}); got != want {
+	if want := (offsetValue{offset: 10, leaderEpoch: -1, metadata: "md", commitTimestampMs: 111, hasExpireTimestamp: true, expireTimestampMs: 222}); got != want {
 		t.Errorf("v1 offset value = %+v, want %+v", got, want)
 	}
 
