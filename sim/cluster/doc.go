@@ -7,13 +7,30 @@
 //
 // # The cluster
 //
-// Node 1 runs only the controller role (the minimal single-voter
-// controller of core/controller): it may be partitioned and clock-skewed
-// but is never crashed or paused until Raft lands. Nodes 2.. are brokers.
+// Every node is a broker, and the first three (VotersMax) are also the
+// controller voters of controller.quorum.voters (process.roles
+// broker,controller, as examples/three-nodes deploys them): the metadata
+// log is replicated by core/quorum's Raft among them, and every fault
+// class below reaches the voters as it reaches any broker (their crashes
+// count against the same budget, so within budget at most one of three
+// voters is unrecovered at once; disk faults reach the metadata log too).
 // Each node is a sched.Node with its simclock, its memdisk (completions
 // posted to the node, crashes hooked through OnCrash) and a simnet NodeNet
 // that outlives incarnations; a restart rebuilds core/broker's Node from
-// what the disk kept.
+// what the disk kept. The shape elections adds faults.electionStep: slow
+// links between the voters and repeated crashes of the active controller,
+// where split votes happen.
+//
+// # Raft checks
+//
+// raftChecker is every voter's quorum.Observer and checks, as each
+// decision is made: one durable vote per voter and epoch, one leader per
+// epoch, the commit rule (a majority holds the entry below a new commit
+// offset), leader completeness, and state machine safety (every node
+// applies the committed entry at each offset); log matching is polled
+// every second. The AlterPartition exchanges the nodes' networks carry are
+// recorded (metadata_history.go) for models.CheckMetadataRegisters, with
+// the admin client's topic operations.
 //
 // # Faults (simulator issue §2), each class's rate drawn from the seed
 //
@@ -48,11 +65,11 @@
 // At a drawn time every fault heals: network, clocks, disks; crashed
 // brokers restart, and brokers whose log directory may have failed are
 // restarted through a controlled shutdown (clean, so they stay eligible).
-// Producers stop shortly after; then every partition must accept an
-// acks=all write again, every request must be answered, and the replicas
-// must converge (identical logs ending at the high watermark, one leader
-// everyone agrees on) within the convergence window. Failing to converge
-// is a violation.
+// Producers stop shortly after; then a controller must be active, every
+// partition must accept an acks=all write again, every request must be
+// answered, and the replicas must converge (identical logs ending at the
+// high watermark, one leader everyone agrees on) within the convergence
+// window. Failing to converge is a violation.
 //
 // # Invariants the harness checks itself
 //
