@@ -97,6 +97,14 @@ type Broker struct {
 	OffsetsTopicNumPartitions int32
 	// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
 	GroupInitialRebalanceDelayMs int32
+	// OffsetsRetentionMinutes is offsets.retention.minutes: committed
+	// offsets expire this long after their group became empty (or, for a
+	// consumer that commits without a group, after the commit).
+	OffsetsRetentionMinutes int32
+	// OffsetsRetentionCheckIntervalMs is
+	// offsets.retention.check.interval.ms: how often the coordinators look
+	// for expired offsets.
+	OffsetsRetentionCheckIntervalMs int64
 
 	// BrokerSessionTimeoutMs is broker.session.timeout.ms.
 	BrokerSessionTimeoutMs int32

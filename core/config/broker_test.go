@@ -148,6 +148,8 @@ func TestKafkaDefaults(t *testing.T) {
 		{"controller.quorum.election.timeout.ms", int64(b.ControllerQuorumElectionTimeoutMs), 1000},
 		{"controller.quorum.fetch.timeout.ms", int64(b.ControllerQuorumFetchTimeoutMs), 2000},
 		{"group.initial.rebalance.delay.ms", int64(b.GroupInitialRebalanceDelayMs), 3000},
+		{"offsets.retention.minutes", int64(b.OffsetsRetentionMinutes), 10080},
+		{"offsets.retention.check.interval.ms", b.OffsetsRetentionCheckIntervalMs, 600000},
 		{"queued.max.requests", int64(b.Limits.RequestsQueuedMax), 500},
 	}
 	for _, c := range checks {
@@ -281,6 +283,8 @@ func TestValidationErrorsNameTheirKey(t *testing.T) {
 		{"bad cleanup policy", "", map[string]string{"log.cleanup.policy": "delete,shred"}, "log.cleanup.policy", "shred"},
 		{"zero retention", "", map[string]string{"log.retention.ms": "0"}, "log.retention.ms", "unlimited"},
 		{"zero retention minutes", "", map[string]string{"log.retention.minutes": "0"}, "log.retention.minutes", "unlimited"},
+		{"zero offsets retention", "", map[string]string{"offsets.retention.minutes": "0"}, "offsets.retention.minutes", "at least 1"},
+		{"zero offsets check interval", "", map[string]string{"offsets.retention.check.interval.ms": "0"}, "offsets.retention.check.interval.ms", "at least 1"},
 		{"no roles", "node.id=1\n", nil, "process.roles", "required"},
 		{"unknown role", "", map[string]string{"process.roles": "broker,observer"}, "process.roles", "observer"},
 		{"duplicate role", "", map[string]string{"process.roles": "broker,broker"}, "process.roles", "twice"},

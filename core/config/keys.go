@@ -174,6 +174,9 @@ var brokerKeys = map[string]keyDef{
 	"offsets.topic.replication.factor": int16Key("3", 1, math.MaxInt16, func(b *Broker) *int16 { return &b.OffsetsTopicReplicationFactor }),
 	"offsets.topic.num.partitions":     int32Key("50", 1, maxInt32, func(b *Broker) *int32 { return &b.OffsetsTopicNumPartitions }),
 	"group.initial.rebalance.delay.ms": int32Key("3000", 0, maxInt32, func(b *Broker) *int32 { return &b.GroupInitialRebalanceDelayMs }),
+	// Committed-offset expiry (KIP-211), Kafka's types and minimums.
+	"offsets.retention.minutes":           int32Key("10080", 1, maxInt32, func(b *Broker) *int32 { return &b.OffsetsRetentionMinutes }),
+	"offsets.retention.check.interval.ms": int64Key("600000", 1, maxInt64, func(b *Broker) *int64 { return &b.OffsetsRetentionCheckIntervalMs }),
 	// Strand requires the four KRaft timeouts to be positive; Kafka does not
 	// check them.
 	"broker.session.timeout.ms":             int32Key("9000", 1, maxInt32, func(b *Broker) *int32 { return &b.BrokerSessionTimeoutMs }),
