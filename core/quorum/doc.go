@@ -96,6 +96,18 @@
 // persists each Ready through Storage and only then sends its messages over
 // env.Network, applies committed entries through an Applier, and advances.
 //
+// IsVoterRequest names the traffic between voters; networks carry it on
+// connections of its own, as KRaft's Raft client has: a connection answers
+// in order, and a controller RPC's answer waits for a commit that may need
+// the follower's Fetch answer queued behind it.
+//
+// # Observing safety
+//
+// Config.Observer, nil in production, is told of each durable vote, each
+// new leader, each move of a leader's commit offset and each application
+// of committed entries, as they happen; the simulator's checkers judge
+// Raft's safety properties on these (sim/cluster/raftcheck.go).
+//
 // # For the controller
 //
 // MetadataQuorum implements core/controller's Quorum interface over a Node,
