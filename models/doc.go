@@ -15,6 +15,10 @@
 //   - CheckFinal: after healing, every partition has a leader, replicas are
 //     identical byte for byte, and every acks=all-acknowledged record sits
 //     at its offset.
+//   - CheckAssignments, CheckCommitGenerations, CheckOffsets (groups.go):
+//     consumer groups; CheckIdempotence: idempotent producers' records once
+//     each and in sequence order; CheckTopicChurn: deleted and re-created
+//     topics.
 //
 // The package knows nothing of the simulator's internals: the harness
 // translates what it saw into these types. It must not import sim/ or core/

@@ -1,17 +1,22 @@
 // Package workload is the simulator's clients: producers (acks 0, 1 and
-// all, retrying retriable errors), consumers that fetch up to the high
-// watermark from the leader Metadata names, and an admin client that
-// creates the topics. They speak kmsg requests over simnet client
-// connections, exactly as real clients speak them over TCP, and record
-// every operation, with its call and return times in virtual nanoseconds,
-// into a models.History for the checkers.
+// all, retrying retriable errors; some idempotent, with producer ids and
+// sequence numbers), consumers that fetch up to the high watermark from the
+// leader Metadata names, consumer-group members speaking the classic group
+// protocol, and an admin client that creates the topics and churns some of
+// them (delete, re-create, add partitions). They speak kmsg requests over
+// simnet client connections, exactly as real clients speak them over TCP,
+// and record every operation, with its call and return times in virtual
+// nanoseconds, into a models.History and models.GroupHistory for the
+// checkers.
 //
 // Every produced record carries a unique value, "p<client>-<seq>", so that
 // the checkers can tell every record apart; a retry resends the same
 // values.
 //
-// Clients are sched nodes that never crash. Everything runs on the
-// scheduler's goroutine; randomness comes only from the stream handed to
-// New. This package must not read real time, start goroutines, or let map
-// iteration order reach the schedule.
+// Clients are sched nodes. Producers, consumers and the admin client never
+// crash; a group member's process crashes and restarts (group.go), losing
+// everything in flight. Everything runs on the scheduler's goroutine;
+// randomness comes only from the stream handed to New. This package must
+// not read real time, start goroutines, or let map iteration order reach
+// the schedule.
 package workload
