@@ -177,6 +177,8 @@ type registerSummary struct {
 	value        string
 	written      bool
 	valuesDiffer bool
+	// other is the first value written or read that differs from value.
+	other string
 	// firstWriteCallNs is the earliest call among the writes.
 	firstWriteCallNs int64
 	read             bool
@@ -189,12 +191,19 @@ type registerSummary struct {
 	unknownValues []string
 }
 
+// differ records a value other than the one written first.
+func (r *registerSummary) differ(value string) {
+	if !r.valuesDiffer {
+		r.valuesDiffer, r.other = true, value
+	}
+}
+
 func (r *registerSummary) write(value string, callNs int64) {
 	switch {
 	case !r.written:
 		r.value, r.written, r.firstWriteCallNs = value, true, callNs
 	case value != r.value:
-		r.valuesDiffer = true
+		r.differ(value)
 	}
 	r.firstWriteCallNs = min(r.firstWriteCallNs, callNs)
 }
@@ -222,7 +231,7 @@ func (r *registerSummary) verdict(offset int64) string {
 	case r.unproduced != "":
 		return fmt.Sprintf("offset %d: a fetch read %q, which nobody produced", offset, r.unproduced)
 	case r.valuesDiffer:
-		return fmt.Sprintf("offset %d: written or read with different values (%q and %v)", offset, r.value, r.unknownValues)
+		return fmt.Sprintf("offset %d: written or read with different values (%q and %q)", offset, r.value, r.other)
 	case r.read && !r.written:
 		return fmt.Sprintf("offset %d: read, never written", offset)
 	case r.read && r.firstWriteCallNs > r.firstReadReturnNs:
@@ -439,7 +448,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 			if len(r.unknownValues) == unreturnedMax {
 				violations = append(violations, Violation{Check: "linearizability", TP: f.TP,
 					Detail: fmt.Sprintf("more than %d distinct values read at offset %d", unreturnedMax, rec.Offset)})
-				r.valuesDiffer = true
+				r.differ(rec.Value)
 				continue
 			}
 			r.unknownValues = append(r.unknownValues, rec.Value)

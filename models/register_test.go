@@ -116,3 +116,13 @@ func TestFirstCallsKeepsValuesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistersNameBothValues: two acknowledged writes of different values
+// at one offset are reported with both values.
+func TestRegistersNameBothValues(t *testing.T) {
+	h := History{Produces: []Produce{ackedAll(0, 10, 20, 5, "a"), ackedAll(1, 30, 40, 5, "b")}}
+	vs, _ := CheckRegisters(h, RegisterOptions{})
+	if len(vs) != 1 || !strings.Contains(vs[0].Detail, `offset 5`) || !strings.Contains(vs[0].Detail, `"a" and "b"`) {
+		t.Fatalf("want one violation at offset 5 naming a and b, got %v", vs)
+	}
+}
