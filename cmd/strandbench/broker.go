@@ -17,7 +17,9 @@ package main
 // fast as one kgo producer goes (kgo's defaults otherwise: linger 10 ms;
 // non-idempotent producers get kgo's idempotent 5 requests in flight), the
 // cases' runs interleaved (a, b, c, a, b, c...) so that the ratios to kfake
-// pair runs made seconds apart; then the raw consumer (rawfetch.go) reads
+// pair runs made seconds apart; then one run of the raw producer
+// (rawproduce.go, informational: the broker's capacity without kgo's cost)
+// on the acks=1 cases; then the raw consumer (rawfetch.go) reads
 // the topic whole -broker-reps times, each run right after a run of the
 // loopback limit (loopback.go), and kgo reads it once, decoding. Then, per
 // case, 100-byte acks=all records at half the case's median 100-byte peak
@@ -87,7 +89,7 @@ const (
 	// and idempotenceDuration the interleaved idempotent and
 	// non-idempotent runs, rebalanceRuns the rebalance repetitions.
 	latencyDuration     = 2 * time.Second
-	idempotencePairs    = 5
+	idempotencePairs    = 4
 	idempotenceDuration = time.Second
 	rebalanceRuns       = 3
 	// diskWriteBytes and diskTotalBytes shape the raw write limit.
@@ -116,6 +118,8 @@ type caseResults struct {
 	cl *cluster
 	// produce holds the produce runs by value size, then repetition.
 	produce [][]produceResult
+	// rawProduce is one raw producer run per size (acks=1 cases only).
+	rawProduce []produceResult
 	// endOffset is each size's topic's end offset after the produce runs.
 	endOffset []int64
 	// kgoConsume reads each size's topic whole once; rawConsume reads it
@@ -283,6 +287,21 @@ func measureCases(results []*caseResults) error {
 			}
 			fmt.Println()
 		}
+		rawTopic := fmt.Sprintf("bench-raw-%d", valueBytes)
+		for _, r := range results {
+			if r.c.acksAll {
+				r.rawProduce = append(r.rawProduce, produceResult{})
+				continue
+			}
+			if err := r.cl.createTopic(rawTopic, 1); err != nil {
+				return err
+			}
+			p, err := produceRaw(r.cl, rawTopic, valueBytes, brokerFlags.duration)
+			if err != nil {
+				return err
+			}
+			r.rawProduce = append(r.rawProduce, p)
+		}
 		for _, r := range results {
 			r.loopback, r.rawConsume = append(r.loopback, nil), append(r.rawConsume, nil)
 			for range brokerFlags.reps {
@@ -313,6 +332,11 @@ func measureCases(results []*caseResults) error {
 		if r.latency, err = produceAtRate(r.cl, "bench-latency", valueSizes[0], rate, latencyDuration, true); err != nil {
 			return err
 		}
+	}
+	// The other cases are done: stop them while (a) runs the group figures,
+	// for the last voter of (b) takes 30 s to stop. The final stop waits.
+	for _, r := range results[1:] {
+		go r.cl.stop()
 	}
 	return measureGroupFigures(results[0].cl, results[0])
 }
@@ -405,7 +429,7 @@ func printBrokerTable(results []*caseResults) {
 	clientCPU := func(p produceResult) float64 { return p.clientCPU.Seconds() / float64(p.records) * 1e6 }
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Println()
-	fmt.Fprintln(w, "case	value	produce rec/s	MB/s	/kfake	broker CPU s/M rec	/kfake	client CPU s/M rec	kgo consume rec/s	MB/s	raw consume MB/s	loopback MB/s	raw/loopback	")
+	fmt.Fprintln(w, "case\tvalue\tproduce rec/s\tMB/s\t/kfake\tbroker CPU s/M rec\t/kfake\tclient CPU s/M rec\tkgo consume rec/s\tMB/s\traw consume MB/s\tloopback MB/s\traw/loopback\t")
 	for _, r := range results {
 		for i, size := range valueSizes {
 			k := r.kgoConsume[i]
@@ -413,7 +437,7 @@ func printBrokerTable(results []*caseResults) {
 			for _, l := range r.loopback[i] {
 				loopback = append(loopback, l)
 			}
-			fmt.Fprintf(w, "%s	%s	%.0f	%.1f	%.2f	%.2f	%.2f	%.2f	%.0f	%.1f	%.0f	%.0f	%.2f	\n",
+			fmt.Fprintf(w, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t\n",
 				r.c.label, sizeName(size), r.medianProduce(i, recordsPerSec), r.medianProduce(i, mbPerSec), r.pairedProduceRatio(kfake, i, recordsPerSec),
 				r.medianProduce(i, cpu), r.pairedProduceRatio(kfake, i, cpu), r.medianProduce(i, clientCPU),
 				k.recordsPerSec(), k.mbPerSec(), r.rawMedian(i), loopback.median(), r.rawOverLoopback(i))
@@ -422,10 +446,23 @@ func printBrokerTable(results []*caseResults) {
 	w.Flush()
 	fmt.Println()
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case	acks=all, linger 0, at half the 100 B peak: rec/s (achieved)	p50 ms	p99 ms	max ms	broker RssAnon max MiB	")
+	fmt.Fprintf(w, "raw producer (acks=1, %d-record batches, %d in flight)\tvalue\trec/s\tMB/s\tbroker CPU s/M rec\tclient CPU s/M rec\t\n", rawProduceBatchRecords, rawProduceInFlight)
+	for _, r := range results {
+		if r.c.acksAll {
+			continue
+		}
+		for i, size := range valueSizes {
+			p := r.rawProduce[i]
+			fmt.Fprintf(w, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t\n", r.c.label, sizeName(size), p.recordsPerSec(), p.mbPerSec(), p.cpuSecPerMillion(), clientCPU(p))
+		}
+	}
+	w.Flush()
+	fmt.Println()
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "case\tacks=all, linger 0, at half the 100 B peak: rec/s (achieved)\tp50 ms\tp99 ms\tmax ms\tbroker RssAnon max MiB\t")
 	for _, r := range results {
 		l := r.latency
-		fmt.Fprintf(w, "%s	%.0f (%.0f)	%.2f	%.2f	%.2f	%.1f	\n", r.c.label, l.ratePerSec, l.achievedPerSec,
+		fmt.Fprintf(w, "%s\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t%.1f\t\n", r.c.label, l.ratePerSec, l.achievedPerSec,
 			ms(l.p50), ms(l.p99), ms(l.pMax), float64(r.rssAnonMaxKiB)/1024)
 	}
 	w.Flush()

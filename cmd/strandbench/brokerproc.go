@@ -60,6 +60,10 @@ type cluster struct {
 	bootstrap    []string
 	stopSampling context.CancelFunc
 	sampled      sync.WaitGroup
+	// stopOnce makes stop idempotent, so that a case can be stopped early
+	// in the background and again, harmlessly, at the end.
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // kfakeServeFlag makes strandbench itself the kfake process: the broker
@@ -238,12 +242,18 @@ func logTail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
 
-// stop sends SIGTERM to each process (which lets Strand finish its CPU
+// stop (once; later calls return the first's error) sends SIGTERM to each process (which lets Strand finish its CPU
 // profile) and waits for it, killing it if it takes more than
 // brokerStopTimeout. The processes stop one at a time, the last started
 // first, so that brokers leave while a controller still answers their
 // controlled shutdown.
 func (c *cluster) stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stopProcesses() })
+	return c.stopErr
+}
+
+// stopProcesses is stop's work, done once.
+func (c *cluster) stopProcesses() error {
 	if c.stopSampling != nil {
 		c.stopSampling()
 		c.sampled.Wait()

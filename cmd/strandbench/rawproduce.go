@@ -1,0 +1,116 @@
+package main
+
+// The raw producer of the broker section: Produce requests of one prebuilt
+// record batch each, acks=1, pipelined on a plain TCP connection to the
+// partition's leader. It costs the client almost nothing per record, so its
+// figure is the broker's capacity where kgo's is the client's (one kgo
+// producer spends about twice the broker's CPU per record). Informational:
+// the goals are on kgo.
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+)
+
+const (
+	// rawProduceVersion is the Produce version the raw producer speaks
+	// (flexible, response header v1).
+	rawProduceVersion = 9
+	// rawProduceBatchRecords is the records per batch, about what kgo's
+	// 10 ms linger gathers at a few hundred thousand records/s.
+	rawProduceBatchRecords = 1000
+	// rawProduceInFlight is the requests in flight, kgo's idempotent
+	// maximum.
+	rawProduceInFlight = 5
+)
+
+// produceRaw produces batches of rawProduceBatchRecords records of
+// valueBytes to partition 0 of topic for duration, acks=1.
+func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration) (produceResult, error) {
+	leader, err := leaderOf(c, topic)
+	if err != nil {
+		return produceResult{}, err
+	}
+	conn, err := net.Dial("tcp", leader)
+	if err != nil {
+		return produceResult{}, err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(duration + time.Minute)); err != nil {
+		return produceResult{}, err
+	}
+	records := make([]batch.Record, rawProduceBatchRecords)
+	value := recordValue(valueBytes)
+	for i := range records {
+		records[i] = batch.Record{Value: value}
+	}
+	recordBatch := batch.Build(batch.BuildSpec{FirstTimestamp: time.Now().UnixMilli(), Records: records})
+
+	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("strandbench-raw"))
+	var request []byte
+	response := make([]byte, 64<<10)
+	send := func(correlationID int32) error {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = rawProduceVersion, 1, 30000
+		t := kmsg.NewProduceRequestTopic()
+		t.Topic = topic
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Partition, p.Records = 0, recordBatch
+		t.Partitions = append(t.Partitions, p)
+		req.Topics = append(req.Topics, t)
+		request = formatter.AppendRequest(request[:0], req, correlationID)
+		_, err := conn.Write(request)
+		return err
+	}
+	receive := func(correlationID int32) error {
+		body, err := readResponse(conn, &response, correlationID)
+		if err != nil {
+			return err
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = rawProduceVersion
+		if err := resp.ReadFrom(body); err != nil {
+			return fmt.Errorf("raw produce: %w", err)
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("raw produce: response for %d topics", len(resp.Topics))
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			return fmt.Errorf("raw produce to %s on %s: error code %d", topic, c.name, code)
+		}
+		return nil
+	}
+	brokerCPUStart, err := c.cpu()
+	if err != nil {
+		return produceResult{}, err
+	}
+	start, clientCPUStart := time.Now(), processCPU()
+	deadline := start.Add(duration)
+	var sent, received int32
+	for time.Now().Before(deadline) || received < sent {
+		if sent-received < rawProduceInFlight && time.Now().Before(deadline) {
+			sent++
+			if err := send(sent); err != nil {
+				return produceResult{}, err
+			}
+			continue
+		}
+		received++
+		if err := receive(received); err != nil {
+			return produceResult{}, err
+		}
+	}
+	elapsed, clientCPU := time.Since(start), processCPU()-clientCPUStart
+	brokerCPUEnd, err := c.cpu()
+	if err != nil {
+		return produceResult{}, err
+	}
+	n := int64(received) * rawProduceBatchRecords
+	return produceResult{records: n, valueBytes: n * int64(valueBytes), elapsed: elapsed,
+		brokerCPU: brokerCPUEnd - brokerCPUStart, clientCPU: clientCPU}, nil
+}
