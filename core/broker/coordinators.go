@@ -124,6 +124,7 @@ func (n *Node) notCoordinator() *group.Coordinator {
 func (n *Node) groupConfig(index, partitions int32) group.Config {
 	cfg := group.DefaultConfig(index, partitions)
 	cfg.GroupInitialRebalanceDelayMs = n.cfg.Broker.GroupInitialRebalanceDelayMs
+	cfg.OffsetsRetentionMs = int64(n.cfg.Broker.OffsetsRetentionMinutes) * 60 * 1000
 	cfg.Bugs = n.cfg.Bugs.Group
 	cfg.PartitionExists = func(topic string, p int32) bool {
 		_, ok := n.image.PartitionByName(topic, p)
@@ -213,7 +214,25 @@ func (n *Node) finishLoadAtHW(p *partition, s *coordinatorSlot) {
 	if s.awaitingHW && p.replica.HighWatermark() >= s.loadEnd {
 		s.awaitingHW = false
 		s.c.FinishLoad()
+		n.scheduleOffsetsExpiry(s)
 	}
+}
+
+// scheduleOffsetsExpiry runs the loaded coordinator's offset expiry every
+// offsets.retention.check.interval.ms until the slot is retired, as
+// Kafka's coordinator schedules its cleanup when it loads a partition.
+func (n *Node) scheduleOffsetsExpiry(s *coordinatorSlot) {
+	intervalMs := n.cfg.Broker.OffsetsRetentionCheckIntervalMs
+	if intervalMs <= 0 {
+		panic("broker: offsets.retention.check.interval.ms is not positive; config validates it")
+	}
+	n.after(intervalMs, func() {
+		if s.retired {
+			return
+		}
+		s.c.ExpireOffsets()
+		n.scheduleOffsetsExpiry(s)
+	})
 }
 
 // splitBatches cuts concatenated RecordBatches at their length fields.
