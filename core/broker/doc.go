@@ -41,7 +41,8 @@
 // first FindCoordinator creates __consumer_offsets (compacted, internal)
 // through the controller. Group requests go to the coordinator of the
 // group's partition, NOT_COORDINATOR when this broker does not lead it.
-// Compacted logs are cleaned in bounded steps on a timer (cleaner.go).
+// Each loaded coordinator expires committed offsets every
+// offsets.retention.check.interval.ms. Compacted logs are cleaned in bounded steps on a timer (cleaner.go).
 //
 // # Effects at the edges
 //

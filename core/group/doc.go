@@ -41,7 +41,9 @@
 // calls BeginLoad/Load/FinishLoad when it becomes a __consumer_offsets
 // leader, giving Load the records of the log (DecodeBatch decodes the
 // batches the coordinator wrote), and Unload when it stops being one. Its
-// Store appends to the partition with acks=all semantics.
+// Store appends to the partition with acks=all semantics. It calls
+// ExpireOffsets every offsets.retention.check.interval.ms (expiry.go:
+// KIP-211's committed-offset expiry, written as tombstones).
 //
 // # Invariants
 //
