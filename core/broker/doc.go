@@ -42,7 +42,8 @@
 // through the controller. Group requests go to the coordinator of the
 // group's partition, NOT_COORDINATOR when this broker does not lead it.
 // Each loaded coordinator expires committed offsets every
-// offsets.retention.check.interval.ms. Compacted logs are cleaned in bounded steps on a timer (cleaner.go).
+// offsets.retention.check.interval.ms. Compacted logs are cleaned in
+// bounded steps on a timer (cleaner.go).
 //
 // # Effects at the edges
 //
