@@ -437,6 +437,46 @@ func TestEmptyGroupWithoutOffsetsIsDeletedAtTheNextCheck(t *testing.T) {
 	}
 }
 
+// TestManyExpiredOffsetsGoInBoundedBatches: a group with more expired
+// offsets than one batch holds loses them over several checks, and is
+// deleted only with its last offsets.
+func TestManyExpiredOffsetsGoInBoundedBatches(t *testing.T) {
+	h := expiryHarness(t)
+	m := oneMemberGroup(t, h, "g", consumerMetadata("t"))
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version, r.Group, r.MemberID, r.Generation = 7, "g", m, 1
+	topic := kmsg.NewOffsetCommitRequestTopic()
+	topic.Topic = "t"
+	for p := range int32(expiryBatchRecordsMax + 1) {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, int64(p)
+		topic.Partitions = append(topic.Partitions, rp)
+	}
+	r.Topics = append(r.Topics, topic)
+	h.send(r)
+	h.store.commitAll()
+	h.leave("g", m)
+	h.clock.advance(expiryRetentionMs)
+
+	if n := h.expireAndCount(); n != 1 {
+		t.Fatalf("first check: %d appends", n)
+	}
+	first := h.tombstonesOfBatch(len(h.store.log) - 1)
+	if len(first) != expiryBatchRecordsMax || slices.Contains(first, "group g") {
+		t.Fatalf("first batch: %d tombstones (group's included: %v), want %d offsets only", len(first), slices.Contains(first, "group g"), expiryBatchRecordsMax)
+	}
+	h.store.commitAll()
+	h.expireAndCount()
+	last := fmt.Sprintf("offset g/t/%d", expiryBatchRecordsMax)
+	if got := h.tombstonesOfBatch(len(h.store.log) - 1); !slices.Equal(got, []string{last, "group g"}) {
+		t.Fatalf("second batch %v, want [%s group g]", got, last)
+	}
+	h.store.commitAll()
+	if got := h.listed(); len(got) != 0 {
+		t.Fatalf("groups after both checks: %v", got)
+	}
+}
+
 func TestOffsetsRetentionMustBePositive(t *testing.T) {
 	cfg := testConfig()
 	cfg.OffsetsRetentionMs = 0
