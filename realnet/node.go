@@ -115,6 +115,8 @@ func Start(opts Options) (*Node, error) {
 		n.addrs[l.Name] = ln.Addr()
 		bound = append(bound, namedListener{l.Name, ln})
 	}
+	// No lock yet: the loop's serveWaitingListeners cannot run before the
+	// core exists.
 	var serveNow []namedListener
 	for _, l := range bound {
 		if cfg.Roles.Broker && !slices.Contains(cfg.ControllerListenerNames, l.name) {
@@ -122,6 +124,9 @@ func Start(opts Options) (*Node, error) {
 		} else {
 			serveNow = append(serveNow, l)
 		}
+	}
+	if len(n.waiting) > 0 {
+		logger.Info("broker listeners wait for the initial metadata catch-up")
 	}
 
 	var err error
@@ -145,9 +150,6 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 		logger.Info("listening", "listener", l.name, "address", l.ln.Addr().String())
-	}
-	if len(n.waiting) > 0 {
-		logger.Info("broker listeners wait for the initial metadata catch-up")
 	}
 	ok = true
 	return n, nil
