@@ -339,43 +339,49 @@ func (l *groupLedger) report(t *testing.T, start time.Time) {
 }
 
 // checkCommittedAtEnd checks the group's committed offset of every
-// partition is the partition's end offset (OffsetFetch, routed by kgo to
-// the coordinator).
+// partition is the partition's end offset.
 func checkCommittedAtEnd(t *testing.T, c *procCluster, group, topic string, partitions int32) {
 	t.Helper()
 	ends := endOffsets(t, c, topic, partitions)
-	var committed map[int32]int64
-	waitUntil(t, "the group's committed offsets", 30*time.Second, func() bool {
-		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group = group
-		rt := kmsg.NewOffsetFetchRequestTopic()
-		rt.Topic = topic
-		for p := range partitions {
-			rt.Partitions = append(rt.Partitions, p)
-		}
-		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(ctx, c.admin)
-		if err != nil || kerr.ErrorForCode(resp.ErrorCode) != nil {
-			return false
-		}
-		committed = map[int32]int64{}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				if rp.ErrorCode != 0 {
-					return false
-				}
-				committed[rp.Partition] = rp.Offset
-			}
-		}
-		return true
-	})
+	if !committedAtEnd(c, group, topic, partitions, ends) {
+		waitUntil(t, fmt.Sprintf("committed offsets of %s at the end offsets %v", group, ends), 10*time.Second, func() bool {
+			return committedAtEnd(c, group, topic, partitions, ends)
+		})
+	}
+}
+
+// committedAtEnd reports whether group's committed offsets (OffsetFetch,
+// routed by kgo to the coordinator) equal ends for every partition.
+func committedAtEnd(c *procCluster, group, topic string, partitions int32, ends map[int32]int64) bool {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
 	for p := range partitions {
-		if committed[p] != ends[p] {
-			t.Fatalf("committed offsets %v; end offsets %v: partition %d differs", committed, ends, p)
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.admin)
+	if err != nil || kerr.ErrorForCode(resp.ErrorCode) != nil {
+		return false
+	}
+	committed := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				return false
+			}
+			committed[rp.Partition] = rp.Offset
 		}
 	}
+	for p := range partitions {
+		if committed[p] != ends[p] {
+			return false
+		}
+	}
+	return true
 }
 
 // TestKgoConsumerGroupStaticMemberRestart runs 3 static members
