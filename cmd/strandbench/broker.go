@@ -89,7 +89,7 @@ const (
 	// and idempotenceDuration the interleaved idempotent and
 	// non-idempotent runs, rebalanceRuns the rebalance repetitions.
 	latencyDuration     = 2 * time.Second
-	idempotencePairs    = 4
+	idempotencePairs    = 6
 	idempotenceDuration = time.Second
 	rebalanceRuns       = 3
 	// diskWriteBytes and diskTotalBytes shape the raw write limit.
@@ -543,6 +543,11 @@ func printBrokerGoals(results []*caseResults) bool {
 	return met
 }
 
+// profileShown selects the functions printProfiles shows: Strand's own, and
+// the leaves where its time ends up (system calls, allocation, copying,
+// zeroing, CRC, the garbage collector).
+const profileShown = `^strand/|Syscall6$|mallocgc$|memmove$|memclrNoHeapPointers$|crc32.update$|gcBgMarkWorker$`
+
 // printProfiles prints the top functions of each Strand case's CPU
 // profiles (merged over a case's nodes) with go tool pprof.
 func printProfiles(strandBin string, results []*caseResults) {
@@ -550,8 +555,8 @@ func printProfiles(strandBin string, results []*caseResults) {
 		if len(r.profiles) == 0 {
 			continue
 		}
-		fmt.Printf("\nwhere %s's broker time goes (the whole broker run, all phases; pprof -top, merged over its %d node(s)):\n", r.c.label, len(r.profiles))
-		args := append([]string{"tool", "pprof", "-top", "-nodecount=25", strandBin}, r.profiles...)
+		fmt.Printf("\nwhere %s's broker time goes (the whole broker run, all phases; pprof -top -cum of Strand's functions and the runtime's\nmemory and system-call leaves, merged over its %d node(s)):\n", r.c.label, len(r.profiles))
+		args := append([]string{"tool", "pprof", "-top", "-cum", "-nodecount=30", "-show=" + profileShown, strandBin}, r.profiles...)
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			fmt.Printf("  go tool pprof: %v\n%s", err, out)
