@@ -10,11 +10,15 @@
 //     requests, connection closes, timer fires, Sync completions from diskio,
 //     responses to the node's own outgoing requests (core/env's event-loop
 //     contract).
-//   - Per listener, an accept goroutine.
+//   - Per listener, an accept goroutine. The broker listeners start only
+//     after the core's initial metadata catch-up (broker.Config.
+//     OnInitialCatchUp), as Kafka's do; the controller listeners at once.
 //   - Per client connection, a reader (size prefix, socket.request.max.bytes
 //     checked before allocating, a fresh buffer per frame because kmsg's
 //     []byte fields alias it, wire.ParseRequest against the broker's
-//     advertised table) and a writer that sends responses in request order.
+//     advertised table, then the core's pure PrecheckRequest, which takes
+//     a Produce's decompression and record checks off the loop) and a
+//     writer that sends responses in request order.
 //   - Per peer and plane (controller or inter-broker), one outbound
 //     connection with a writer that dials, reconnects with backoff and
 //     pipelines, and a reader that matches responses by correlation id.
@@ -31,7 +35,8 @@
 //
 // # What it must not do
 //
-// It never calls into the core except on the event loop, never decides
+// It never calls into the core except on the event loop (PrecheckRequest,
+// pure and documented safe on any goroutine, is the one exception), never decides
 // protocol behaviour (that is core/'s), and never panics on bad input: a
 // malformed or unknown request closes its connection, an unsupported
 // ApiVersions gets KIP-511's answer.
