@@ -272,3 +272,8 @@ func (n *Node) resignQuorum(done func()) {
 	}
 	poll()
 }
+
+// Incarnation is the incarnation id this process registers with; the
+// controller's image names it once the registration has committed (the
+// simulator's fault budget waits for that).
+func (n *Node) Incarnation() [16]byte { return n.incarnation }

@@ -228,12 +228,14 @@ func (f *faults) mayCrash(i int) bool {
 	return true
 }
 
-// refreshRecovered clears lostData for brokers that are up, in the ISR of
-// every partition as every running broker's metadata says, and whose logs
-// hold every record acknowledged before they lost data. ISR membership
-// alone is not enough: a broker that lost data and kept its place in the
-// ISR is the kind of bug the run is looking for, and must not widen the
-// budget.
+// refreshRecovered clears lostData for brokers that are up, registered in
+// this incarnation and in the ISR of every partition as every running
+// broker's metadata says, and whose logs hold every record acknowledged
+// before they lost data. ISR membership alone is not enough: a broker that
+// lost data and kept its place in the ISR is the kind of bug the run is
+// looking for, and must not widen the budget; and metadata from before
+// its new registration committed (a controller failing over takes
+// seconds) still shows the ISR of before the crash.
 func (f *faults) refreshRecovered() {
 	c := f.c
 	for _, n := range c.Brokers() {
@@ -249,6 +251,9 @@ func (f *faults) refreshRecovered() {
 		for _, viewer := range c.Brokers() {
 			if !viewer.Proc.Up() || viewer.Core == nil {
 				continue
+			}
+			if b, ok := viewer.Core.Image().Broker(n.ID); !ok || b.IncarnationID != n.Core.Incarnation() {
+				recovered = false
 			}
 			for _, tp := range f.tps {
 				s, ok := viewer.Core.Image().PartitionByName(tp.Topic, tp.Partition)
