@@ -90,10 +90,8 @@ func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func
 	}
 	seq := c.appendSeq + 1 // the number append gives this write
 	c.append(records, func(err error) {
-		c.finishOffsetWrite(g, keys, seq, func(tp topicPartition, i int) {
-			if err == nil {
-				g.offsets[tp] = values[i]
-			}
+		c.finishOffsetWrite(g, keys, seq, err, func(tp topicPartition, i int) {
+			g.offsets[tp] = values[i]
 		})
 		if err != nil {
 			for _, s := range okSlots {
@@ -156,16 +154,18 @@ func (c *Coordinator) offsetWrites(g *group, r *kmsg.OffsetCommitRequest, resp *
 	return w
 }
 
-// finishOffsetWrite ends an append of keys numbered seq: apply runs for each
-// key unless a later append of the same key already completed, and the
-// group is forgotten if nothing is left of it.
-func (c *Coordinator) finishOffsetWrite(g *group, keys []topicPartition, seq uint64, apply func(tp topicPartition, i int)) {
+// finishOffsetWrite ends an append of keys numbered seq that failed with
+// err or succeeded: on success apply runs for each key unless a later
+// append of the same key already succeeded, and the group is forgotten if
+// nothing is left of it. A failed append claims nothing, so an earlier
+// append of the key that succeeds later still applies, as the log has it.
+func (c *Coordinator) finishOffsetWrite(g *group, keys []topicPartition, seq uint64, err error, apply func(tp topicPartition, i int)) {
 	for i, k := range keys {
 		g.offsetsInFlight[k]--
 		if g.offsetsInFlight[k] == 0 {
 			delete(g.offsetsInFlight, k)
 		}
-		if !c.liveGroup(g) || g.offsetWriteSeq[k] > seq {
+		if err != nil || !c.liveGroup(g) || g.offsetWriteSeq[k] > seq {
 			continue
 		}
 		g.offsetWriteSeq[k] = seq

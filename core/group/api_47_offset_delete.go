@@ -58,10 +58,8 @@ func (c *Coordinator) handleOffsetDelete(r *kmsg.OffsetDeleteRequest, reply func
 	}
 	seq := c.appendSeq + 1 // the number append gives this write
 	c.append(records, func(err error) {
-		c.finishOffsetWrite(g, keys, seq, func(tp topicPartition, _ int) {
-			if err == nil {
-				delete(g.offsets, tp)
-			}
+		c.finishOffsetWrite(g, keys, seq, err, func(tp topicPartition, _ int) {
+			delete(g.offsets, tp)
 		})
 		if err != nil {
 			resp.ErrorCode = appendErrorCode(err, true)

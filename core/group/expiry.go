@@ -104,10 +104,8 @@ func (c *Coordinator) expireGroup(g *group, nowMs int64) {
 			// the group alive as a simple group, as it loads.
 			g.protocolType, g.protocol, g.leader, g.generation = "", "", "", 0
 		}
-		c.finishOffsetWrite(g, expired, seq, func(tp topicPartition, _ int) {
-			if err == nil {
-				delete(g.offsets, tp)
-			}
+		c.finishOffsetWrite(g, expired, seq, err, func(tp topicPartition, _ int) {
+			delete(g.offsets, tp)
 		})
 	}, nil)
 }
