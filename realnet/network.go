@@ -149,6 +149,29 @@ func (n *Network) Reply(conn env.ConnID, correlationID int32, resp kmsg.Response
 	sc.answer(correlationID, wire.AppendResponse(nil, correlationID, resp))
 }
 
+// ReplyFrame queues a response with file regions (Fetch) behind every
+// earlier request of conn; the writer sends the regions with sendfile
+// (framewriter.go). On a closed connection the frame is released at once.
+func (n *Network) ReplyFrame(conn env.ConnID, correlationID int32, frame env.Frame) {
+	sc := n.conn(conn)
+	if sc == nil {
+		if frame.Release != nil {
+			frame.Release()
+		}
+		return
+	}
+	frame, err := materialiseOnLoop(frame)
+	if err != nil {
+		n.logger.Warn("closing connection: a Fetch region cannot be read", "conn", conn, "err", err)
+		if frame.Release != nil {
+			frame.Release()
+		}
+		sc.shutdown()
+		return
+	}
+	sc.answerWith(correlationID, nil, frame)
+}
+
 // Skip marks a request answered without a response (acks=0).
 func (n *Network) Skip(conn env.ConnID, correlationID int32) {
 	if sc := n.conn(conn); sc != nil {

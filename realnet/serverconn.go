@@ -32,8 +32,11 @@ type slot struct {
 	// buffered bytes until the slot is written.
 	requestBytes int64
 	answered     bool
-	// frame is the encoded response; nil for Skip.
+	// frame is the encoded response; nil for Skip or a pieced response.
 	frame []byte
+	// pieced is a response with file regions (Fetch), written by
+	// responseWriter; its Release is posted once it is written or dropped.
+	pieced env.Frame
 }
 
 // serverConn is one inbound connection: a reader goroutine that decodes
@@ -188,9 +191,18 @@ func (sc *serverConn) push(s slot, extraBytes int64) {
 // skipped). An answer nobody waits for is a core bug on a live connection,
 // but after a close the slots are gone, so it is ignored.
 func (sc *serverConn) answer(correlationID int32, frame []byte) {
+	sc.answerWith(correlationID, frame, env.Frame{})
+}
+
+// answerWith is answer with a pieced response too. It runs on the event
+// loop, so a response dropped on a closed connection is released at once.
+func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.Frame) {
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
+		if pieced.Release != nil {
+			pieced.Release()
+		}
 		return
 	}
 	i := 0
@@ -201,8 +213,8 @@ func (sc *serverConn) answer(correlationID int32, frame []byte) {
 		sc.mu.Unlock()
 		panic("realnet: the node answered a request that is not waiting on its connection")
 	}
-	sc.slots[i].answered, sc.slots[i].frame = true, frame
-	sc.bufferedBytes += int64(len(frame))
+	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced = true, frame, pieced
+	sc.bufferedBytes += sc.slots[i].responseBytes()
 	ready := i == 0
 	sc.mu.Unlock()
 	if ready {
@@ -214,7 +226,7 @@ func (sc *serverConn) answer(correlationID int32, frame []byte) {
 // oldest request is answered, then writes every answered one in a row.
 func (sc *serverConn) writeLoop() {
 	defer sc.net.goroutines.Done()
-	var batch net.Buffers
+	out := newResponseWriter(sc.c)
 	for {
 		sc.mu.Lock()
 		for !sc.closed && (len(sc.slots) == 0 || !sc.slots[0].answered) {
@@ -225,24 +237,19 @@ func (sc *serverConn) writeLoop() {
 			return
 		}
 		var freed int64
-		batch = batch[:0]
 		for len(sc.slots) > 0 && sc.slots[0].answered {
 			s := sc.slots[0]
 			sc.slots[0] = slot{}
 			sc.slots = sc.slots[1:]
-			freed += s.requestBytes + int64(len(s.frame))
-			if s.frame != nil {
-				batch = append(batch, s.frame)
-			}
+			freed += s.requestBytes + s.responseBytes()
+			out.add(s)
 		}
 		sc.mu.Unlock()
-		if len(batch) > 0 {
-			toWrite := batch // WriteTo consumes its receiver
-			if _, err := toWrite.WriteTo(sc.c); err != nil {
+		if out.queued() {
+			if err := out.run(sc.net.loop.Post); err != nil {
 				sc.shutdown()
 				return
 			}
-			clear(batch) // let written frames be collected
 		}
 		sc.mu.Lock()
 		sc.bufferedBytes -= freed
@@ -265,6 +272,11 @@ func (sc *serverConn) shutdown() {
 func (sc *serverConn) finish() {
 	sc.shutdown()
 	sc.mu.Lock()
+	for _, s := range sc.slots {
+		if s.pieced.Release != nil {
+			sc.net.loop.Post(s.pieced.Release) // never written
+		}
+	}
 	sc.slots = nil
 	sc.bufferedBytes = 0
 	sc.mu.Unlock()

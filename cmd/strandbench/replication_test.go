@@ -8,6 +8,7 @@ import (
 	"strand/core/batch"
 	"strand/core/env"
 	"strand/core/wire"
+	"strand/sim/memdisk"
 )
 
 func TestLabelOf(t *testing.T) {
@@ -39,11 +40,12 @@ func TestLabelOf(t *testing.T) {
 // fakeNet records what reaches the wrapped network.
 type fakeNet struct {
 	env.Network
-	replies, skips int
+	replies, frames, skips int
 }
 
-func (n *fakeNet) Reply(env.ConnID, int32, kmsg.Response) { n.replies++ }
-func (n *fakeNet) Skip(env.ConnID, int32)                 { n.skips++ }
+func (n *fakeNet) Reply(env.ConnID, int32, kmsg.Response)  { n.replies++ }
+func (n *fakeNet) ReplyFrame(env.ConnID, int32, env.Frame) { n.frames++ }
+func (n *fakeNet) Skip(env.ConnID, int32)                  { n.skips++ }
 
 type fakeHandler struct {
 	env.Handler
@@ -85,8 +87,32 @@ func TestFrameTallyCountsWhatTheWireCarries(t *testing.T) {
 	if got == nil || got.frames != 2 || got.bytes != wantBytes {
 		t.Errorf("replica fetch tally = %+v, want 2 frames of %d bytes", got, wantBytes)
 	}
-	if want := int64(2 * len(rp.RecordBatches)); tally.followerRecordBytes != want || tally.consumerRecordBytes != 0 {
-		t.Errorf("record bytes: follower %d, consumer %d; want %d, 0", tally.followerRecordBytes, tally.consumerRecordBytes, want)
+	if want := int64(2 * len(rp.RecordBatches)); tally.followerRecordBytes != want || tally.consumerRecordBytes != 0 ||
+		tally.followerCopiedBytes != 2*want {
+		t.Errorf("record bytes: follower %d (%d copied), consumer %d; want %d (%d copied), 0",
+			tally.followerRecordBytes, tally.followerCopiedBytes, tally.consumerRecordBytes, want, 2*want)
+	}
+
+	// A zero-copy Fetch frame: its regions are the record bytes, copied
+	// once (simnet reads them into the frame); its size is the frame's.
+	disk := memdisk.New(memdisk.Options{})
+	file, err := disk.Open("seg.log", env.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Append(make([]byte, 500)); err != nil {
+		t.Fatal(err)
+	}
+	frame := env.Frame{Pieces: []env.FramePiece{{Bytes: make([]byte, 40)}, {Region: env.FileRegion{File: file, Position: 100, Bytes: 300}}}}
+	recordsBefore, copiedBefore, bytesBefore := tally.followerRecordBytes, tally.followerCopiedBytes, got.bytes
+	h.HandleRequest(1, hdr, req)
+	net.ReplyFrame(1, 7, frame)
+	if tally.followerRecordBytes-recordsBefore != 300 || tally.followerCopiedBytes-copiedBefore != 300 {
+		t.Errorf("a 300-byte region counted %d record bytes, %d copied; want 300, 300",
+			tally.followerRecordBytes-recordsBefore, tally.followerCopiedBytes-copiedBefore)
+	}
+	if reqBytes := int64(len(wire.AppendRequest(nil, hdr, req))); got.frames != 4 || got.bytes-bytesBefore != reqBytes+340 {
+		t.Errorf("after a frame: %+v; want 4 frames, %d more bytes", got, reqBytes+340)
 	}
 
 	// A skipped request (acks=0) has no response frame.
@@ -100,8 +126,9 @@ func TestFrameTallyCountsWhatTheWireCarries(t *testing.T) {
 	if len(tally.pending) != 0 {
 		t.Errorf("requests still pending after their answers: %v", tally.pending)
 	}
-	if handler.requests != 3 || inner.replies != 2 || inner.skips != 1 {
-		t.Errorf("passed on %d requests, %d replies, %d skips; want 3, 2, 1", handler.requests, inner.replies, inner.skips)
+	if handler.requests != 4 || inner.replies != 2 || inner.frames != 1 || inner.skips != 1 {
+		t.Errorf("passed on %d requests, %d replies, %d frames, %d skips; want 4, 2, 1, 1",
+			handler.requests, inner.replies, inner.frames, inner.skips)
 	}
 
 	defer func() {
@@ -113,16 +140,16 @@ func TestFrameTallyCountsWhatTheWireCarries(t *testing.T) {
 }
 
 func TestCopiesPerFollowerByte(t *testing.T) {
-	r := replicationResult{batchesAcked: 10, producedBytes: 1000, followers: 2, followerRecordBytes: 2000}
+	r := replicationResult{batchesAcked: 10, producedBytes: 1000, followers: 2, followerRecordBytes: 2000, followerCopiedBytes: 4000}
 	if got := r.copiesPerFollowerByte(); got != 2 {
 		t.Errorf("each byte fetched once by each of 2 followers, 2 copies each: %v copies per follower byte, want 2", got)
 	}
 	if r.goalMet() {
 		t.Error("2 copies per follower byte met the goal of at most 1")
 	}
-	r.followerRecordBytes = 1000
+	r.followerCopiedBytes = 2000
 	if got := r.copiesPerFollowerByte(); got != 1 || !r.goalMet() {
-		t.Errorf("half the record bytes fetched: %v copies (goal met %v), want 1 and met", got, r.goalMet())
+		t.Errorf("one copy of each fetched byte: %v copies (goal met %v), want 1 and met", got, r.goalMet())
 	}
 	if (replicationResult{followers: 2}).goalMet() {
 		t.Error("a run that acknowledged nothing met the goal")

@@ -19,8 +19,14 @@ package broker
 //
 // Skipped: fetch sessions (KIP-227: SessionID is always 0, which clients
 // treat as "sessions unsupported" and send full fetches), preferred read
-// replicas (KIP-392), throttling. Record bytes are copied into the response
-// (log.CopyRegions); zero-copy sendfile is realnet's job (issue 6 §3).
+// replicas (KIP-392), throttling.
+//
+// Zero copy: record batches are never copied by the broker. A partition's
+// batches stay file regions (log.Read), pinned (log.Pin) from the answer
+// until the environment has sent them, and the response is encoded by the
+// broker's own encoder (fetch_encode.go) into an env.Frame whose regions
+// realnet sends with sendfile (SPEC.md §2.2, §7). The metadata-log Fetch
+// (core/controller) still answers with a kmsg response.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,7 +34,6 @@ import (
 
 	"strand/core/controller"
 	"strand/core/env"
-	"strand/core/log"
 	"strand/core/replica"
 )
 
@@ -57,23 +62,54 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 		n.handleControllerRequest(conn, hdr, req)
 		return
 	}
-	if !n.cfg.Broker.Roles.Broker {
+	if !n.cfg.Broker.Roles.Broker || req.Version > fetchEncodedVersionMax {
+		// A partition Fetch above the advertised versions (a voter's
+		// version, accepted for the metadata log only) is a client bug.
 		n.net.Close(conn)
 		return
 	}
-	resp, bytes, answerNow := n.executeFetch(req)
+	answer, bytes, answerNow := n.executeFetch(req)
 	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(req) {
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		n.replyFetch(conn, hdr.CorrelationID, answer)
 		return
 	}
 	n.parkFetch(conn, hdr.CorrelationID, req)
 }
 
-// executeFetch builds the answer to req from the logs as they are now.
+// fetchAnswer is a Fetch response whose record batches are still regions:
+// records holds one entry per partition of resp, in order.
+type fetchAnswer struct {
+	resp    *kmsg.FetchResponse
+	records []partitionRecords
+}
+
+// replyFetch pins the answer's regions, encodes it and hands the frame to
+// the network, which releases the pins once the regions are sent.
+func (n *Node) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
+	var releases []func()
+	for _, r := range a.records {
+		if len(r.regions) > 0 {
+			releases = append(releases, r.log.Pin(r.regions))
+		}
+	}
+	frame := fetchFrame(corr, a.resp, a.records)
+	if len(releases) > 0 {
+		frame.Release = func() {
+			for _, release := range releases {
+				release()
+			}
+		}
+	}
+	n.net.ReplyFrame(conn, corr, frame)
+}
+
+// executeFetch builds the answer to req from the logs as they are now; it
+// pins nothing, so an answer that is dropped (the fetch parks) costs nothing.
 // answerNow is set when some partition failed or diverged: Kafka answers
 // those without waiting.
-func (n *Node) executeFetch(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int64, answerNow bool) {
-	resp = req.ResponseKind().(*kmsg.FetchResponse)
+func (n *Node) executeFetch(req *kmsg.FetchRequest) (answer fetchAnswer, bytes int64, answerNow bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	answer.resp = resp
 	remaining := int64(req.MaxBytes)
 	if remaining <= 0 {
 		remaining = replicaFetchResponseMaxBytes
@@ -85,20 +121,22 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, b
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
 		for _, fp := range t.Partitions {
-			rp := n.fetchPartition(req.ReplicaID, t.Topic, fp, &remaining, &minOneBatch)
+			rp, records := n.fetchPartition(req.ReplicaID, t.Topic, fp, &remaining, &minOneBatch)
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
 				answerNow = true
 			}
-			bytes += int64(len(rp.RecordBatches))
+			bytes += records.bytes()
 			rt.Partitions = append(rt.Partitions, rp)
+			answer.records = append(answer.records, records)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, bytes, answerNow
+	return answer, bytes, answerNow
 }
 
-// fetchPartition answers one partition of a Fetch and reads its records.
-func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) kmsg.FetchResponseTopicPartition {
+// fetchPartition answers one partition of a Fetch and finds its records,
+// as regions of the partition's log.
+func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = fp.Partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
@@ -109,10 +147,10 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 	switch {
 	case p == nil:
 		rp.ErrorCode = n.notHostedCode(partitionKey{topic, fp.Partition})
-		return rp
+		return rp, partitionRecords{}
 	case p.storageFailed():
 		rp.ErrorCode = kerr.KafkaStorageError.Code
-		return rp
+		return rp, partitionRecords{}
 	}
 	var d replica.FetchDecision
 	if replicaID >= 0 {
@@ -131,28 +169,23 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 		rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.DivergingEpoch.Epoch, d.DivergingEpoch.EndOffset
 	}
 	if !d.ShouldRead() {
-		return rp
+		return rp, partitionRecords{}
 	}
 	limit := min(int64(max(fp.PartitionMaxBytes, 0)), *remaining)
 	if limit <= 0 && !*minOneBatch {
-		return rp
+		return rp, partitionRecords{}
 	}
 	res, err := p.log.Read(d.ReadFromOffset, int32(min(limit, int64(1<<31-1))), d.ReadToOffset, *minOneBatch)
 	if err != nil {
 		rp.ErrorCode = errorCodeOf(err)
-		return rp
+		return rp, partitionRecords{}
 	}
-	records, err := log.CopyRegions(res.Regions)
-	if err != nil {
-		rp.ErrorCode = errorCodeOf(err)
-		return rp
-	}
-	if len(records) > 0 {
-		rp.RecordBatches = records
-		*remaining -= int64(len(records))
+	records := partitionRecords{log: p.log, regions: res.Regions}
+	if bytes := records.bytes(); bytes > 0 {
+		*remaining -= bytes
 		*minOneBatch = false
 	}
-	return rp
+	return rp, records
 }
 
 // parkFetch waits for data, for at most MaxWaitMillis.
@@ -231,8 +264,8 @@ func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 }
 
 func (n *Node) answerFetch(w *fetchWaiter) {
-	resp, _, _ := n.executeFetch(w.req)
-	n.net.Reply(w.conn, w.corr, resp)
+	answer, _, _ := n.executeFetch(w.req)
+	n.replyFetch(w.conn, w.corr, answer)
 }
 
 // wakeFetchWaiters re-checks the parked fetches waiting on p, whose HW, LEO,

@@ -30,6 +30,10 @@ type Network interface {
 	// Reply answers the request (conn, correlationID). Replying on a
 	// connection that has closed is a no-op.
 	Reply(conn ConnID, correlationID int32, resp kmsg.Response)
+	// ReplyFrame answers the request (conn, correlationID) with a frame
+	// the core encoded itself, file regions included (Fetch). The frame's
+	// Release runs once its pieces are sent, or at once if conn has closed.
+	ReplyFrame(conn ConnID, correlationID int32, frame Frame)
 	// Skip marks (conn, correlationID) as answered without a response, as a
 	// Produce with acks=0 is.
 	Skip(conn ConnID, correlationID int32)

@@ -25,8 +25,10 @@
 //     env.File.Append. The caller must not touch the slice afterwards. The
 //     log never copies record bytes on the append path.
 //   - Read returns Regions: references to byte ranges of segment files, not
-//     copies, so that realnet can send them with sendfile. CopyRegions reads
-//     them into a buffer for the simulator and tests.
+//     copies, so that realnet can send them with sendfile. Pin keeps them in
+//     place while a response is in flight (pin.go). CopyRegions reads them
+//     into a buffer for readers inside the node (the group coordinator's
+//     load) and tests.
 //
 // # Durability
 //

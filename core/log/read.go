@@ -99,8 +99,9 @@ type reader struct {
 	done        bool
 }
 
-// CopyRegions reads the regions into one new buffer: for the simulator and
-// tests, which have no sendfile.
+// CopyRegions reads the regions into one new buffer: for readers inside the
+// node (the group coordinator's load) and tests. Fetch never copies: it
+// sends the regions themselves (SPEC.md §2.2).
 func CopyRegions(regions []Region) ([]byte, error) {
 	var total int64
 	for _, r := range regions {

@@ -1,0 +1,241 @@
+package realnet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"strand/core/env"
+)
+
+// Zero-copy Fetch (SPEC.md §7): a response frame the core encoded with file
+// regions (env.Frame) is written as its byte pieces, with writev, and its
+// regions, each sent with sendfile(2) from the segment file's descriptor at
+// an explicit offset straight to the socket. (*net.TCPConn).ReadFrom would
+// fall back to copying for anything but an *os.File read from its shared
+// offset (CLARIFICATIONS.md, "Zero copy and mmap"). The core pins the
+// regions until the frame's Release, which the writer posts to the event
+// loop once the frame is written or the connection failed.
+//
+// A region smaller than sendfileBytesMin is read with pread(2)
+// (ReadRegionAt) into the write buffer instead and leaves with the neighbouring
+// byte pieces in one writev: below that size sendfile saves nothing
+// (BenchmarkRegionSend). So are the regions on connections that are not
+// TCP. The writer never calls env.File methods, which belong to the event
+// loop: only the descriptor, which stays open while the region is pinned.
+// A region of a file without a descriptor (the fault-injecting disk) is
+// read into the frame on the loop, in ReplyFrame (materialiseOnLoop).
+
+// sendfileBytesMin is the smallest region sent with sendfile; see
+// BenchmarkRegionSend for the measurements behind it.
+const sendfileBytesMin = 16 << 10
+
+// sendfileChunkBytes caps one sendfile call, so that a huge region does not
+// hold the socket's poll registration for long in one call.
+const sendfileChunkBytes = 1 << 30
+
+// regionFile is an env.File whose regions may be read off the event loop:
+// diskio's File. Its appends may still sit in the disk's write worker, so
+// both paths wait for a region's bytes to be in the file first: sendfile
+// after WaitWritten, ReadRegionAt (pread) waits itself. These methods, and
+// only these, may be called on any goroutine; the descriptor stays open
+// while the region is pinned.
+type regionFile interface {
+	Fd() int
+	WaitWritten(end int64) error
+	ReadRegionAt(p []byte, off int64) (int, error)
+}
+
+// materialiseOnLoop replaces the regions of files without a descriptor by
+// their bytes, read with ReadAt on the event loop (env.File's goroutine).
+// An unreadable region fails the whole frame.
+func materialiseOnLoop(frame env.Frame) (env.Frame, error) {
+	out := frame
+	copied := false
+	for i, p := range frame.Pieces {
+		if p.Region.File == nil {
+			continue
+		}
+		if _, ok := p.Region.File.(regionFile); ok {
+			continue
+		}
+		if !copied {
+			out.Pieces = append([]env.FramePiece(nil), frame.Pieces...)
+			copied = true
+		}
+		data, err := (env.Frame{Pieces: []env.FramePiece{p}}).AppendTo(nil)
+		if err != nil {
+			return frame, err
+		}
+		out.Pieces[i] = env.FramePiece{Bytes: data}
+	}
+	return out, nil
+}
+
+// responseWriter writes a run of answered slots: byte pieces gathered into
+// one writev, regions sent with sendfile in between.
+type responseWriter struct {
+	c   net.Conn
+	raw syscall.RawConn // nil when c is not TCP
+	// sendfileMin is sendfileBytesMin; benchmarks move it to force a path.
+	sendfileMin int64
+	pieces      []env.FramePiece
+	// pending gathers byte pieces for the next writev.
+	pending net.Buffers
+	// releases are the queued frames' Release funcs, posted to the loop
+	// after the run, whatever its outcome.
+	releases []func()
+}
+
+func newResponseWriter(c net.Conn) *responseWriter {
+	w := &responseWriter{c: c, sendfileMin: sendfileBytesMin}
+	if tc, ok := c.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			w.raw = raw
+		}
+	}
+	return w
+}
+
+// add queues a slot's response: a plain frame, a frame with regions, or
+// nothing (Skip).
+func (w *responseWriter) add(s slot) {
+	if s.frame != nil {
+		w.pieces = append(w.pieces, env.FramePiece{Bytes: s.frame})
+	}
+	w.pieces = append(w.pieces, s.pieced.Pieces...)
+	if s.pieced.Release != nil {
+		w.releases = append(w.releases, s.pieced.Release)
+	}
+}
+
+// queued reports whether anything waits to be written or released.
+func (w *responseWriter) queued() bool { return len(w.pieces) > 0 || len(w.releases) > 0 }
+
+// run writes everything queued, then posts the releases to the loop. An
+// error means the connection is broken.
+func (w *responseWriter) run(post func(func()) bool) error {
+	err := w.write()
+	for _, release := range w.releases {
+		post(release)
+	}
+	clear(w.releases)
+	w.releases = w.releases[:0]
+	clear(w.pieces) // let written frames be collected
+	w.pieces = w.pieces[:0]
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	return err
+}
+
+func (w *responseWriter) write() error {
+	for _, p := range w.pieces {
+		r := p.Region
+		switch {
+		case r.File == nil:
+			w.pending = append(w.pending, p.Bytes)
+		case !w.sendfileFits(r):
+			data, err := preadRegion(r)
+			if err != nil {
+				return err
+			}
+			w.pending = append(w.pending, data)
+		default:
+			if err := w.writePending(); err != nil {
+				return err
+			}
+			if err := w.sendfile(r); err != nil {
+				return err
+			}
+		}
+	}
+	return w.writePending()
+}
+
+// writePending writes the gathered byte pieces with one writev.
+func (w *responseWriter) writePending() error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	toWrite := w.pending // WriteTo consumes its receiver
+	_, err := toWrite.WriteTo(w.c)
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	return err
+}
+
+// sendfileFits reports whether r is worth, and able to be, sent with
+// sendfile.
+func (w *responseWriter) sendfileFits(r env.FileRegion) bool {
+	return w.raw != nil && r.Bytes >= w.sendfileMin
+}
+
+// fileOf returns r's file as a regionFile.
+func fileOf(r env.FileRegion) regionFile {
+	f, ok := r.File.(regionFile)
+	if !ok {
+		panic("realnet: a region of a file the writer cannot read reached it; ReplyFrame materialises those")
+	}
+	return f
+}
+
+// sendfile sends r from its file's descriptor at r.Position, without
+// moving any file offset, waiting on the socket's poller when it is full.
+func (w *responseWriter) sendfile(r env.FileRegion) error {
+	f := fileOf(r)
+	if err := f.WaitWritten(r.Position + r.Bytes); err != nil {
+		return fmt.Errorf("sendfile %s [%d, +%d): %w", r.File.Path(), r.Position, r.Bytes, err)
+	}
+	fileFd := f.Fd()
+	sent := int64(0)
+	var sendErr error
+	err := w.raw.Write(func(sock uintptr) bool {
+		for sent < r.Bytes {
+			offset := r.Position + sent
+			n, err := unix.Sendfile(int(sock), fileFd, &offset, int(min(r.Bytes-sent, sendfileChunkBytes)))
+			if n > 0 {
+				sent += int64(n)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false // wait until the socket is writable
+			case err == unix.EINTR:
+			case err != nil:
+				sendErr = err
+				return true
+			case n == 0:
+				// The file is shorter than the region: the pin failed.
+				sendErr = io.ErrUnexpectedEOF
+				return true
+			}
+		}
+		return true
+	})
+	if err = errors.Join(err, sendErr); err != nil {
+		return fmt.Errorf("sendfile %s [%d, +%d) after %d bytes: %w", r.File.Path(), r.Position, r.Bytes, sent, err)
+	}
+	return nil
+}
+
+// preadRegion reads r into a new buffer with pread: the read+write path.
+func preadRegion(r env.FileRegion) ([]byte, error) {
+	data := make([]byte, r.Bytes)
+	if _, err := fileOf(r).ReadRegionAt(data, r.Position); err != nil {
+		return nil, fmt.Errorf("read region %s [%d, +%d): %w", r.File.Path(), r.Position, r.Bytes, err)
+	}
+	return data, nil
+}
+
+// responseBytes is the memory a slot's response holds: its frame, or the
+// byte pieces of a pieced one (regions are file pages, not buffers).
+func (s slot) responseBytes() int64 {
+	total := int64(len(s.frame))
+	for _, p := range s.pieced.Pieces {
+		total += int64(len(p.Bytes))
+	}
+	return total
+}
