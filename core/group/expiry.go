@@ -25,7 +25,10 @@ package group
 // the next check tries again), and a commit that lands in between wins
 // (finishOffsetWrite). An Empty group left with no offsets also gets its
 // GroupMetadata tombstone and is forgotten once that commits, as Kafka
-// deletes it, unless it was used meanwhile. Kafka marks the group Dead
+// deletes it, unless it was used meanwhile; so is one that never had
+// offsets, at the next check. An Empty group holding a KIP-394 member id
+// not yet used to join is kept until then (Kafka would delete it and the
+// member would start over with UNKNOWN_MEMBER_ID). Kafka marks the group Dead
 // while it does this; Strand keeps serving it, so a commit or join racing
 // the expiry succeeds rather than being refused.
 
