@@ -8,8 +8,10 @@ package main
 //   - append: AppendAsLeader (which runs batch.Verify, CRC-32C included) of
 //     one batch of 1 KiB records per call, into a fresh log with Kafka's
 //     default configuration; a run appends -log-run-bytes, at most one
-//     segment, so that no run rolls. Its limit is RawSequentialWrite of the
-//     same bytes with the same write size (the batch's size) and no fsync.
+//     segment, so that no run rolls, timed until diskio's write worker has
+//     written the last batch (an Append only queues it). Its limit is
+//     RawSequentialWrite of the same bytes with the same write size (the
+//     batch's size) and no fsync.
 //   - append with fsync: the same, plus one Flush of the whole log at the end
 //     of the run, timed until its completion arrives. Its limit is the same
 //     raw write loop plus one fdatasync at the end (rawWriteSyncedAtEnd).
@@ -85,6 +87,9 @@ type logBench struct {
 	env  *benchEnv
 	loop *eventLoop
 	disk *diskio.Disk
+	// writeQueueBytesMax is the disk's diskio.Options.WriteQueueBytesMax,
+	// 0 for the default.
+	writeQueueBytesMax int64
 	// runs counts the logs created, to name their directories.
 	runs int
 }
@@ -106,12 +111,12 @@ func runLogSection(env *benchEnv) (bool, error) {
 		return false, err
 	}
 	loop := newEventLoop()
-	disk, err := diskio.New(env.root, diskio.Options{Post: loop.post})
+	disk, err := diskio.New(env.root, diskio.Options{Post: loop.post, WriteQueueBytesMax: diskio.WriteQueueBytesMaxDefault})
 	if err != nil {
 		return false, err
 	}
 	defer disk.Close()
-	b := &logBench{env: env, loop: loop, disk: disk}
+	b := &logBench{env: env, loop: loop, disk: disk, writeQueueBytesMax: diskio.WriteQueueBytesMaxDefault}
 
 	var results []*shapeResults
 	for _, target := range batchBytesTargets {
@@ -184,6 +189,7 @@ func buildBatch(targetBytes int, nowMs int64) (b []byte, records int) {
 // measureShape runs the interleaved repetitions for one batch size.
 func (b *logBench) measureShape(targetBytes int, runBytes int64) (*shapeResults, error) {
 	batchBytes, records := buildBatch(targetBytes, time.Now().UnixMilli())
+	batches := b.newBatchRing(batchBytes)
 	r := &shapeResults{label: sizeLabel(targetBytes), batchBytes: len(batchBytes), records: records, batches: runBytes / int64(len(batchBytes))}
 	total := r.batches * int64(r.batchBytes)
 	fmt.Printf("batches of %d B (%d records of %d B values, target %d B): %d batches, %.1f MB per run\n",
@@ -195,7 +201,7 @@ func (b *logBench) measureShape(targetBytes int, runBytes int64) (*shapeResults,
 			return nil, err
 		}
 		r.rawWrite = append(r.rawWrite, runFromRate(total, raw, processCPU()-cpuStart))
-		appended, l, err := b.appendRun(batchBytes, r.batches, false)
+		appended, l, err := b.appendRun(batches, r.batches, false)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +226,7 @@ func (b *logBench) measureShape(targetBytes int, runBytes int64) (*shapeResults,
 			return nil, err
 		}
 		r.rawSynced = append(r.rawSynced, synced)
-		appendedSynced, l, err := b.appendRun(batchBytes, r.batches, true)
+		appendedSynced, l, err := b.appendRun(batches, r.batches, true)
 		if err != nil {
 			return nil, err
 		}
@@ -248,13 +254,10 @@ func (b *logBench) openLog(nowMs int64) (*log.Log, error) {
 // appends (and the flush) are timed. The log is returned open; the run's cpu
 // is completed by discard.
 //
-// Ownership: AppendAsLeader takes ownership of its slice, and the benchmark
-// still appends the same slice again once the call has returned, as the raw
-// loop rewrites its one buffer. That is safe here, and only here: the log
-// keeps no reference to the slice (it stamps the offset and epoch in place,
-// which lie outside the CRC, and passes it to File.Append), and diskio's
-// Append is a pwrite that has finished with the bytes when it returns.
-func (b *logBench) appendRun(batchBytes []byte, count int64, fsync bool) (run, *log.Log, error) {
+// Ownership: AppendAsLeader takes ownership of its slice until diskio's
+// write worker has written it, so each append takes the next copy from a
+// batchRing, whose copies are reused only once written.
+func (b *logBench) appendRun(batches *batchRing, count int64, fsync bool) (run, *log.Log, error) {
 	nowMs := time.Now().UnixMilli()
 	l, err := b.openLog(nowMs)
 	if err != nil {
@@ -262,7 +265,7 @@ func (b *logBench) appendRun(batchBytes []byte, count int64, fsync bool) (run, *
 	}
 	start, cpuStart := time.Now(), processCPU()
 	for range count {
-		if _, err := l.AppendAsLeader(batchBytes, leaderEpoch, nowMs); err != nil {
+		if _, err := l.AppendAsLeader(batches.next(), leaderEpoch, nowMs); err != nil {
 			return run{}, nil, errors.Join(err, l.Close())
 		}
 		b.loop.runPending()
@@ -271,12 +274,75 @@ func (b *logBench) appendRun(batchBytes []byte, count int64, fsync bool) (run, *
 		if err := b.flush(l, l.LogEndOffset()); err != nil {
 			return run{}, nil, errors.Join(err, l.Close())
 		}
+	} else if err := waitWritten(l); err != nil {
+		return run{}, nil, errors.Join(err, l.Close())
 	}
 	elapsed, cpu := time.Since(start), processCPU()-cpuStart
-	if want := count * int64(len(batchBytes)); l.SizeBytes() != want {
+	if want := count * int64(batches.batchBytes()); l.SizeBytes() != want {
 		return run{}, nil, errors.Join(fmt.Errorf("log %s holds %d bytes after appending %d", l.Dir(), l.SizeBytes(), want), l.Close())
 	}
 	return run{bytes: l.SizeBytes(), elapsed: elapsed, cpu: cpu}, l, nil
+}
+
+// batchRing is copies of one batch for a run's appends. diskio's write
+// worker holds an appended slice until it has written it, and the log
+// stamps each batch's base offset in place, so the same slice cannot be
+// appended twice in a row. The copies are made before any timing, as the raw
+// loop's buffer is, and there are enough of them that a copy comes round
+// again only once written: the worker holds at most WriteQueueBytesMax of
+// queued appends (an Append waits for room), plus the one it is writing.
+type batchRing struct {
+	copies [][]byte
+	at     int
+}
+
+// newBatchRing makes the copies of batchBytes for b's disk.
+func (b *logBench) newBatchRing(batchBytes []byte) *batchRing {
+	queueBytesMax := b.writeQueueBytesMax
+	if queueBytesMax == 0 {
+		queueBytesMax = diskio.WriteQueueBytesMaxDefault
+	}
+	count := int(queueBytesMax/int64(len(batchBytes))) + 3
+	r := &batchRing{copies: make([][]byte, count)}
+	for i := range r.copies {
+		r.copies[i] = slices.Clone(batchBytes)
+	}
+	return r
+}
+
+// next is the copy to append next.
+func (r *batchRing) next() []byte {
+	b := r.copies[r.at]
+	r.at = (r.at + 1) % len(r.copies)
+	return b
+}
+
+func (r *batchRing) batchBytes() int { return len(r.copies[0]) }
+
+// waitWritten waits until diskio's write worker has written every batch of
+// l into its file: an Append only queues the bytes, so an append run that
+// stopped its clock at the last Append would time the queue, not the disk
+// (the raw loop's pwrites have all returned when its clock stops). A run
+// fills one segment, whose last batch's region ends at its size.
+func waitWritten(l *log.Log) error {
+	end := l.LogEndOffset()
+	if end == l.LogStartOffset() {
+		return nil
+	}
+	last, err := l.Read(end-1, 1, end, true)
+	if err != nil {
+		return err
+	}
+	for _, region := range last.Regions {
+		writer, ok := region.File.(interface{ WaitWritten(end int64) error })
+		if !ok {
+			return fmt.Errorf("log %s: file %s has no WaitWritten", l.Dir(), region.File.Path())
+		}
+		if err := writer.WaitWritten(region.Position + region.Bytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // flush makes the log durable up to upTo and waits for the completion.
@@ -447,6 +513,7 @@ type memoryResults struct {
 func (b *logBench) measureMemory(memBytes int64) (*memoryResults, error) {
 	nowMs := time.Now().UnixMilli()
 	batchBytes, _ := buildBatch(batchBytesTargets[0], nowMs)
+	batches := b.newBatchRing(batchBytes)
 	l, err := b.openLog(nowMs)
 	if err != nil {
 		return nil, err
@@ -474,7 +541,7 @@ func (b *logBench) measureMemory(memBytes int64) (*memoryResults, error) {
 	err = sample("log opened, empty")
 	start, cpuStart := time.Now(), processCPU()
 	for i := int64(0); i < full && err == nil; i++ {
-		if _, err = l.AppendAsLeader(batchBytes, leaderEpoch, nowMs); err != nil {
+		if _, err = l.AppendAsLeader(batches.next(), leaderEpoch, nowMs); err != nil {
 			break
 		}
 		b.loop.runPending()
@@ -519,7 +586,8 @@ func printThroughput(results []*shapeResults) bool {
 		row("read "+size+" batches, 1 MiB reads", r.logRead, r.rawRead, goal{readRatioMin})
 	}
 	w.Flush()
-	fmt.Println("  append: AppendAsLeader with batch.Verify (CRC-32C) on, default config, no roll within a run;")
+	fmt.Println("  append: AppendAsLeader with batch.Verify (CRC-32C) on, default config, no roll within a run,")
+	fmt.Println("          timed until the write worker has written the last batch;")
 	fmt.Println("          raw: diskio.RawSequentialWrite, pwrite of the batch's size, no fsync")
 	fmt.Println("  1 fsync at end: the same plus one Flush of the whole log (3 files + dirs), timed to its completion;")
 	fmt.Println("          raw: the same pwrite loop plus one fdatasync at the end (informational, no goal)")

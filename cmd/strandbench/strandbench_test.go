@@ -84,8 +84,9 @@ func TestLogRunsRoundTrip(t *testing.T) {
 	defer disk.Close()
 	b := &logBench{env: &benchEnv{root: root, reps: 1}, loop: loop, disk: disk}
 	batchBytes, _ := buildBatch(16<<10, 1_700_000_000_000)
+	batches := b.newBatchRing(batchBytes)
 	for _, fsync := range []bool{false, true} {
-		appended, l, err := b.appendRun(batchBytes, 200, fsync)
+		appended, l, err := b.appendRun(batches, 200, fsync)
 		if err != nil {
 			t.Fatalf("fsync=%v: %v", fsync, err)
 		}
