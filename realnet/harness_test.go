@@ -185,6 +185,17 @@ func (c *testCluster) bootstrap() []string {
 	return addrs
 }
 
+// brokerAddrs is each node's client address by node id.
+func (c *testCluster) brokerAddrs() map[int32]string {
+	addrs := map[int32]string{}
+	for i, n := range c.nodes {
+		if n != nil {
+			addrs[int32(i+1)] = n.Addr("PLAINTEXT").String()
+		}
+	}
+	return addrs
+}
+
 // client returns a kgo client for the cluster, closed at cleanup.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()

@@ -251,6 +251,9 @@ func (c *procCluster) startNode(n *procNode) {
 	fmt.Fprintf(logFile, "==== test: start node %d at %s\n", id, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, "serve", "--config", n.configPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A test binary killed by its timeout runs no cleanup: the kernel
+	// kills the node with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		c.t.Fatalf("start node %d: %v", id, err)
@@ -330,6 +333,15 @@ func (c *procCluster) bootstrap() []string {
 	var addrs []string
 	for _, n := range c.nodes {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.clientPort))
+	}
+	return addrs
+}
+
+// brokerAddrs is each broker's client address by node id.
+func (c *procCluster) brokerAddrs() map[int32]string {
+	addrs := map[int32]string{}
+	for _, n := range c.nodes {
+		addrs[int32(n.id)] = fmt.Sprintf("127.0.0.1:%d", n.clientPort)
 	}
 	return addrs
 }
