@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,6 +10,7 @@ import (
 
 	"strand/core/env"
 	"strand/core/log"
+	"strand/core/replica"
 	"strand/core/wire"
 	"strand/sim/memdisk"
 )
@@ -144,5 +146,84 @@ func TestFetchEncoderCoversAdvertisedVersions(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("Fetch not advertised")
+	}
+}
+
+// holdingNet keeps the frames the node answers with instead of sending
+// them, as a slow socket would.
+type holdingNet struct {
+	env.Network
+	frames []env.Frame
+}
+
+func (h *holdingNet) ReplyFrame(_ env.ConnID, _ int32, f env.Frame) { h.frames = append(h.frames, f) }
+
+// TestFetchRegionsPinnedUntilSent: a Fetch answer not yet sent keeps its
+// record bytes while the topic is deleted and recreated, new batches
+// written under the same file names; the release closes the old file.
+func TestFetchRegionsPinnedUntilSent(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	c.produce(1, "t", 0, 1, recordBatch("a", "b"))
+	c.produce(1, "t", 0, 1, recordBatch("c"))
+	node := c.nodes[1].node
+	hold := &holdingNet{Network: node.net}
+	node.net = hold
+	// A connection of its own: the held answer blocks every later one on it.
+	slow, err := c.client.Dial(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.Send(fetchReq("t", 0, 0, 0), func(kmsg.Response, error) {})
+	c.run(100)
+	node.net = hold.Network
+	if len(hold.frames) != 1 {
+		t.Fatalf("%d frames held, want the Fetch answer", len(hold.frames))
+	}
+	frame := hold.frames[0]
+	if frame.Release == nil || frame.RegionBytes() == 0 {
+		t.Fatalf("the Fetch answer has %d region bytes and release %v", frame.RegionBytes(), frame.Release != nil)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	name := "t"
+	dt.Topic = &name
+	del.Topics = append(del.Topics, dt)
+	if resp := c.request(1, del).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
+	}
+	c.waitFor("replica retired", 5000, func() bool { return node.partitions[partitionKey{"t", 0}] == nil })
+	c.createTopic(1, "t", 1, 1)
+	c.waitFor("recreated topic led", 5000, func() bool {
+		p := node.partitions[partitionKey{"t", 0}]
+		return p != nil && p.replica.Role() == replica.RoleLeader
+	})
+	if r := c.produce(1, "t", 0, 1, recordBatch("x", "y", "z")); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("produce after recreating: error %d, offset %d", r.ErrorCode, r.BaseOffset)
+	}
+	encoded, err := frame.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := fetchReq("t", 0, 0, 0)
+	_, resp, err := wire.ParseResponse(encoded[4:], req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := joined(values(t, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches)); got != "a,b,c" {
+		t.Fatalf("the held answer reads %q after the truncation, want a,b,c", got)
+	}
+	frame.Release()
+	for _, piece := range frame.Pieces {
+		if f := piece.Region.File; f != nil {
+			if _, err := f.ReadAt(make([]byte, 1), piece.Region.Position); !errors.Is(err, env.ErrClosed) {
+				t.Fatalf("the replaced segment file after release: %v, want closed", err)
+			}
+		}
+	}
+	if got := joined(values(t, c.fetch(1, "t", 0, 0).RecordBatches)); got != "x,y,z" {
+		t.Fatalf("the log reads %q, want x,y,z", got)
 	}
 }
