@@ -22,13 +22,13 @@ import (
 // loop once the frame is written or the connection failed.
 //
 // A region smaller than sendfileBytesMin is read with pread(2)
-// (ReadRegionAt) into the write buffer instead and leaves with the neighbouring
-// byte pieces in one writev: below that size sendfile saves nothing
-// (BenchmarkRegionSend). So are the regions on connections that are not
-// TCP. The writer never calls env.File methods, which belong to the event
-// loop: only the descriptor, which stays open while the region is pinned.
-// A region of a file without a descriptor (the fault-injecting disk) is
-// read into the frame on the loop, in ReplyFrame (materialiseOnLoop).
+// (ReadRegionAt) into the write buffer instead and leaves with the
+// neighbouring byte pieces in one writev: below that size sendfile saves
+// nothing measurable (BenchmarkRegionSend). So are the regions on
+// connections that are not TCP. Off the loop the writer calls only the
+// regionFile methods, which diskio makes safe on any goroutine; a region of
+// a file without them (the fault-injecting disk) is read into the frame on
+// the loop, in ReplyFrame (materialiseOnLoop).
 
 // sendfileBytesMin is the smallest region sent with sendfile; see
 // BenchmarkRegionSend for the measurements behind it.
