@@ -105,9 +105,12 @@ func TestKcatMetadataProduceConsumeEachCodec(t *testing.T) {
 }
 
 // checkKgoConsumed reads the "key:value" lines back with kgo, checks they
-// are the lines produced, each partition holding its lines in produce order
-// (a line's produce order is its index in want), and returns them by
-// position.
+// are the lines produced, each once, each partition holding its lines in
+// produce order (a line's produce order is its index in want), and returns
+// them by position. Without faults librdkafka never retries, so a line out
+// of order or read twice means a produce request failed or timed out: the
+// test reports how many before failing, to tell a slow machine from a
+// broker that answered an error for a batch it kept.
 func checkKgoConsumed(t *testing.T, c interopCluster, topic string, want []string) map[position]string {
 	t.Helper()
 	cl := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -119,10 +122,13 @@ func checkKgoConsumed(t *testing.T, c interopCluster, topic string, want []strin
 	}
 	byPosition := make(map[position]string, len(want))
 	lastIndex := map[int32]int{}
-	for len(byPosition) < len(want) {
+	read := map[string]bool{}
+	outOfOrder, twice := 0, 0
+	var firstProblem string
+	for len(read) < len(want) {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("kgo read %d of %d records kcat produced", len(byPosition), len(want))
+			t.Fatalf("kgo read %d of %d lines kcat produced", len(read), len(want))
 		}
 		for _, fe := range fetches.Errors() {
 			t.Fatalf("kgo consume %s: %v", topic, fe.Err)
@@ -133,13 +139,26 @@ func checkKgoConsumed(t *testing.T, c interopCluster, topic string, want []strin
 			if !ok {
 				t.Fatalf("partition %d offset %d: kgo read %q, which kcat did not produce", r.Partition, r.Offset, line)
 			}
-			delete(index, line)
-			if last, ok := lastIndex[r.Partition]; ok && i < last {
-				t.Fatalf("partition %d offset %d: line %d after line %d: produce order not kept", r.Partition, r.Offset, i, last)
+			if read[line] {
+				twice++
+				if firstProblem == "" {
+					firstProblem = fmt.Sprintf("partition %d offset %d: line %d read again", r.Partition, r.Offset, i)
+				}
 			}
-			lastIndex[r.Partition] = i
+			read[line] = true
+			if last, ok := lastIndex[r.Partition]; ok && i < last {
+				outOfOrder++
+				if firstProblem == "" {
+					firstProblem = fmt.Sprintf("partition %d offset %d: line %d after line %d", r.Partition, r.Offset, i, last)
+				}
+			}
+			lastIndex[r.Partition] = max(lastIndex[r.Partition], i)
 			byPosition[position{r.Partition, r.Offset}] = line
 		})
+	}
+	if outOfOrder > 0 || twice > 0 {
+		t.Fatalf("%d lines out of produce order, %d read twice (first: %s): librdkafka retried a produce request "+
+			"(idempotence off), which a run without faults must not need", outOfOrder, twice, firstProblem)
 	}
 	return byPosition
 }
