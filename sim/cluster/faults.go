@@ -423,6 +423,27 @@ func (f *faults) heal() {
 	c.S.Trace(sched.Record{Kind: "fault.heal", Node: -1})
 }
 
+// countUncleanRestart counts n's unclean restart at heal time against the
+// budget like a crash (mayCrash), except that it cannot be refused: past
+// the budget the run is over budget, whatever its mode.
+func (f *faults) countUncleanRestart(n *Node) {
+	c := f.c
+	f.refreshRecovered()
+	if !n.lostData {
+		n.lostData, n.mustReach = true, f.ackedEnds()
+	}
+	unrecovered := 0
+	for _, other := range c.Brokers() {
+		if other.lostData {
+			unrecovered++
+		}
+	}
+	if unrecovered > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
+		f.budgetExceeded = true
+		c.S.Trace(sched.Record{Kind: "fault.budget_exceeded", Node: n.ID, A: int64(unrecovered)})
+	}
+}
+
 // cleanRestartWaitNs bounds a controlled shutdown at heal time; past it the
 // broker is restarted the hard way.
 const cleanRestartWaitNs = 10e9
@@ -430,7 +451,11 @@ const cleanRestartWaitNs = 10e9
 // cleanRestart restarts n the way an operator would after a disk fault: a
 // controlled shutdown (leadership moves away, logs flushed, clean-shutdown
 // marker written), then a process restart that keeps the page cache. If
-// the shutdown does not finish in time, the restart is unclean.
+// the shutdown does not finish in time (disk faults can stop a majority of
+// the controller voters' metadata logs, and then no controller moves
+// anything), the restart is unclean: the broker leaves the ISR and ELR as
+// after a crash, so it counts against the budget as a crash does, and if
+// that exceeds it, the run is over budget.
 func (f *faults) cleanRestart(n *Node) {
 	c := f.c
 	incarnation := n.Proc.Incarnation()
@@ -445,6 +470,9 @@ func (f *faults) cleanRestart(n *Node) {
 			cleanFlag = 1
 		}
 		c.S.Trace(sched.Record{Kind: "fault.heal_restart", Node: n.ID, A: cleanFlag})
+		if !clean {
+			f.countUncleanRestart(n)
+		}
 		n.nextCrash = memdisk.CrashKeepAll
 		n.Proc.Crash()
 		c.restart(n)
