@@ -56,9 +56,12 @@
 // acknowledged before their crash back in their log); over budget, every
 // crash goes ahead, and if the budget was in fact exceeded, lost
 // acknowledged records are reported as "loss over budget" instead of
-// violations. The sync-every-batch shape
-// lets every crash lose data and still demands that nothing acknowledged
-// is lost.
+// violations. A broker counts as recovered only once every running
+// broker's metadata has its new incarnation registered. An unclean restart
+// at heal time (a controlled shutdown that could not finish) counts like a
+// crash and cannot be refused: past the budget, the run is over budget.
+// The sync-every-batch shape lets every crash lose data and still demands
+// that nothing acknowledged is lost.
 //
 // # The liveness phase
 //
