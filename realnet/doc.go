@@ -18,7 +18,8 @@
 //     []byte fields alias it, wire.ParseRequest against the broker's
 //     advertised table, then the core's pure PrecheckRequest, which takes
 //     a Produce's decompression and record checks off the loop) and a
-//     writer that sends responses in request order.
+//     writer that sends responses in request order; a Fetch's record
+//     batches go from the segment files with sendfile (framewriter.go).
 //   - Per peer and plane (controller or inter-broker), one outbound
 //     connection with a writer that dials, reconnects with backoff and
 //     pipelines, and a reader that matches responses by correlation id.
