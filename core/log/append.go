@@ -139,13 +139,9 @@ func (l *Log) appendBatch(b []byte, h batch.Header, nowMs int64) error {
 // would push the segment past segment.bytes, if segment.ms has passed since
 // the segment's first batch (by record timestamps, or by the clock when
 // batches carry none), if an index is full, or if the batch's offsets do not
-// fit the indexes' 32-bit relative offsets. An empty segment never rolls. A
-// segment cut while pinned always does: its file still holds the cut tail.
+// fit the indexes' 32-bit relative offsets. An empty segment never rolls.
 func (l *Log) shouldRoll(h batch.Header, nowMs int64) bool {
 	s := l.active()
-	if s.cutPending {
-		return true // its file still holds the cut tail (pin.go)
-	}
 	if s.bytes == 0 {
 		return false
 	}

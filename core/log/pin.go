@@ -14,11 +14,13 @@ import "fmt"
 //     at once; the .log file is closed when the last pin goes. An unlinked
 //     file stays readable through an open handle on both disks.
 //   - A truncation inside a pinned segment cuts its logical size and
-//     indexes at once but leaves the file's tail (cutPending); the segment
-//     takes no more appends (the next append rolls), and the file is cut
-//     when the last pin goes. A crash before that leaves a stale tail past
-//     the next segment's base offset, which recovery cuts (recoverSegment's
-//     endOffset), exactly as it cuts an unsynced truncation.
+//     indexes at once but leaves the file's tail (cutPending), and rolls: the
+//     segment takes no more appends, and the file is cut when the last pin
+//     goes. A crash or a reopen before that finds a stale tail past the next
+//     segment's base offset, which recovery cuts (recoverSegment's
+//     endOffset), exactly as it cuts an unsynced truncation. (A reopen
+//     while the old incarnation's regions are still pinned thus cuts under
+//     them: that send fails and its connection closes.)
 //   - A truncation that would empty a pinned segment deletes it instead and
 //     starts a new one, a new file under the same name.
 

@@ -43,19 +43,19 @@ func TestPinnedRegionSurvivesTruncation(t *testing.T) {
 		t.Fatalf("read: %v, %d regions", err, len(res.Regions))
 	}
 	release := l.Pin(res.Regions)
+	segments := l.SegmentCount()
 	if err := l.TruncateTo(4); err != nil {
 		t.Fatal(err)
 	}
-	if l.LogEndOffset() != 4 {
-		t.Fatalf("LEO %d after truncating to 4", l.LogEndOffset())
+	if l.LogEndOffset() != 4 || l.SegmentCount() != segments+1 {
+		t.Fatalf("after truncating a pinned segment to 4: LEO %d, %d segments (was %d), want a roll", l.LogEndOffset(), l.SegmentCount(), segments)
 	}
 	if got := regionBytes(t, res.Regions[0]); !bytes.Equal(got, concat(batches)) {
 		t.Fatal("the pinned region changed under the truncation")
 	}
-	segments := l.SegmentCount()
 	next := appendLeader(t, l, 3, 200, 1)
 	if l.SegmentCount() != segments+1 || next.baseOffset != 4 {
-		t.Fatalf("append after a pinned cut: %d segments (was %d), base offset %d", l.SegmentCount(), segments, next.baseOffset)
+		t.Fatalf("append after a pinned cut: %d segments, base offset %d", l.SegmentCount(), next.baseOffset)
 	}
 	if got := regionBytes(t, res.Regions[0]); !bytes.Equal(got, concat(batches)) {
 		t.Fatal("the pinned region changed under an append")
@@ -176,5 +176,37 @@ func TestPinnedSegmentDeletionWaits(t *testing.T) {
 	}
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A clean reopen while a cut segment is still pinned does not bring the cut
+// batches back: the segment rolled at the cut, and recovery stops the old
+// file at the new segment's base offset.
+func TestReopenDuringPinnedCutKeepsTheCut(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{})
+	var batches []appended
+	for i := 0; i < 4; i++ {
+		batches = append(batches, appendLeader(t, l, 2, 100, 0))
+	}
+	res, err := l.Read(0, 1<<20, l.LogEndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := l.Pin(res.Regions)
+	if err := l.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	rp := l.RecoveryPoint()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := regionBytes(t, res.Regions[0]); !bytes.Equal(got, concat(batches)) {
+		t.Fatal("the pinned region changed when its log closed")
+	}
+	release()
+	reopened := openLog(t, disk, testConfig(), OpenOptions{RecoveryPoint: rp})
+	if got := bytes.Join(readAll(t, reopened), nil); !bytes.Equal(got, concat(batches[:2])) || reopened.LogEndOffset() != 4 {
+		t.Fatalf("reopened log holds %d bytes up to %d, want the 2 kept batches up to 4", len(got), reopened.LogEndOffset())
 	}
 }

@@ -63,6 +63,8 @@ func TestLogStateMachine(t *testing.T) {
 			"appendFollower": sm.appendFollower,
 			"appendRejected": sm.appendRejected,
 			"read":           sm.read,
+			"pinRead":        sm.pinRead,
+			"releasePin":     sm.releasePin,
 			"readByTime":     sm.readByTime,
 			"truncateTo":     sm.truncateTo,
 			"truncateFully":  sm.truncateFully,
@@ -123,6 +125,16 @@ type logMachine struct {
 	m       logModel
 	nowMs   int64
 	pending []func()
+	// pins are reads whose regions are pinned, as unsent Fetch answers,
+	// with the bytes the regions held when pinned.
+	pins []pinnedRead
+}
+
+// pinnedRead is a pinned Read of the current log incarnation.
+type pinnedRead struct {
+	regions []Region
+	bytes   []byte
+	release func()
 }
 
 func newLogMachine(t *rapid.T) *logMachine {
@@ -149,14 +161,15 @@ func newLogMachine(t *rapid.T) *logMachine {
 type machineStats struct {
 	checks, steps, crashes, crashesWithSynced, damaged, ghostsKept, tailKept, tailLost int
 	failures, multiSegmentSteps, retentionDeletes, truncations                         int
+	pinsReleased, pinnedCuts                                                           int
 }
 
 func (s machineStats) String() string {
 	return fmt.Sprintf("%d checks, %d steps (%d with several segments); %d crashes (%d with synced batches, %d with damage): "+
 		"unsynced batches kept %d, lost %d, truncated batches resurrected %d; %d injected storage failures; "+
-		"%d segments deleted by retention; %d truncations",
+		"%d segments deleted by retention; %d truncations (%d of them inside a pinned segment); %d pinned reads released intact",
 		s.checks, s.steps, s.multiSegmentSteps, s.crashes, s.crashesWithSynced, s.damaged, s.tailKept, s.tailLost,
-		s.ghostsKept, s.failures, s.retentionDeletes, s.truncations)
+		s.ghostsKept, s.failures, s.retentionDeletes, s.truncations, s.pinnedCuts, s.pinsReleased)
 }
 
 // ---- Disk completions ----
@@ -326,6 +339,48 @@ func (sm *logMachine) read(t *rapid.T) {
 	sm.checkRead(t, fetch, maxBytes, maxOffset, minOne)
 }
 
+// pinRead reads and pins the regions, as the broker does for a Fetch
+// answer the network has not sent yet: truncations, retention and
+// deletions must leave their bytes alone until released.
+func (sm *logMachine) pinRead(t *rapid.T) {
+	if sm.m.failed {
+		return
+	}
+	fetch := rapid.Int64Range(sm.m.lso, max(sm.m.lso, sm.m.leo-1)).Draw(t, "pinOffset")
+	result, err := sm.log.Read(fetch, rapid.Int32Range(0, 3000).Draw(t, "pinMaxBytes"), sm.m.leo, true)
+	if err != nil || len(result.Regions) == 0 {
+		return
+	}
+	data, err := CopyRegions(result.Regions)
+	if err != nil {
+		t.Fatalf("CopyRegions: %v", err)
+	}
+	sm.pins = append(sm.pins, pinnedRead{regions: result.Regions, bytes: data, release: sm.log.Pin(result.Regions)})
+}
+
+// releasePin releases a pinned read after checking that its regions still
+// hold what they held when pinned.
+func (sm *logMachine) releasePin(t *rapid.T) {
+	if len(sm.pins) == 0 {
+		return
+	}
+	i := rapid.IntRange(0, len(sm.pins)-1).Draw(t, "pin")
+	sm.releasePinned(t, sm.pins[i])
+	sm.pins = append(sm.pins[:i], sm.pins[i+1:]...)
+}
+
+func (sm *logMachine) releasePinned(t *rapid.T, p pinnedRead) {
+	data, err := CopyRegions(p.regions)
+	if err != nil && !sm.m.failed {
+		t.Fatalf("a pinned region can no longer be read: %v", err)
+	}
+	if err == nil && !bytes.Equal(data, p.bytes) {
+		t.Fatalf("a pinned region's bytes changed before its release")
+	}
+	p.release()
+	sm.stats.pinsReleased++
+}
+
 // checkRead compares one Read with the model: the same batches, byte for
 // byte, every one passing batch.Verify.
 func (sm *logMachine) checkRead(t *rapid.T, fetch int64, maxBytes int32, maxOffset int64, minOne bool) {
@@ -388,6 +443,12 @@ func (sm *logMachine) truncateTo(t *rapid.T) {
 	}
 	if offset < sm.m.leo {
 		sm.stats.truncations++
+	}
+	for _, s := range sm.log.segments {
+		if s.cutPending {
+			sm.stats.pinnedCuts++
+			break
+		}
 	}
 	sm.m.truncateTo(offset)
 }
@@ -609,6 +670,7 @@ func (sm *logMachine) crash(t *rapid.T) {
 	}
 	trace := sm.disk.Crash(rand.New(rand.NewPCG(seed, 0x5eed)), mode)
 	sm.pending = nil
+	sm.pins = nil // the process died with its unsent answers
 	damage := sm.damageUnsynced(t, max(crashRP, reopenRP), reopenRP)
 	sm.stats.crashes++
 	if damage != "" {
@@ -647,6 +709,12 @@ func (sm *logMachine) reopen(t *rapid.T) {
 	if err := sm.log.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	// Answers of the old incarnation still in flight are sent after it
+	// closed, and before the new one opens: the pinned files are intact.
+	for _, p := range sm.pins {
+		sm.releasePinned(t, p)
+	}
+	sm.pins = nil
 	l, err := Open(sm.disk, testDir, sm.cfg, OpenOptions{RecoveryPoint: rp, LogStartOffset: sm.m.lso, NowMs: sm.nowMs})
 	if err != nil {
 		t.Fatalf("Open after a clean close: %v", err)
@@ -902,6 +970,9 @@ func (sm *logMachine) segmentFileBatches(t *rapid.T, trace string) []modelBatch 
 		}
 		for _, b := range splitBatches(t, data) {
 			mb := newModelBatch(b)
+			if s := sm.log.segments[sm.segmentIndex(base)]; s.cutPending && mb.base >= s.nextOffset {
+				break // a pinned cut's tail, cut at release (pin.go)
+			}
 			if mb.base != next {
 				t.Fatalf("%s: batch at offset %d, want %d (%s)", path, mb.base, next, trace)
 			}
@@ -913,6 +984,16 @@ func (sm *logMachine) segmentFileBatches(t *rapid.T, trace string) []modelBatch 
 		t.Fatalf("segment files end at offset %d, LEO %d (%s)", next, sm.log.LogEndOffset(), trace)
 	}
 	return out
+}
+
+// segmentIndex is the index of the segment whose base is base.
+func (sm *logMachine) segmentIndex(base int64) int {
+	for i, s := range sm.log.segments {
+		if s.baseOffset == base {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("no segment at %d", base))
 }
 
 // ---- The invariant check, after every step ----

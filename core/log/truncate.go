@@ -51,6 +51,12 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	l.afterTruncation()
+	if s := l.active(); s.cutPending {
+		// The file still holds the cut tail: later batches go to a new
+		// segment at once, whose base offset also tells a reopen where the
+		// stale tail starts (recoverSegment's endOffset).
+		return l.roll(s.createdMs)
+	}
 	return nil
 }
 
