@@ -282,6 +282,13 @@ func (r *run) pollConvergence(deadlineNs int64) {
 
 // converged compares the leaders' answers with every broker's metadata and
 // every replica's log; it returns the final state, or why not yet.
+//
+// Every replica must be in the ISR: only then has the leader checked the
+// replica's log against its own epochs in its epoch (a fetch passing the
+// DivergingEpoch check, SPEC.md §4.1). A log ending at the HW proves
+// nothing by itself: a former leader restarted after the election may
+// still hold an uncommitted tail of its old epoch that happens to end
+// there, and is truncated only by its first fetch (sim-findings F9).
 func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
 	final := map[models.TopicPartition]models.PartitionFinal{}
 	if r.c.ActiveController() == nil {
@@ -302,6 +309,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 				return nil, fmt.Sprintf("%s: broker %d's metadata disagrees with leader %d epoch %d", tp, n.ID, v.Leader, v.LeaderEpoch)
 			}
 			replicas = st.Replicas
+			if len(st.ISR) != len(st.Replicas) {
+				return nil, fmt.Sprintf("%s: broker %d's metadata has ISR %v of replicas %v", tp, n.ID, st.ISR, st.Replicas)
+			}
 		}
 		pf := models.PartitionFinal{Leader: v.Leader, HighWatermark: v.HighWatermark}
 		for _, id := range replicas {
