@@ -97,6 +97,25 @@ func startGroupMember(t *testing.T, c *procCluster, group, topic string, id int,
 	}
 	if mode == commitEachPoll {
 		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	} else {
+		// Autocommit as kgo does it, with its failures recorded (kgo's
+		// default callback only logs them).
+		opts = append(opts, kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				for _, rt := range resp.Topics {
+					for _, rp := range rt.Partitions {
+						if err == nil {
+							err = kerr.ErrorForCode(rp.ErrorCode)
+						}
+					}
+				}
+			}
+			if err != nil {
+				ledger.mu.Lock()
+				ledger.commitErrors = append(ledger.commitErrors, fmt.Errorf("member %d autocommit: %w", id, err))
+				ledger.mu.Unlock()
+			}
+		}))
 	}
 	if instance != "" {
 		opts = append(opts, kgo.InstanceID(instance))
