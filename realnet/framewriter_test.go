@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"strand/core/config"
 	"strand/core/env"
 )
 
@@ -206,3 +208,51 @@ func TestMaterialiseOnLoopOnlyPlainFiles(t *testing.T) {
 		t.Fatal("a descriptor-backed region was materialised, or the caller's frame changed")
 	}
 }
+
+// A frame the writer never sends is still released, on the loop: answered
+// on a connection already closed, or queued when its connection ends.
+func TestUnsentFramesAreReleased(t *testing.T) {
+	cfg, _, err := config.FromProperties(map[string]string{
+		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n.handler = closedHandler{}
+	released := make(chan int, 3)
+	frameNo := func(i int) env.Frame {
+		return env.Frame{Pieces: []env.FramePiece{{Bytes: []byte("x")}}, Release: func() { released <- i }}
+	}
+	// Unknown connection: released at once.
+	loop.Call(func() { n.ReplyFrame(99, 1, frameNo(1)) })
+	// Answered after its connection closed.
+	server, _ := tcpPair(t)
+	sc := newServerConn(n, 7, "test", server)
+	n.conns[7] = sc
+	sc.push(slot{correlationID: 5}, 0)
+	sc.push(slot{correlationID: 6}, 0)
+	loop.Call(func() { n.ReplyFrame(7, 6, frameNo(2)) }) // queued behind 5: not written
+	sc.shutdown()
+	loop.Call(func() { n.ReplyFrame(7, 5, frameNo(3)) }) // closed: released at once
+	sc.finish()                                          // the reader ends: frame 2 is released
+	got := map[int]bool{}
+	for range 3 {
+		select {
+		case i := <-released:
+			got[i] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("released %v, want frames 1, 2 and 3", got)
+		}
+	}
+}
+
+// closedHandler ignores the close a finished connection reports.
+type closedHandler struct{ env.Handler }
+
+func (closedHandler) HandleClosed(env.ConnID) {}
