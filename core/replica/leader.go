@@ -74,11 +74,21 @@ func (d FetchDecision) ShouldRead() bool {
 // HW cannot advance until each ISR member has fetched in this epoch and
 // passed the divergence check. (Kafka keeps a re-elected leader's follower
 // LEOs; forgetting them costs one fetch round and makes no exception.)
-func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) {
+//
+// It returns the offset the broker must truncate the log to first, or
+// NoOffset: see corruptEpochStart.
+func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) int64 {
+	truncateTo := p.corruptEpochStart(s.LeaderEpoch)
+	if truncateTo != NoOffset {
+		p.hw = min(p.hw, truncateTo)
+	}
 	if newEpoch || p.role != RoleLeader {
 		p.leader = leaderState{
 			epochStartOffset: p.log.LogEndOffset(),
 			followers:        newFollowerProgress(s, p.cfg.ReplicaID, nowMs),
+		}
+		if truncateTo != NoOffset {
+			p.leader.epochStartOffset = truncateTo
 		}
 	} else {
 		p.leader.followers = reconcileFollowers(p.leader.followers, s, p.cfg.ReplicaID, nowMs)
@@ -91,8 +101,35 @@ func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) {
 	p.state = s
 	p.role = RoleLeader
 	p.follower = followerState{}
-	p.maybeAdvanceHighWatermark(nowMs)
+	if truncateTo == NoOffset {
+		// After a truncation the HW waits for the next fetch or append:
+		// computed now, it would count the records about to go.
+		p.maybeAdvanceHighWatermark(nowMs)
+	}
 	p.failAcksIfUnderMinISR()
+	return truncateTo
+}
+
+// corruptEpochStart returns where the log's first batch from an epoch above
+// leaderEpoch starts, or NoOffset when the log holds none. No leader has
+// held such an epoch (the controller raises the epoch at every election,
+// and this replica would refuse a state older than one it followed), so
+// the batch's PartitionLeaderEpoch was corrupted on this replica's disk:
+// the field lies outside the batch CRC, and recovery keeps such a batch when
+// it is the log's last. The log refuses leader appends in an epoch below
+// its latest, and followers copying the batch would fetch with a last
+// fetched epoch above the leader's, get OFFSET_OUT_OF_RANGE and drop it
+// again (follower.go onOutOfRange), forever, never reaching this epoch's
+// start offset to join the ISR (simulator seed 203, elections shape). So
+// the new leader drops those batches, as a follower does. Kafka's makeLeader
+// would only drop the entry from the epoch cache, keep the batch, and loop
+// the same way: it trusts that field.
+func (p *Partition) corruptEpochStart(leaderEpoch int32) int64 {
+	if latest := p.log.LatestEpoch(); latest == NoEpoch || latest <= leaderEpoch {
+		return NoOffset
+	}
+	_, futureEpochStart := p.log.EndOffsetForEpoch(leaderEpoch)
+	return min(futureEpochStart, p.log.LogEndOffset())
 }
 
 // OnFollowerFetch decides the leader's answer to a follower's fetch and, when

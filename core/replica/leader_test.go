@@ -1,6 +1,11 @@
 package replica
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 // leaderAtEpoch5 leads epoch 5 over replicas 1, 2, 3 with a log holding
 // epoch 3 at offsets 1..2 and epoch 5 at 3..4 (log start 1, LEO 5).
@@ -97,5 +102,65 @@ func TestConsumersNeverSeePastHighWatermark(t *testing.T) {
 		if d.ReadToOffset > l.p.HighWatermark() && d.ShouldRead() {
 			t.Errorf("consumer fetch at %d reads to %d, past HW %d", c.offset, d.ReadToOffset, l.p.HighWatermark())
 		}
+	}
+}
+
+// TestLeaderDropsBatchesFromEpochAboveItsOwn is simulator seed 203
+// (elections shape, over budget): a bit flip in the PartitionLeaderEpoch of
+// the last batch (outside the batch CRC, so recovery kept it) turned epoch 1
+// into 1+2^17 on the replica later elected leader in epoch 3 with ISR [self]
+// and min.insync.replicas 2. Followers copied the batch, fetched with that
+// last fetched epoch, got OFFSET_OUT_OF_RANGE, dropped it and fetched it
+// again, forever (about 650 fetches a second), never reached the epoch start
+// offset, so the ISR never grew and no acks=all write was accepted again.
+// The leader must drop the batch from the impossible epoch when it takes
+// over; then both followers converge and join the ISR.
+func TestLeaderDropsBatchesFromEpochAboveItsOwn(t *testing.T) {
+	const flipped = 1 + 1<<17
+	cfg := testConfig(0) // min.insync.replicas 2
+	leader := newNode(1, &fakeLog{}, 0, cfg)
+	leader.log.append(0, "m1", "m2")
+	leader.log.append(1, "m3")
+	leader.log.append(flipped, "m4")
+	behind := newNode(2, &fakeLog{}, 0, cfg)
+	behind.log.append(0, "m1", "m2")
+	behind.log.append(1, "m3")
+	copied := newNode(3, &fakeLog{}, 0, cfg) // holds a copy of the bad batch
+	copied.log.entries = slices.Clone(leader.log.entries)
+
+	s := state(1, 3, 5, []int32{1, 2, 3}, []int32{1})
+	if tr := leader.apply(s, 0); tr.TruncateToOffset != 3 {
+		t.Errorf("new leader's transition truncates to %d, want 3 (drop the batch from epoch %d)", tr.TruncateToOffset, flipped)
+	}
+	if hw := leader.p.HighWatermark(); hw > 3 {
+		t.Errorf("leader HW %d after truncating to 3", hw)
+	}
+	behind.apply(s, 0)
+	copied.apply(s, 0)
+	if err := leader.produce(1, 1, 1, 1000, "m5"); err != nil {
+		t.Fatalf("acks=1 produce on the new leader: %v", err)
+	}
+
+	for now := int64(2); now < 40; now++ {
+		fetchOnce(behind, leader, now)
+		fetchOnce(copied, leader, now)
+		if req, ok := leader.p.PendingAlterPartition(); ok {
+			resp := AlterPartitionResponse{ProposalID: req.ProposalID, LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch + 1, ISR: req.NewISR}
+			if err := leader.p.OnAlterPartitionResponse(resp, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []entry{{0, "m1"}, {0, "m2"}, {1, "m3"}, {3, "m5"}}
+	for _, n := range []*node{leader, behind, copied} {
+		if diff := cmp.Diff(want, n.log.entries, cmp.AllowUnexported(entry{})); diff != "" {
+			t.Errorf("replica %d's log (-want +got):\n%s", n.id, diff)
+		}
+	}
+	if isr := leader.p.State().ISR; !slices.Equal(isr, []int32{1, 2, 3}) {
+		t.Errorf("ISR %v, want [1 2 3]: both followers caught up", isr)
+	}
+	if hw := leader.p.HighWatermark(); hw != 4 {
+		t.Errorf("leader HW %d, want its LEO 4", hw)
 	}
 }

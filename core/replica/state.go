@@ -153,9 +153,11 @@ type Transition struct {
 	// first state): a follower restarts its fetcher.
 	NewLeaderEpoch bool
 	// TruncateToOffset, unless NoOffset, is an offset the broker must
-	// truncate the log to before anything else. Only the hw-truncation
-	// planted bug sets it: the correct protocol never truncates on a state
-	// change, only on a DivergingEpoch answer (KIP-101).
+	// truncate the log to before anything else. The correct protocol
+	// truncates a follower only on a DivergingEpoch answer (KIP-101), never
+	// on a state change; the hw-truncation planted bug truncates it to its
+	// HW. A new leader truncates only batches from an epoch no leader has
+	// held, which a corrupted disk left (leader.go corruptEpochStart).
 	TruncateToOffset int64
 }
 
@@ -235,8 +237,8 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 		return Transition{Role: RoleLeader, TruncateToOffset: NoOffset}, nil
 	}
 	if s.LeaderID == p.cfg.ReplicaID {
-		p.becomeLeader(s.clone(), newEpoch, nowMs)
-		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: NoOffset}, nil
+		truncateTo := p.becomeLeader(s.clone(), newEpoch, nowMs)
+		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: truncateTo}, nil
 	}
 	return p.becomeFollower(s.clone(), newEpoch), nil
 }
