@@ -55,7 +55,7 @@ func (p *Partition) hwHolders(holders []int64, nowMs int64) []int64 {
 	leo := p.log.LogEndOffset()
 	isr := p.maximalISR()
 	for _, f := range p.leader.followers {
-		waitToJoin := f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) && p.isrEligible(f.replicaID)
+		waitToJoin := f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) && p.isrEligible(f.replicaID, nowMs)
 		if containsID(isr, f.replicaID) || waitToJoin {
 			holders = append(holders, f.logEndOffset)
 		}

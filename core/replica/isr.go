@@ -165,8 +165,8 @@ func (p *Partition) maximalISR() []int32 {
 // HW and this leader epoch's start offset (Kafka's isFollowerInSync; the
 // second bound is KAFKA-7128: a new leader's HW may lag, and a follower
 // admitted below the epoch start could miss committed records).
-func (p *Partition) maybeProposeExpand(f followerProgress) {
-	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) || !p.isrEligible(f.replicaID) {
+func (p *Partition) maybeProposeExpand(f followerProgress, nowMs int64) {
+	if p.leader.proposal != nil || containsID(p.state.ISR, f.replicaID) || !p.isrEligible(f.replicaID, nowMs) {
 		return
 	}
 	if f.logEndOffset < p.hw || f.logEndOffset < p.leader.epochStartOffset {
@@ -250,7 +250,9 @@ func (p *Partition) PendingAlterPartition() (*AlterPartitionRequest, bool) {
 //   - an answer to anything but the in-flight proposal is ignored (a pushed
 //     state superseded it);
 //   - OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA: the controller did not
-//     apply it; back to the committed state;
+//     apply it; back to the committed state; after INELIGIBLE_REPLICA the
+//     replica an expansion adds is not proposed again for
+//     refusedReplicaRetryMs or until a pushed state;
 //   - FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_*,
 //     INVALID_REQUEST, NEW_LEADER_ELECTED: stay pending until the controller
 //     pushes a newer state;
@@ -265,7 +267,7 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 		return nil
 	}
 	if resp.Error != codeNone {
-		p.onAlterPartitionError(resp.Error)
+		p.onAlterPartitionError(resp.Error, nowMs)
 		return nil
 	}
 	if resp.LeaderEpoch != p.state.LeaderEpoch || resp.PartitionEpoch < p.state.PartitionEpoch {
@@ -285,11 +287,12 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 	return nil
 }
 
-func (p *Partition) onAlterPartitionError(code int16) {
+func (p *Partition) onAlterPartitionError(code int16, nowMs int64) {
 	switch code {
 	case codeOperationNotAttempted, codeIneligibleReplica:
-		if code == codeIneligibleReplica && p.leader.proposal.added != noReplica {
-			p.leader.ineligible = withID(p.leader.ineligible, p.leader.proposal.added)
+		if added := p.leader.proposal.added; code == codeIneligibleReplica && added != noReplica {
+			p.leader.refused = slices.DeleteFunc(p.leader.refused, func(r refusedReplica) bool { return r.replicaID == added })
+			p.leader.refused = append(p.leader.refused, refusedReplica{replicaID: added, untilMs: nowMs + refusedReplicaRetryMs})
 		}
 		p.leader.proposal = nil
 	case codeFencedLeaderEpoch, codeInvalidUpdateVersion, codeUnknownTopicOrPartition,

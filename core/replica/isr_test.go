@@ -231,6 +231,41 @@ func TestIneligibleReplicaNotReproposed(t *testing.T) {
 	}
 }
 
+// TestRefusedReplicaProposedAgainAfterRetry is simulator seed 205
+// (elections shape): the controller refused an expansion with
+// INELIGIBLE_REPLICA because the follower had just re-registered fenced;
+// the leader's image only ever showed it usable (registration and
+// unfencing arrived in one metadata batch), and nothing changed the
+// partition afterwards, so no state was pushed. The leader must propose the
+// caught-up follower again once refusedReplicaRetryMs has passed, and not
+// before.
+func TestRefusedReplicaProposedAgainAfterRetry(t *testing.T) {
+	l, f2, _ := cluster3(testConfig(0), []int32{1, 3})
+	must(t, l.produce(1, 1, 0, 1000, "a"))
+	fetchOnce(f2, l, 1)
+	req, ok := l.p.PendingAlterPartition()
+	if !ok || !cmp.Equal(req.NewISR, []int32{1, 2, 3}) {
+		t.Fatalf("proposal %+v %v, want ISR [1 2 3]", req, ok)
+	}
+	const refusedAtMs = 2
+	must(t, l.p.OnAlterPartitionResponse(AlterPartitionResponse{ProposalID: req.ProposalID, Error: codeIneligibleReplica}, refusedAtMs))
+	for _, now := range []int64{refusedAtMs + 1, refusedAtMs + refusedReplicaRetryMs - 1} {
+		fetchOnce(f2, l, now)
+		if again, ok := l.p.PendingAlterPartition(); ok {
+			t.Fatalf("at %d ms, %d ms after the refusal: replica 2 proposed again: %+v", now, now-refusedAtMs, again)
+		}
+	}
+	fetchOnce(f2, l, refusedAtMs+refusedReplicaRetryMs)
+	again, ok := l.p.PendingAlterPartition()
+	if !ok || again.ProposalID == req.ProposalID || !cmp.Equal(again.NewISR, []int32{1, 2, 3}) {
+		t.Fatalf("%d ms after the refusal, with no pushed state: %+v %v; want a new proposal with ISR [1 2 3]", refusedReplicaRetryMs, again, ok)
+	}
+	must(t, l.p.OnAlterPartitionResponse(AlterPartitionResponse{ProposalID: again.ProposalID, LeaderEpoch: 0, PartitionEpoch: 1, ISR: again.NewISR}, refusedAtMs+refusedReplicaRetryMs+1))
+	if isr := l.p.State().ISR; !cmp.Equal(isr, []int32{1, 2, 3}) {
+		t.Errorf("ISR %v after the controller accepted, want [1 2 3]", isr)
+	}
+}
+
 // TestFencedReplicaOutsideISRDoesNotHoldHighWatermark: a follower crashes
 // while caught up; the controller fences it and pushes an ISR without it.
 // Kafka's maybeIncrementLeaderHW holds the HW for a caught-up replica

@@ -12,11 +12,33 @@ type leaderState struct {
 	followers []followerProgress
 	// proposal is the in-flight AlterPartition, or nil.
 	proposal *proposal
-	// ineligible holds replicas the controller refused to add to the ISR
+	// refused holds replicas the controller refused to add to the ISR
 	// (INELIGIBLE_REPLICA: fenced, shutting down or a stale broker epoch,
 	// KIP-841/KIP-903). They are not proposed again until the controller
-	// pushes a new state, so a refused replica cannot loop the leader.
-	ineligible []int32
+	// pushes a new state or refusedReplicaRetryMs has passed, so a refused
+	// replica cannot loop the leader, nor stay out for good.
+	refused []refusedReplica
+}
+
+// refusedReplicaRetryMs is how long the leader waits before proposing a
+// refused replica again when nothing tells it the refusal is over. The
+// leader's metadata image can miss the controller's reason altogether: a
+// follower that restarts while the leader is cut off registers fenced and
+// is unfenced again, both in one metadata batch the leader applies later,
+// so the image shows the broker usable before and after, and the broker's
+// unfencing hook (reconsiderUnfenced) never fires; nothing else changes the
+// partition, and a refusal kept until a pushed state kept the replica out
+// of the ISR forever (simulator seed 205, elections shape). Kafka's leader
+// keeps no refusal: it retries at the next fetch once the answer is in,
+// gated by its metadata cache; Strand waits as long as Kafka's
+// replica.fetch.backoff.ms default.
+const refusedReplicaRetryMs int64 = 1000
+
+// refusedReplica is a replica the controller refused to add to the ISR and
+// the time until which the leader does not propose it again.
+type refusedReplica struct {
+	replicaID int32
+	untilMs   int64
 }
 
 // FetchRequest is one partition of a Fetch, as a follower sends it and as
@@ -97,7 +119,7 @@ func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) i
 	// updateAssignmentAndIsr resets to a CommittedPartitionState. It may
 	// also have changed which replicas are eligible.
 	p.leader.proposal = nil
-	p.leader.ineligible = nil
+	p.leader.refused = nil
 	p.state = s
 	p.role = RoleLeader
 	p.follower = followerState{}
@@ -159,7 +181,7 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 	}
 	f.onFetch(req.FetchOffset, leo, nowMs)
 	f.brokerEpoch = req.ReplicaEpoch
-	p.maybeProposeExpand(*f)
+	p.maybeProposeExpand(*f, nowMs)
 	p.maybeAdvanceHighWatermark(nowMs)
 	d.HighWatermark = p.hw
 	return d

@@ -178,7 +178,7 @@ type Partition struct {
 	acks     ackTracker
 	// ineligibleReplicas are the replicas the metadata image shows fenced,
 	// in controlled shutdown or unregistered (SetIneligibleReplicas),
-	// sorted. Unlike leader.ineligible it survives pushed states: it is
+	// sorted. Unlike leader.refused it survives pushed states: it is
 	// broker state, not partition state.
 	ineligibleReplicas []int32
 	// nextProposalID numbers AlterPartition proposals across leaderships,
@@ -260,10 +260,19 @@ func (p *Partition) SetIneligibleReplicas(ids []int32, nowMs int64) {
 }
 
 // isrEligible reports whether replica id may join the ISR as far as this
-// replica knows: the image does not show it fenced or shutting down, and the
-// controller has not refused it since the last pushed state.
-func (p *Partition) isrEligible(id int32) bool {
-	return !containsID(p.ineligibleReplicas, id) && !containsID(p.leader.ineligible, id)
+// replica knows at nowMs: the image does not show it fenced or shutting
+// down, and the controller has not refused it since the last pushed state
+// within refusedReplicaRetryMs.
+func (p *Partition) isrEligible(id int32, nowMs int64) bool {
+	if containsID(p.ineligibleReplicas, id) {
+		return false
+	}
+	for _, r := range p.leader.refused {
+		if r.replicaID == id && nowMs < r.untilMs {
+			return false
+		}
+	}
+	return true
 }
 
 // clampHighWatermarkToLog lowers the HW to the LEO if the log now ends
