@@ -56,18 +56,50 @@ func (f *clientFlags) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// newAdmin connects an admin client.
-func (f *clientFlags) newAdmin() (*kadm.Client, error) {
+// newAdmin connects an admin client and starts the run's --timeout
+// deadline; closeAdmin closes the client and releases the deadline.
+func (f *clientFlags) newAdmin() (adm *kadm.Client, ctx context.Context, closeAdmin func(), err error) {
 	cl, err := f.newClient()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return kadm.NewClient(cl), nil
+	adm = kadm.NewClient(cl)
+	ctx, cancel := f.deadline()
+	return adm, ctx, func() { cancel(); adm.Close() }, nil
 }
 
 // deadline bounds one tool run by --timeout.
 func (f *clientFlags) deadline() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), f.timeout)
+}
+
+// subcommand is one action of a multi-command tool (`strand topics
+// create`): its name and what runs it on the remaining arguments.
+type subcommand struct {
+	name string
+	run  func(args []string, stdout, stderr io.Writer) error
+}
+
+// runSubcommand runs the subcommand of tool (`topics`, `groups`) named by
+// args[0] and returns the exit status; help prints usage, a missing or
+// unknown name is a usage error.
+func runSubcommand(tool, usage string, subs []subcommand, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	for _, sub := range subs {
+		if sub.name == args[0] {
+			return finish(tool+" "+sub.name, stderr, sub.run(args[1:], stdout, stderr))
+		}
+	}
+	fmt.Fprintf(stderr, "strand %s: unknown subcommand %q\n%s", tool, args[0], usage)
+	return 2
 }
 
 // usageError is a mistake in the command line: exit status 2.

@@ -27,27 +27,11 @@ GROUP may also be given as --group GROUP.
 
 // groups is `strand groups <subcommand>`, after kafka-consumer-groups.sh.
 func groups(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, groupsUsage)
-		return 2
-	}
-	name := "groups " + args[0]
-	var err error
-	switch args[0] {
-	case "list":
-		err = groupsList(args[1:], stdout, stderr)
-	case "describe":
-		err = groupsDescribe(args[1:], stdout, stderr)
-	case "reset":
-		err = groupsReset(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, groupsUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "strand groups: unknown subcommand %q\n%s", args[0], groupsUsage)
-		return 2
-	}
-	return finish(name, stderr, err)
+	return runSubcommand("groups", groupsUsage, []subcommand{
+		{"list", groupsList},
+		{"describe", groupsDescribe},
+		{"reset", groupsReset},
+	}, args, stdout, stderr)
 }
 
 func groupsList(args []string, stdout, stderr io.Writer) error {
@@ -56,13 +40,11 @@ func groupsList(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoPositional(flags, args); err != nil {
 		return err
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
 		return fmt.Errorf("listing groups: %w", err)
@@ -98,13 +80,11 @@ func groupsDescribe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	lags, err := adm.Lag(ctx, group)
 	if err != nil {
 		return fmt.Errorf("describing group %s: %w", group, err)
@@ -186,13 +166,11 @@ func groupsReset(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	if err := requireInactive(ctx, adm, group); err != nil {
 		return err
 	}

@@ -30,31 +30,13 @@ Every subcommand takes --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and
 // topics is `strand topics <subcommand>`, after kafka-topics.sh (and
 // kafka-configs.sh for alter-config).
 func topics(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicsUsage)
-		return 2
-	}
-	name := "topics " + args[0]
-	var err error
-	switch args[0] {
-	case "create":
-		err = topicsCreate(args[1:], stdout, stderr)
-	case "list":
-		err = topicsList(args[1:], stdout, stderr)
-	case "describe":
-		err = topicsDescribe(args[1:], stdout, stderr)
-	case "delete":
-		err = topicsDelete(args[1:], stdout, stderr)
-	case "alter-config":
-		err = topicsAlterConfig(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, topicsUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "strand topics: unknown subcommand %q\n%s", args[0], topicsUsage)
-		return 2
-	}
-	return finish(name, stderr, err)
+	return runSubcommand("topics", topicsUsage, []subcommand{
+		{"create", topicsCreate},
+		{"list", topicsList},
+		{"describe", topicsDescribe},
+		{"delete", topicsDelete},
+		{"alter-config", topicsAlterConfig},
+	}, args, stdout, stderr)
 }
 
 func topicsCreate(args []string, stdout, stderr io.Writer) error {
@@ -72,13 +54,11 @@ func topicsCreate(args []string, stdout, stderr io.Writer) error {
 	if *topic == "" {
 		return usageErrorf("--topic is required")
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	overrides := map[string]*string{}
 	for _, kv := range configs {
 		if _, dup := overrides[kv.key]; dup {
@@ -115,13 +95,11 @@ func topicsList(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoPositional(flags, args); err != nil {
 		return err
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	details, err := adm.ListTopicsWithInternal(ctx)
 	if err != nil {
 		return fmt.Errorf("listing topics: %w", err)
@@ -142,13 +120,11 @@ func topicsDescribe(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoPositional(flags, args); err != nil {
 		return err
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	var details kadm.TopicDetails
 	if *topic != "" {
 		details, err = adm.ListTopicsWithInternal(ctx, *topic)
@@ -231,13 +207,11 @@ func topicsDelete(args []string, stdout, stderr io.Writer) error {
 	if *topic == "" {
 		return usageErrorf("--topic is required")
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	resp, err := adm.DeleteTopic(ctx, *topic)
 	if err == nil {
 		err = resp.Err
@@ -296,13 +270,11 @@ func topicsAlterConfig(args []string, stdout, stderr io.Writer) error {
 	if len(alters) == 0 {
 		return usageErrorf("nothing to alter: give --add-config, --config, --delete-config, --append-config or --subtract-config")
 	}
-	adm, err := cf.newAdmin()
+	adm, ctx, closeAdmin, err := cf.newAdmin()
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	ctx, cancel := cf.deadline()
-	defer cancel()
+	defer closeAdmin()
 	resps, err := adm.AlterTopicConfigs(ctx, alters, *topic)
 	if err != nil {
 		return fmt.Errorf("altering configs of topic %s: %w", *topic, err)
