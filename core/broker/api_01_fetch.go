@@ -69,18 +69,21 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 		return
 	}
 	answer, bytes, answerNow := n.executeFetch(req)
-	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(req) {
+	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(answer.partitions) {
 		n.replyFetch(conn, hdr.CorrelationID, answer)
 		return
 	}
-	n.parkFetch(conn, hdr.CorrelationID, req)
+	n.parkFetch(conn, hdr.CorrelationID, req, answer.partitions)
 }
 
 // fetchAnswer is a Fetch response whose record batches are still regions:
-// records holds one entry per partition of resp, in order.
+// records holds one entry per partition of resp, in order, and partitions
+// the hosted partition each names (nil when not hosted), so that parking
+// the fetch need not look them up again.
 type fetchAnswer struct {
-	resp    *kmsg.FetchResponse
-	records []partitionRecords
+	resp       *kmsg.FetchResponse
+	records    []partitionRecords
+	partitions []*partition
 }
 
 // replyFetch pins the answer's regions, encodes it and hands the frame to
@@ -115,35 +118,47 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest) (answer fetchAnswer, bytes i
 		remaining = replicaFetchResponseMaxBytes
 	}
 	minOneBatch := true
+	count := 0
+	for _, t := range req.Topics {
+		count += len(t.Partitions)
+	}
+	// One backing array for every topic's partitions: a replica fetch
+	// names many partitions, and this runs for every fetch answered.
+	partitions := make([]kmsg.FetchResponseTopicPartition, 0, count)
+	answer.records = make([]partitionRecords, 0, count)
+	answer.partitions = make([]*partition, 0, count)
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
-		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
+		start := len(partitions)
 		for _, fp := range t.Partitions {
-			rp, records := n.fetchPartition(req.ReplicaID, t.Topic, fp, &remaining, &minOneBatch)
+			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
+			rp, records := n.fetchPartition(req.ReplicaID, p, t.Topic, fp, &remaining, &minOneBatch)
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
 				answerNow = true
 			}
 			bytes += records.bytes()
-			rt.Partitions = append(rt.Partitions, rp)
+			partitions = append(partitions, rp)
 			answer.records = append(answer.records, records)
+			answer.partitions = append(answer.partitions, p)
 		}
+		rt.Partitions = partitions[start:len(partitions):len(partitions)]
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return answer, bytes, answerNow
 }
 
 // fetchPartition answers one partition of a Fetch and finds its records,
-// as regions of the partition's log.
-func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
+// as regions of the partition's log; p is the hosted partition fp names,
+// nil if none.
+func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = fp.Partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 	// An empty record set, never null: librdkafka rejects a null one
 	// ("invalid MessageSetSize -1") and retries forever. Kafka sends empty.
 	rp.RecordBatches = []byte{}
-	p := n.partitions[partitionKey{topic, fp.Partition}]
 	switch {
 	case p == nil:
 		rp.ErrorCode = n.notHostedCode(partitionKey{topic, fp.Partition})
@@ -188,17 +203,24 @@ func (n *Node) fetchPartition(replicaID int32, topic string, fp kmsg.FetchReques
 	return rp, records
 }
 
-// parkFetch waits for data, for at most MaxWaitMillis.
-func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest) {
+// parkFetch waits for data, for at most MaxWaitMillis; partitions are the
+// hosted partitions req names, in order (fetchAnswer.partitions).
+func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, partitions []*partition) {
 	w := &fetchWaiter{conn: conn, corr: corr, req: req, parked: true}
+	i := 0
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
-			if p := n.partitions[partitionKey{t.Topic, fp.Partition}]; p != nil {
+			p := partitions[i]
+			if p != nil && p.retired { // retired while the fetch ran
+				p = n.partitions[p.key]
+			}
+			if p != nil {
 				if !w.waitsOn(p) { // a partition named twice is watched once
 					p.fetchWaiters = append(p.fetchWaiters, w)
 				}
 				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
 			}
+			i++
 		}
 	}
 	w.timer = n.after(int64(req.MaxWaitMillis), func() {
@@ -219,21 +241,19 @@ func (w *fetchWaiter) waitsOn(p *partition) bool {
 	return false
 }
 
-// purgatoryFull reports whether parking req would exceed
+// purgatoryFull reports whether parking a fetch of partitions (the hosted
+// ones it names; nil for the others) would exceed
 // strand.purgatory.requests.max, or strand.purgatory.requests.per.partition.max
 // on one of its partitions (CLARIFICATIONS.md, "Validation and limits").
 // Acks=all produces are bounded per partition by core/replica.
-func (n *Node) purgatoryFull(req *kmsg.FetchRequest) bool {
+func (n *Node) purgatoryFull(partitions []*partition) bool {
 	limits := n.cfg.Broker.Limits
 	if len(n.fetchWaiters) >= int(limits.PurgatoryRequestsMax) {
 		return true
 	}
-	for _, t := range req.Topics {
-		for _, fp := range t.Partitions {
-			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
-			if p != nil && len(p.fetchWaiters)+p.replica.AckWaiters() >= int(limits.PurgatoryRequestsPerPartitionMax) {
-				return true
-			}
+	for _, p := range partitions {
+		if p != nil && len(p.fetchWaiters)+p.replica.AckWaiters() >= int(limits.PurgatoryRequestsPerPartitionMax) {
+			return true
 		}
 	}
 	return false
@@ -329,29 +349,42 @@ func (n *Node) drainWakes() {
 	}
 }
 
-// fetchReady reports whether a parked fetch should be answered now. It only
-// reads: the fetch runs again when answered.
+// fetchReady reports whether a parked fetch should be answered now. It
+// only reads, and stops at the first partition that settles it: it runs
+// on every wake of every parked fetch, so it avoids log reads where the
+// log's offsets decide (the fetch runs again when answered).
 func (n *Node) fetchReady(w *fetchWaiter) bool {
+	minBytes := max(int64(w.req.MinBytes), 1) // an empty answer never counts
 	var bytes int64
 	for _, pp := range w.parts {
 		p := pp.p
-		if n.partitions[p.key] != p || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
+		if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
 			return true
 		}
-		bound := p.replica.HighWatermark()
-		if w.req.ReplicaID >= 0 {
-			bound = p.log.LogEndOffset()
+		leo := p.log.LogEndOffset()
+		bound := leo
+		if w.req.ReplicaID < 0 {
+			bound = p.replica.HighWatermark()
 		}
 		if bound <= pp.fetchOffset {
 			continue
+		}
+		if minBytes == 1 && bound == leo {
+			// The batch holding fetchOffset ends below the LEO, a batch
+			// boundary, so the read would return it (or fail: the fetch
+			// offset fell below the log start): ready either way. A HW
+			// below the LEO may cut a batch, so that case reads.
+			return true
 		}
 		res, err := p.log.Read(pp.fetchOffset, max(pp.maxBytes, 1), bound, true)
 		if err != nil {
 			return true
 		}
-		bytes += res.Bytes()
+		if bytes += res.Bytes(); bytes >= minBytes {
+			return true
+		}
 	}
-	return bytes >= int64(w.req.MinBytes) && bytes > 0
+	return false
 }
 
 // fetchError answers every partition of req with code.

@@ -152,6 +152,11 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
 	sent := make(sentFetches, 0, len(f.keys))
+	// Sized for every partition, one backing array for all topics'
+	// partitions: this runs for every replica fetch.
+	req.Topics = make([]kmsg.FetchRequestTopic, 0, topicCount(f.keys))
+	partitions := make([]kmsg.FetchRequestTopicPartition, 0, len(f.keys))
+	topicStart := 0
 	for _, k := range f.keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
@@ -162,8 +167,8 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic = k.topic
 			req.Topics = append(req.Topics, t)
+			topicStart = len(partitions)
 		}
-		t := &req.Topics[len(req.Topics)-1]
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition = k.index
 		fp.CurrentLeaderEpoch = fr.CurrentLeaderEpoch
@@ -171,10 +176,23 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		fp.LastFetchedEpoch = fr.LastFetchedEpoch
 		fp.LogStartOffset = fr.LogStartOffset
 		fp.PartitionMaxBytes = replicaFetchMaxBytes
-		t.Partitions = append(t.Partitions, fp)
+		partitions = append(partitions, fp) // within capacity: never moves
+		req.Topics[len(req.Topics)-1].Partitions = partitions[topicStart:len(partitions):len(partitions)]
 		sent = append(sent, sentFetch{p: p, req: fr})
 	}
 	return req, sent
+}
+
+// topicCount is the number of topics keys name; keys are sorted, so a
+// topic's keys are adjacent.
+func topicCount(keys []partitionKey) int {
+	count := 0
+	for i, k := range keys {
+		if i == 0 || keys[i-1].topic != k.topic {
+			count++
+		}
+	}
+	return count
 }
 
 // onReplicaFetched performs each partition's decision on the leader's
@@ -187,7 +205,7 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			s, ok := sent.find(partitionKey{t.Topic, rp.Partition})
-			if !ok || n.partitions[s.p.key] != s.p {
+			if !ok || s.p.retired {
 				continue
 			}
 			if !n.applyReplicaFetch(s, rp) {

@@ -365,6 +365,7 @@ func (n *Node) reconcilePartitions() {
 // its log. Parked fetches notice and answer; acks=all waiters time out.
 func (n *Node) retirePartition(p *partition) {
 	delete(n.partitions, p.key)
+	p.retired = true
 	n.unfollow(p)
 	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
 }

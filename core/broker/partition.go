@@ -53,6 +53,10 @@ type partition struct {
 	// oldest first; wakeQueued is set while it is in Node.wakeQueue.
 	fetchWaiters []*fetchWaiter
 	wakeQueued   bool
+	// retired is set once the partition has left Node.partitions (its
+	// topic was deleted): holders of p, such as parked fetches, check it
+	// instead of looking the key up again.
+	retired bool
 }
 
 // replicaLog adapts *log.Log to replica.Log.
