@@ -156,12 +156,14 @@ func Start(opts Options) (*Node, error) {
 }
 
 // serveWaitingListeners serves the broker listeners: the core's
-// OnInitialCatchUp, on the loop.
+// OnInitialCatchUp, on the loop. It holds waitingMu while it serves them,
+// so that a concurrent Shutdown's closeWaitingListeners either finds them
+// served (and its CloseListeners closes them) or closes them unserved.
 func (n *Node) serveWaitingListeners() {
 	n.waitingMu.Lock()
+	defer n.waitingMu.Unlock()
 	waiting := n.waiting
 	n.waiting = nil
-	n.waitingMu.Unlock()
 	for _, l := range waiting {
 		if err := n.net.Serve(l.name, l.ln); err != nil {
 			n.logger.Warn("cannot serve listener", "listener", l.name, "err", err)
@@ -174,12 +176,11 @@ func (n *Node) serveWaitingListeners() {
 // closeWaitingListeners closes the broker listeners never served.
 func (n *Node) closeWaitingListeners() {
 	n.waitingMu.Lock()
-	waiting := n.waiting
-	n.waiting = nil
-	n.waitingMu.Unlock()
-	for _, l := range waiting {
+	defer n.waitingMu.Unlock()
+	for _, l := range n.waiting {
 		l.ln.Close()
 	}
+	n.waiting = nil
 }
 
 // brokerAddress resolves a broker's inter-broker listener from the metadata
@@ -224,8 +225,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		incomplete = fmt.Errorf("%w: %w", ErrControlledShutdownIncomplete, ctx.Err())
 		n.logger.Warn("controlled shutdown did not complete in time; closing anyway", "err", ctx.Err())
 	}
+	n.closeWaitingListeners() // first: see serveWaitingListeners
 	n.net.CloseListeners()
-	n.closeWaitingListeners()
 	closed := make(chan error, 1)
 	n.loop.Call(func() { n.core.Close(func(err error) { closed <- err }) })
 	var closeErr error
