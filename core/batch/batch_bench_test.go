@@ -68,3 +68,29 @@ func BenchmarkCheckProduced(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrecheckPerRecord measures PrecheckProduced on an uncompressed
+// batch of 100-byte records, the size cmd/strandbench's raw producer sends,
+// and reports the cost per record: there the per-record walk dominates.
+func BenchmarkPrecheckPerRecord(b *testing.B) {
+	const recordCount = 160
+	records := make([]Record, recordCount)
+	for i := range records {
+		value := make([]byte, 100)
+		for j := range value {
+			value[j] = byte('a' + (i+j)%26)
+		}
+		records[i] = Record{Value: value}
+	}
+	batch := Build(BuildSpec{FirstTimestamp: testNowMs, Records: records})
+	SetBaseOffset(batch, 0)
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p := PrecheckProduced(batch, 1<<20)
+		if p.w.err != nil {
+			b.Fatal(p.w.err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/recordCount, "ns/record")
+}

@@ -130,3 +130,31 @@ func FuzzBuild(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadRecordFastPath checks readWellFormedRecord against
+// readRecordChecked on arbitrary bytes: where the fast path accepts a record,
+// the checked path must accept it with the same result and length. The seeds
+// hold one- and two-byte varints, redundant encodings (0x80 0x00), varints cut
+// off at the end, and headers, so the fuzzer starts at each of its branches.
+func FuzzReadRecordFastPath(f *testing.F) {
+	f.Add(goodRec(0), 0)
+	f.Add(rec(attr, 0, 3, -1, 100, string(make([]byte, 100)), 0), 3)
+	f.Add(rec(attr, int64(-70000), 0, 1, "k", -1, 2, 1, "a", -1, 1, "b", 2, "vv"), 0)
+	f.Add(withLength(body(attr, []byte{0x80, 0x00}, 0, 1, "k", 1, "v", 0)), 0)
+	f.Add(withLength(body(attr, 0, 0, 1, "k", 1, "v", []byte{0x80})), 0)
+	f.Add(withLength(body(attr, 0, 0, 1, "k", 1, "v", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00})), 0)
+	f.Add([]byte{0x80}, 0)
+	f.Fuzz(func(t *testing.T, data []byte, index int) {
+		fast, fastBytes, ok := readWellFormedRecord(data, index)
+		checked, checkedBytes, err := readRecordChecked(data, index)
+		if !ok {
+			return // the caller then asks readRecordChecked
+		}
+		if err != nil {
+			t.Fatalf("fast path accepted % x (index %d), checked path: %v", data, index, err)
+		}
+		if fast != checked || fastBytes != checkedBytes {
+			t.Fatalf("% x (index %d): fast path read %+v in %d bytes, checked path %+v in %d", data, index, fast, fastBytes, checked, checkedBytes)
+		}
+	})
+}

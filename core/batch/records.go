@@ -24,13 +24,11 @@ const (
 	varlongBytesMax = 10
 )
 
-// recordView is what the checks need from one record. Key aliases the
-// decompressed records buffer.
+// recordView is what the checks need from one record.
 type recordView struct {
 	timestampDelta int64
 	offsetDelta    int32
 	keyIsNull      bool
-	key            []byte
 }
 
 // fieldReader reads one record's fields, naming each fault after the record
@@ -104,7 +102,133 @@ func (f *fieldReader) bytes(field string, nullable bool) (b []byte, isNull bool,
 // its fields exactly, and that offsetDelta equals index (Strand stores
 // batches untouched, so it cannot renumber records as Kafka does for some old
 // clients).
+//
+// Nearly every record is well formed, so readWellFormedRecord tries it first
+// (it is the produce path's per-record cost); only a record it cannot accept
+// goes through readRecordChecked, which finds and names the fault. Both apply
+// the same rules, so the fast path decides nothing the checked one would not.
 func readRecord(data []byte, index int) (recordView, int, *Error) {
+	if r, n, ok := readWellFormedRecord(data, index); ok {
+		return r, n, nil
+	}
+	return readRecordChecked(data, index)
+}
+
+// readWellFormedRecord is readRecord for a record without a fault: it
+// reports ok only when readRecordChecked would accept the record with the
+// same result, and otherwise gives up without saying why. It keeps its
+// position in a local and decodes one-byte varints inline.
+func readWellFormedRecord(data []byte, index int) (r recordView, n int, ok bool) {
+	length, start, ok := quickVarint(data, 0)
+	if !ok || length < 1 || int(length) > len(data)-start {
+		return r, 0, false
+	}
+	n = start + int(length)
+	rec := data[start:n]
+	pos := 1 // attributes
+	if r.timestampDelta, pos, ok = quickVarlong(rec, pos); !ok {
+		return r, 0, false
+	}
+	if r.offsetDelta, pos, ok = quickVarint(rec, pos); !ok || int(r.offsetDelta) != index {
+		return r, 0, false
+	}
+	var keyLength int32
+	if keyLength, pos, ok = quickVarint(rec, pos); !ok || keyLength < -1 || int(keyLength) > len(rec)-pos {
+		return r, 0, false
+	}
+	if keyLength == -1 {
+		r.keyIsNull = true
+	} else {
+		pos += int(keyLength)
+	}
+	if pos, ok = quickSkipBytes(rec, pos, true); !ok {
+		return r, 0, false
+	}
+	var headerCount int32
+	if headerCount, pos, ok = quickVarint(rec, pos); !ok || headerCount < 0 || int(headerCount) > (len(rec)-pos)/2 {
+		return r, 0, false
+	}
+	for range headerCount {
+		if pos, ok = quickSkipBytes(rec, pos, false); !ok {
+			return r, 0, false
+		}
+		if pos, ok = quickSkipBytes(rec, pos, true); !ok {
+			return r, 0, false
+		}
+	}
+	return r, n, pos == len(rec)
+}
+
+// quickSkipBytes steps over the length-prefixed byte string at pos, as
+// fieldReader.bytes accepts it, reporting false where that would fail.
+func quickSkipBytes(b []byte, pos int, nullable bool) (int, bool) {
+	n, pos, ok := quickVarint(b, pos)
+	switch {
+	case !ok:
+		return 0, false
+	case n == -1 && nullable:
+		return pos, true
+	case n < 0 || int(n) > len(b)-pos:
+		return 0, false
+	}
+	return pos + int(n), true
+}
+
+// quickVarlong decodes the zigzag varlong at pos as fieldReader.varlong
+// accepts it, reporting false where that would fail. One- and two-byte
+// encodings, nearly all of them (a 100-byte value's length takes two), are
+// decoded here without binary.Varint's loop.
+func quickVarlong(b []byte, pos int) (int64, int, bool) {
+	if pos < len(b) {
+		b0 := b[pos]
+		if b0 < 0x80 {
+			u := int64(b0)
+			return u>>1 ^ -(u & 1), pos + 1, true
+		}
+		if pos+1 < len(b) && b[pos+1] < 0x80 {
+			u := int64(b0&0x7f) | int64(b[pos+1])<<7
+			return u>>1 ^ -(u & 1), pos + 2, true
+		}
+	}
+	return longVarlong(b, pos)
+}
+
+// longVarlong is quickVarlong's path for the other encodings.
+func longVarlong(b []byte, pos int) (int64, int, bool) {
+	v, n := binary.Varint(b[pos:])
+	if n <= 0 || n > varlongBytesMax {
+		return 0, 0, false
+	}
+	return v, pos + n, true
+}
+
+// quickVarint is quickVarlong for fieldReader.varint's 32-bit varints.
+func quickVarint(b []byte, pos int) (int32, int, bool) {
+	if pos < len(b) {
+		b0 := b[pos]
+		if b0 < 0x80 {
+			u := int32(b0)
+			return u>>1 ^ -(u & 1), pos + 1, true
+		}
+		if pos+1 < len(b) && b[pos+1] < 0x80 {
+			u := int32(b0&0x7f) | int32(b[pos+1])<<7
+			return u>>1 ^ -(u & 1), pos + 2, true
+		}
+	}
+	return longVarint(b, pos)
+}
+
+// longVarint is longVarlong for quickVarint.
+func longVarint(b []byte, pos int) (int32, int, bool) {
+	v, n := binary.Varint(b[pos:])
+	if n <= 0 || n > varintBytesMax || v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, 0, false
+	}
+	return int32(v), pos + n, true
+}
+
+// readRecordChecked is readRecord field by field, naming the first fault.
+func readRecordChecked(data []byte, index int) (recordView, int, *Error) {
 	outer := fieldReader{buf: data, recordIndex: index, headerIndex: -1}
 	length, err := outer.varint("length")
 	if err != nil {
@@ -128,7 +252,7 @@ func readRecord(data []byte, index int) (recordView, int, *Error) {
 	if int(r.offsetDelta) != index {
 		return r, 0, f.fail("offsetDelta", "offset delta %d, want %d: offset deltas must count 0, 1, 2, ...", r.offsetDelta, index)
 	}
-	if r.key, r.keyIsNull, err = f.bytes("keyLength", true); err != nil {
+	if _, r.keyIsNull, err = f.bytes("keyLength", true); err != nil {
 		return r, 0, err
 	}
 	if _, _, err = f.bytes("valueLength", true); err != nil {
