@@ -69,7 +69,7 @@ func New(root string, opts Options) (*Disk, error) {
 	if queuedBytesMax <= 0 {
 		queuedBytesMax = WriteQueueBytesMaxDefault
 	}
-	d.writer = newWriter(queuedBytesMax, unix.Pwrite, func(f *File, done func(error)) {
+	d.writer = newWriter(queuedBytesMax, unix.Pwritev, func(f *File, done func(error)) {
 		if !d.worker.enqueueFile(f, done) {
 			d.postClosed(done, closedErr("sync", f.path))
 		}

@@ -34,6 +34,10 @@ const WriteQueueBytesMaxDefault = 64 << 20
 // handed to the sync worker only when they are written, so the fsync covers
 // them (see syncAfterWrites).
 //
+// Consecutive queued appends to one file are written by a single pwritev
+// (nextRun): under a produce load the loop appends many small batches, and a
+// system call per batch was the worker's main cost.
+//
 // Everything below mu, and every File's writes field, is guarded by mu;
 // changed signals any change of the queue, of a file's written end, or of
 // its error.
@@ -45,16 +49,24 @@ type writer struct {
 	queuedBytes    int64
 	queuedBytesMax int64
 	stopping       bool
-	// pwrite writes at an offset; internal tests replace it to inject
-	// errors or block a write.
-	pwrite func(fd int, p []byte, off int64) (int, error)
+	// pwritev writes iovecs at an offset; internal tests replace it to
+	// inject errors or block a write.
+	pwritev func(fd int, iovs [][]byte, off int64) (int, error)
 	// syncFile hands a Sync to the sync worker once the writes before it
 	// are done; it must not block.
 	syncFile func(f *File, done func(error))
 	// onExit runs on the writer goroutine once it has stopped and drained:
 	// it stops the sync worker, which must outlive the Syncs queued here.
 	onExit func()
+
+	// run and iovs are the writer goroutine's scratch space for the jobs
+	// it is writing and their bytes.
+	run  []writeJob
+	iovs [][]byte
 }
+
+// iovecsMax bounds the appends one pwritev writes: Linux's IOV_MAX.
+const iovecsMax = 1024
 
 // writeJob is one queued append (p != nil) or a Sync waiting behind the
 // file's appends (done != nil).
@@ -80,10 +92,10 @@ type fileWrites struct {
 	failed atomic.Bool
 }
 
-func newWriter(queuedBytesMax int64, pwrite func(int, []byte, int64) (int, error), syncFile func(*File, func(error)), onExit func()) *writer {
-	w := &writer{queuedBytesMax: queuedBytesMax, pwrite: pwrite, syncFile: syncFile, onExit: onExit}
+func newWriter(queuedBytesMax int64, pwritev func(int, [][]byte, int64) (int, error), syncFile func(*File, func(error)), onExit func()) *writer {
+	w := &writer{queuedBytesMax: queuedBytesMax, pwritev: pwritev, syncFile: syncFile, onExit: onExit}
 	w.changed.L = &w.mu
-	go w.run()
+	go w.runLoop()
 	return w
 }
 
@@ -233,38 +245,62 @@ func (w *writer) stopAfterDrain() {
 	w.mu.Unlock()
 }
 
-func (w *writer) run() {
+func (w *writer) runLoop() {
 	defer w.onExit()
 	for {
-		job, ok := w.next()
+		run, ok := w.nextRun()
 		if !ok {
 			return
 		}
-		if job.done != nil {
-			w.finishSync(job)
+		if run[0].done != nil {
+			w.finishSync(run[0])
+			clear(w.run)
 			continue
 		}
 		var n int
 		var err error
-		if !job.f.writes.failed.Load() { // else finishAppend just drops it
-			n, err = w.pwriteAll(job.f.fd, job.p, job.off)
+		if f := run[0].f; !f.writes.failed.Load() { // else finishAppends just drops them
+			w.iovs = w.iovs[:0]
+			for _, job := range run {
+				w.iovs = append(w.iovs, job.p)
+			}
+			n, err = w.pwritevAll(f.fd, w.iovs, run[0].off)
+			clear(w.iovs) // let written bytes go
 		}
-		w.finishAppend(job, n, err)
+		w.finishAppends(run, n, err)
+		clear(w.run) // let written bytes go
 	}
 }
 
-// next returns the oldest job without removing it (readers still find its
-// bytes), or false once stopping and drained.
-func (w *writer) next() (writeJob, bool) {
+// nextRun returns the oldest job, a Sync alone or an append with the appends
+// to the same file right behind it (at most iovecsMax), without removing them
+// from the queue (readers still find their bytes); or false once stopping and
+// drained. A file's queued appends are one contiguous run of its bytes, so
+// the appends returned are too.
+func (w *writer) nextRun() ([]writeJob, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.queue) == 0 && !w.stopping {
 		w.changed.Wait()
 	}
 	if len(w.queue) == 0 {
-		return writeJob{}, false
+		return nil, false
 	}
-	return w.queue[0], true
+	w.run = append(w.run[:0], w.queue[0])
+	if w.queue[0].done != nil {
+		return w.run, true
+	}
+	for _, job := range w.queue[1:min(len(w.queue), iovecsMax)] {
+		last := &w.run[len(w.run)-1]
+		if job.f != last.f || job.done != nil {
+			break
+		}
+		if job.off != last.off+int64(len(last.p)) {
+			panic(fmt.Sprintf("diskio: %s: queued append at %d, but the one before it ends at %d", job.f.path, job.off, last.off+int64(len(last.p))))
+		}
+		w.run = append(w.run, job)
+	}
+	return w.run, true
 }
 
 // pop removes the oldest job, which is job, from both queues; mu held.
@@ -283,21 +319,30 @@ func (w *writer) pop(job writeJob) {
 	w.changed.Broadcast()
 }
 
-// finishAppend records a performed append. A failed one (a short write
-// included) fails the file for good: its Size shrinks to what was written.
-func (w *writer) finishAppend(job writeJob, n int, err error) {
+// finishAppends records the appends of run, the oldest jobs, as performed
+// by one pwritevAll that wrote n bytes and stopped with err. The first append
+// not wholly written (a short write included) fails the file for good: its
+// Size shrinks to what was written.
+func (w *writer) finishAppends(run []writeJob, n int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	f := job.f
-	w.queuedBytes -= int64(len(job.p))
-	w.pop(job)
-	if f.writes.err != nil {
-		return // a write after a failed one was never attempted
-	}
-	f.writes.writtenEnd = job.off + int64(n)
-	if err != nil {
-		f.writes.err = wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", n, len(job.p), job.off, err))
-		f.writes.failed.Store(true)
+	start := run[0].off
+	for _, job := range run {
+		f := job.f
+		w.queuedBytes -= int64(len(job.p))
+		w.pop(job)
+		if f.writes.err != nil {
+			continue // a write after a failed one was never attempted
+		}
+		wrote := min(max(int64(n)-(job.off-start), 0), int64(len(job.p)))
+		f.writes.writtenEnd = job.off + wrote
+		if wrote < int64(len(job.p)) {
+			if err == nil {
+				panic(fmt.Sprintf("diskio: %s: pwritevAll wrote %d bytes at %d and reported no error, but the append at %d is %d bytes", f.path, n, start, job.off, len(job.p)))
+			}
+			f.writes.err = wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes at %d: %w", wrote, len(job.p), job.off, err))
+			f.writes.failed.Store(true)
+		}
 	}
 }
 
@@ -315,22 +360,43 @@ func (w *writer) finishSync(job writeJob) {
 	w.syncFile(job.f, job.done)
 }
 
-// pwriteAll is the package's pwriteAll with the writer's pwrite.
-func (w *writer) pwriteAll(fd int, p []byte, off int64) (int, error) {
+// pwritevAll writes the bytes of iovs, in order, at off, looping over short
+// writes as pwriteAll does. It returns how many bytes reached the file, with
+// the error that stopped it. It consumes iovs (the slices are advanced past
+// what was written).
+func (w *writer) pwritevAll(fd int, iovs [][]byte, off int64) (int, error) {
+	total := 0
+	for _, p := range iovs {
+		total += len(p)
+	}
 	written := 0
-	for written < len(p) {
+	for written < total {
+		for len(iovs[0]) == 0 {
+			iovs = iovs[1:]
+		}
 		var n int
 		err := ignoringEINTR(func() (err error) {
-			n, err = w.pwrite(fd, p[written:], off+int64(written))
+			n, err = w.pwritev(fd, iovs, off+int64(written))
 			return err
 		})
 		if err != nil {
 			return written, err
 		}
-		if n == 0 {
-			return written, io.ErrShortWrite
+		if n <= 0 || n > total-written {
+			if n == 0 {
+				return written, io.ErrShortWrite
+			}
+			panic(fmt.Sprintf("diskio: pwritev of %d bytes reported %d written", total-written, n))
 		}
 		written += n
+		for rest := n; rest > 0; {
+			k := min(rest, len(iovs[0]))
+			iovs[0] = iovs[0][k:]
+			rest -= k
+			if len(iovs[0]) == 0 {
+				iovs = iovs[1:]
+			}
+		}
 	}
 	return written, nil
 }

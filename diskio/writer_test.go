@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +22,10 @@ type gatedWrites struct {
 	gate   chan struct{}
 	mu     sync.Mutex
 	events []string
-	// fail, when set, can fail a write before pwrite runs.
-	fail func(p []byte, off int64) error
+	// fail, when set, can fail a write before pwritev runs.
+	fail func(iovs [][]byte, off int64) error
+	// calls counts the pwritev calls.
+	calls int
 }
 
 func gateDisk(t *testing.T, opts Options) (*Disk, *testLoop, *gatedWrites) {
@@ -39,21 +42,41 @@ func gateDisk(t *testing.T, opts Options) (*Disk, *testLoop, *gatedWrites) {
 		}
 	})
 	g := &gatedWrites{gate: make(chan struct{})}
-	d.writer.pwrite = func(fd int, p []byte, off int64) (int, error) {
+	d.writer.pwritev = func(fd int, iovs [][]byte, off int64) (int, error) {
 		<-g.gate
-		g.record("write", off)
+		g.mu.Lock()
+		g.calls++
+		g.mu.Unlock()
+		at := off
+		for _, p := range iovs { // one event per append written
+			g.record("write", at)
+			at += int64(len(p))
+		}
 		if g.fail != nil {
-			if err := g.fail(p, off); err != nil {
+			if err := g.fail(iovs, off); err != nil {
 				return 0, err
 			}
 		}
-		return unix.Pwrite(fd, p, off)
+		return unix.Pwritev(fd, iovs, off)
 	}
 	d.fdatasync = func(fd int) error {
 		g.record("sync", -1)
 		return unix.Fdatasync(fd)
 	}
 	return d, loop, g
+}
+
+// firstBytes returns the iovecs holding the first n bytes of iovs.
+func firstBytes(iovs [][]byte, n int64) [][]byte {
+	var out [][]byte
+	for _, p := range iovs {
+		if n <= int64(len(p)) {
+			return append(out, p[:n])
+		}
+		out = append(out, p)
+		n -= int64(len(p))
+	}
+	return out
 }
 
 func (g *gatedWrites) record(what string, off int64) {
@@ -175,18 +198,20 @@ func TestQueuedWriteFailureFailsTheFile(t *testing.T) {
 		t.Run(tc.errno.Error(), func(t *testing.T) {
 			d, loop, g := gateDisk(t, Options{})
 			var fails sync.Once
-			g.fail = func(p []byte, off int64) (err error) {
+			g.fail = func(iovs [][]byte, off int64) (err error) {
 				if off == 130 { // the first call ran short, as a filling device does
 					fails.Do(func() { err = tc.errno })
 				}
 				return err
 			}
-			pwrite := d.writer.pwrite
-			d.writer.pwrite = func(fd int, p []byte, off int64) (int, error) {
-				if off == 100 {
-					return pwrite(fd, p[:30], off)
+			pwritev := d.writer.pwritev
+			d.writer.pwritev = func(fd int, iovs [][]byte, off int64) (int, error) {
+				// A write reaching past byte 130 stops there, whether the
+				// worker wrote the two appends apart or together.
+				if off <= 100 {
+					iovs = firstBytes(iovs, 130-off)
 				}
-				return pwrite(fd, p, off)
+				return pwritev(fd, iovs, off)
 			}
 			close(g.gate)
 			f := mustOpen(t, d, "seg.log", env.OpenOptions{Create: true})
@@ -349,5 +374,54 @@ func BenchmarkAppend16KiB(b *testing.B) {
 			}
 			b.ReportMetric(float64(callerNs)/float64(appends), "caller-ns/append")
 		})
+	}
+}
+
+// TestQueuedAppendsAreCoalesced checks that appends queued behind a blocked
+// write go out together, in one pwritev, and that a write failing inside the
+// third append of such a run fails the file there: Size and the file are the
+// 250 bytes written, and the error names the append it cut.
+func TestQueuedAppendsAreCoalesced(t *testing.T) {
+	d, _, g := gateDisk(t, Options{})
+	var fails sync.Once
+	g.fail = func(iovs [][]byte, off int64) (err error) {
+		if off == 250 {
+			fails.Do(func() { err = unix.EIO })
+		}
+		return err
+	}
+	pwritev := d.writer.pwritev
+	d.writer.pwritev = func(fd int, iovs [][]byte, off int64) (int, error) {
+		if off < 250 {
+			iovs = firstBytes(iovs, 250-off) // a short write, stopping inside "c"
+		}
+		return pwritev(fd, iovs, off)
+	}
+	f := mustOpen(t, d, "seg.log", env.OpenOptions{Create: true})
+	defer f.Close()
+	var want []byte
+	for _, c := range "abcd" {
+		p := bytes.Repeat([]byte{byte(c)}, 100)
+		mustNil(t, f.Append(p))
+		want = append(want, p...)
+	}
+	close(g.gate)
+	err := f.WaitWritten(400)
+	if !errors.Is(err, env.ErrIO) || !strings.Contains(err.Error(), "wrote 50 of 100 bytes at 200") {
+		t.Fatalf("WaitWritten: %v, want env.ErrIO for the append at 200 cut after 50 bytes", err)
+	}
+	g.mu.Lock()
+	calls := g.calls
+	g.mu.Unlock()
+	// The worker took the first append, or more, before the gate opened;
+	// the rest must follow in one call, then the retry at 250 fails.
+	if calls > 3 {
+		t.Errorf("%d pwritev calls for 4 appends queued together, want at most 3", calls)
+	}
+	if got := fileBytes(t, f); f.Size() != 250 || !bytes.Equal(got, want[:250]) {
+		t.Errorf("Size %d, file %q; want the 250 bytes written", f.Size(), got)
+	}
+	if err := f.Append([]byte("e")); !errors.Is(err, env.ErrIO) {
+		t.Errorf("Append after the failure: %v, want env.ErrIO", err)
 	}
 }
