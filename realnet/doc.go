@@ -15,14 +15,16 @@
 //     OnInitialCatchUp), as Kafka's do; the controller listeners at once.
 //   - Per client connection, a reader (size prefix, socket.request.max.bytes
 //     checked before allocating, a fresh buffer per frame because kmsg's
-//     []byte fields alias it, wire.ParseRequest against the broker's
-//     advertised table, then the core's pure PrecheckRequest, which takes
+//     []byte fields alias it, wire.ParseRequest against the versions the
+//     node accepts (broker.Node.AcceptedVersions: what it advertises, plus
+//     the voters' Raft Fetch), then the core's pure PrecheckRequest, which takes
 //     a Produce's decompression and record checks off the loop) and a
 //     writer that sends responses in request order; a Fetch's record
 //     batches go from the segment files with sendfile (framewriter.go).
-//   - Per peer and plane (controller or inter-broker), one outbound
-//     connection with a writer that dials, reconnects with backoff and
-//     pipelines, and a reader that matches responses by correlation id.
+//   - Per peer and plane (controller RPCs, Raft traffic between voters,
+//     or inter-broker: peers.go), one outbound connection with a writer
+//     that dials, reconnects with backoff and pipelines, and a reader that
+//     matches responses by correlation id.
 //
 // # Limits
 //

@@ -58,13 +58,16 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) *Network {
 	return n
 }
 
-// setHandler names the node requests are delivered to and the version table
-// it advertises, from which the readers' acceptance test is built, so that
-// what is advertised and what is accepted cannot drift apart.
-func (n *Network) setHandler(h env.Handler, advertised []kmsg.ApiVersionsResponseApiKey) {
+// setHandler names the node requests are delivered to, the version table
+// it advertises to clients (KIP-511's answer to an unsupported ApiVersions
+// lists it) and the table it accepts, from which the readers' acceptance
+// test is built, so that what is accepted cannot drift from the node's
+// tables. accepted is advertised plus the voters' Raft Fetch versions on a
+// node that is also a controller (broker.Node.AcceptedVersions).
+func (n *Network) setHandler(h env.Handler, advertised, accepted []kmsg.ApiVersionsResponseApiKey) {
 	n.handler = h
 	n.advertised = advertised
-	n.supported = wire.VersionsSupported(advertised)
+	n.supported = wire.VersionsSupported(accepted)
 }
 
 // Serve accepts connections on l until the Network closes. name is the

@@ -134,7 +134,7 @@ func Start(opts Options) (*Node, error) {
 		coreCfg := broker.Config{Broker: cfg, OnInitialCatchUp: n.serveWaitingListeners}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
-			n.net.setHandler(n.core, n.core.AcceptedVersions())
+			n.net.setHandler(n.core, n.core.AdvertisedVersions(), n.core.AcceptedVersions())
 			n.net.peers.brokerAddress = n.brokerAddress
 		}
 	})
