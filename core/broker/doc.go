@@ -11,9 +11,11 @@
 //
 // Each Kafka API the node serves has one file, api_NN_name.go, opening with a
 // comment that lists the versions served and what is deliberately skipped.
-// api_versions.go holds the advertised version table; realnet passes
-// AdvertisedVersions to wire.VersionsSupported so that what is advertised and
-// what is accepted cannot drift apart.
+// api_versions.go holds the version tables: AdvertisedVersions, which
+// ApiVersions answers with, and AcceptedVersions (the same plus the voters'
+// Raft Fetch v15+ on a node that is also a controller), which the networks
+// give to wire.VersionsSupported so that what is accepted cannot drift from
+// what is advertised.
 //
 // # Lifecycle
 //
