@@ -19,6 +19,9 @@
 //     consumer groups; CheckIdempotence: idempotent producers' records once
 //     each and in sequence order; CheckTopicChurn: deleted and re-created
 //     topics.
+//   - CheckMetadataRegisters (metadata.go): Porcupine registers for the
+//     controller's answers: per topic name whether it exists, per
+//     partition the partition epoch moved by accepted AlterPartitions.
 //
 // The package knows nothing of the simulator's internals: the harness
 // translates what it saw into these types. It must not import sim/ or core/
