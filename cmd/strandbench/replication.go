@@ -176,12 +176,7 @@ func (t *frameTally) request(node env.NodeID, conn env.ConnID, header env.Reques
 
 // response counts node's answer to (conn, corr).
 func (t *frameTally) response(node env.NodeID, conn env.ConnID, corr int32, resp kmsg.Response) {
-	k := pendingKey{node, conn, corr}
-	label, ok := t.pending[k]
-	if !ok {
-		panic(fmt.Sprintf("strandbench: node %d answers correlation id %d on connection %d, which it never received", node, corr, conn))
-	}
-	delete(t.pending, k)
+	label := t.answered(node, conn, corr)
 	if !t.on {
 		return
 	}
@@ -209,18 +204,25 @@ const metadataTopic = "__cluster_metadata"
 // Fetch, whose region bytes are its record batches. Only the tally's
 // label lookup differs from response; the frame is measured, not decoded.
 func (t *frameTally) frame(node env.NodeID, conn env.ConnID, corr int32, f env.Frame) {
-	k := pendingKey{node, conn, corr}
-	label, ok := t.pending[k]
-	if !ok {
-		panic(fmt.Sprintf("strandbench: node %d answers correlation id %d on connection %d, which it never received", node, corr, conn))
-	}
-	delete(t.pending, k)
+	label := t.answered(node, conn, corr)
 	if !t.on {
 		return
 	}
 	t.add(label, int(f.Len()))
 	records := f.RegionBytes()
 	t.records(label, records, records) // simnet reads each region into the frame once
+}
+
+// answered takes the label of the request node answers on (conn, corr)
+// off the pending set.
+func (t *frameTally) answered(node env.NodeID, conn env.ConnID, corr int32) string {
+	k := pendingKey{node, conn, corr}
+	label, ok := t.pending[k]
+	if !ok {
+		panic(fmt.Sprintf("strandbench: node %d answers correlation id %d on connection %d, which it never received", node, corr, conn))
+	}
+	delete(t.pending, k)
+	return label
 }
 
 // records adds a Fetch response's record bytes and the leader's copies of
