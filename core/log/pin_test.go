@@ -137,9 +137,8 @@ func TestPinnedSegmentDeletionWaits(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetentionBytes = 1
 	l := openLog(t, disk, cfg, OpenOptions{})
-	var batches []appended
 	for l.SegmentCount() < 3 {
-		batches = append(batches, appendLeader(t, l, 2, 100, 0))
+		appendLeader(t, l, 2, 100, 0)
 	}
 	res, err := l.Read(0, 1<<30, l.LogEndOffset(), true)
 	if err != nil || len(res.Regions) != 3 {
