@@ -277,9 +277,8 @@ func (n *Node) send(m Message) {
 		}
 		answer, err := DecodeResponse(m, resp)
 		if err != nil {
-			return
+			return // a malformed answer counts as lost: Raft retries
 		}
-
 		n.raft.Step(n.nowMs(), answer)
 		n.pump()
 	})
