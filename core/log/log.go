@@ -46,6 +46,8 @@ type Log struct {
 	failed error
 	// scratch is reused for header reads; never retained by results.
 	scratch []byte
+	// readHints are where recent reads ended (read.go).
+	readHints readHints
 }
 
 // Dir is the log's directory.

@@ -69,12 +69,86 @@ func (l *Log) Read(fetchOffset int64, maxBytes int32, maxOffset int64, minOneBat
 		return result, nil
 	}
 	r := reader{log: l, result: &result, bytesLeft: int64(maxBytes), maxOffset: maxOffset, minOneBatch: minOneBatch}
-	for i := l.segmentFor(fetchOffset); i < len(l.segments) && !r.done; i++ {
+	i := l.segmentFor(fetchOffset)
+	if start, ok, err := l.readHints.find(l, l.segments[i], fetchOffset); err != nil {
+		return ReadResult{}, l.failRead(err)
+	} else if ok {
+		if err := r.readSegmentFrom(l.segments[i], start); err != nil {
+			return ReadResult{}, l.failRead(err)
+		}
+		i++
+	}
+	for ; i < len(l.segments) && !r.done; i++ {
 		if err := r.readSegment(l.segments[i], fetchOffset); err != nil {
 			return ReadResult{}, l.failRead(err)
 		}
 	}
+	if len(result.Regions) > 0 {
+		last := result.Regions[len(result.Regions)-1]
+		l.readHints.add(readHint{offset: result.NextOffset, seg: last.seg, position: last.Position + last.Bytes,
+			truncations: l.flush.truncations})
+	}
 	return result, nil
+}
+
+// readHintsMax is how many read ends a log remembers: enough for the
+// followers and a few tailing consumers of a partition.
+const readHintsMax = 4
+
+// readHint says that every batch of seg before position ends below offset,
+// and that position is a batch boundary or the segment's end: a read at
+// offset may start at the batch at position instead of searching the
+// offset index and walking the headers after its entry. Followers and
+// tailing consumers fetch next where their last read ended, so most reads
+// start at a hint.
+//
+// A hint holds while seg is still in the log with those bytes: segments
+// that leave the log (retention, cleaner swaps, full truncation) fail the
+// seg comparison, and a truncation, which may cut below position and let
+// appends refill it with other batches, moves Log.flush.truncations.
+type readHint struct {
+	offset      int64
+	seg         *segment
+	position    int64
+	truncations uint64
+}
+
+// readHints is a small ring of read ends, newest overwriting oldest.
+type readHints struct {
+	hints [readHintsMax]readHint
+	next  int
+}
+
+// add remembers h, replacing a hint for the same offset.
+func (rh *readHints) add(h readHint) {
+	for i := range rh.hints {
+		if rh.hints[i].offset == h.offset && rh.hints[i].seg == h.seg {
+			rh.hints[i] = h
+			return
+		}
+	}
+	rh.hints[rh.next] = h
+	rh.next = (rh.next + 1) % readHintsMax
+}
+
+// find returns the first batch of s whose last offset >= offset, if a
+// valid hint names it.
+func (rh *readHints) find(l *Log, s *segment, offset int64) (batchAt, bool, error) {
+	for _, h := range rh.hints {
+		if h.seg != s || h.offset != offset || h.truncations != l.flush.truncations || h.position >= s.bytes {
+			continue
+		}
+		header, err := readHeader(s.log, h.position, s.bytes, l.scratch)
+		if err != nil {
+			return batchAt{}, false, fmt.Errorf("segment %d: %w", s.baseOffset, err)
+		}
+		if header.LastOffset() < offset { // the header rotted on the device
+			return batchAt{}, false, fmt.Errorf("segment %d: batch at %d ends at %d, below %d where a read ended: %w",
+				s.baseOffset, h.position, header.LastOffset(), offset, errCorruptData)
+		}
+		return batchAt{header: header, position: h.position}, true, nil
+	}
+	return batchAt{}, false, nil
 }
 
 // failRead fails the log on a read error. That includes headers that no

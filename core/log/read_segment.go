@@ -13,8 +13,14 @@ func (r *reader) readSegment(s *segment, fetchOffset int64) error {
 	if err != nil || !found {
 		return err
 	}
+	return r.readSegmentFrom(s, start)
+}
+
+// readSegmentFrom adds to r the batches of s from start, the first batch
+// whose last offset >= the fetch offset.
+func (r *reader) readSegmentFrom(s *segment, start batchAt) error {
 	c := segmentCursor{reader: r, s: s, region: Region{File: s.log, Position: start.position, seg: s}, position: start.position}
-	err = c.run(start)
+	err := c.run(start)
 	if c.region.Bytes > 0 {
 		r.result.Regions = append(r.result.Regions, c.region)
 	}

@@ -128,6 +128,9 @@ type logMachine struct {
 	// pins are reads whose regions are pinned, as unsent Fetch answers,
 	// with the bytes the regions held when pinned.
 	pins []pinnedRead
+	// tailOffset is where the last checked read ended: a tailing reader
+	// fetches there next, as the read hints expect (read.go).
+	tailOffset int64
 }
 
 // pinnedRead is a pinned Read of the current log incarnation.
@@ -333,6 +336,9 @@ func (sm *logMachine) read(t *rapid.T) {
 		return
 	}
 	fetch := rapid.Int64Range(max(0, sm.m.lso-2), sm.m.leo+2).Draw(t, "fetchOffset")
+	if rapid.Bool().Draw(t, "tailing") {
+		fetch = sm.tailOffset
+	}
 	maxBytes := rapid.Int32Range(-1, 3000).Draw(t, "maxBytes")
 	maxOffset := rapid.Int64Range(fetch-1, sm.m.leo+2).Draw(t, "maxOffset")
 	minOne := rapid.Bool().Draw(t, "minOneBatch")
@@ -411,6 +417,7 @@ func (sm *logMachine) checkRead(t *rapid.T, fetch int64, maxBytes int32, maxOffs
 			t.Fatalf("Read(%d): batch %d (offset %d) differs from the one appended", fetch, i, want[i].base)
 		}
 	}
+	sm.tailOffset = result.NextOffset
 }
 
 func (sm *logMachine) readByTime(t *rapid.T) {
