@@ -117,7 +117,7 @@ func readRecord(data []byte, index int) (recordView, int, *Error) {
 // readWellFormedRecord is readRecord for a record without a fault: it
 // reports ok only when readRecordChecked would accept the record with the
 // same result, and otherwise gives up without saying why. It keeps its
-// position in a local and decodes one-byte varints inline.
+// position in a local and decodes short varints without binary.Varint.
 func readWellFormedRecord(data []byte, index int) (r recordView, n int, ok bool) {
 	length, start, ok := quickVarint(data, 0)
 	if !ok || length < 1 || int(length) > len(data)-start {
