@@ -81,14 +81,6 @@ func (f *fileNode) durableBytes() int64 {
 	return int64(len(f.durable))
 }
 
-// durableContent returns the durable content; the caller must not modify it.
-func (f *fileNode) durableContent() []byte {
-	if f.prefix {
-		return f.current[:f.durableLen]
-	}
-	return f.durable
-}
-
 // record applies op to current and appends it to pending. op.data is the
 // caller's: record keeps a copy.
 func (f *fileNode) record(op fileOp) {

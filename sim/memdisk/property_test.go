@@ -294,3 +294,12 @@ func sortedWith(names []string, name string) []string {
 func sortedWithout(names []string, name string) []string {
 	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return s == name })
 }
+
+// durableContent returns a file's durable content, for the model
+// comparison; the caller must not modify it.
+func (f *fileNode) durableContent() []byte {
+	if f.prefix {
+		return f.current[:f.durableLen]
+	}
+	return f.durable
+}
