@@ -68,7 +68,7 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 		n.net.Close(conn)
 		return
 	}
-	answer, bytes, answerNow := n.executeFetch(req)
+	answer, bytes, answerNow := n.executeFetch(req, true)
 	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(answer.partitions) {
 		n.replyFetch(conn, hdr.CorrelationID, answer)
 		return
@@ -78,8 +78,8 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 
 // fetchAnswer is a Fetch response whose record batches are still regions:
 // records holds one entry per partition of resp, in order, and partitions
-// the hosted partition each names (nil when not hosted), so that parking
-// the fetch need not look them up again.
+// (when asked for) the hosted partition each names (nil when not hosted),
+// so that parking the fetch need not look them up again.
 type fetchAnswer struct {
 	resp       *kmsg.FetchResponse
 	records    []partitionRecords
@@ -109,8 +109,9 @@ func (n *Node) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
 // executeFetch builds the answer to req from the logs as they are now; it
 // pins nothing, so an answer that is dropped (the fetch parks) costs nothing.
 // answerNow is set when some partition failed or diverged: Kafka answers
-// those without waiting.
-func (n *Node) executeFetch(req *kmsg.FetchRequest) (answer fetchAnswer, bytes int64, answerNow bool) {
+// those without waiting. keepPartitions fills answer.partitions, for a
+// fetch that may park.
+func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer fetchAnswer, bytes int64, answerNow bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	answer.resp = resp
 	remaining := int64(req.MaxBytes)
@@ -126,7 +127,9 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest) (answer fetchAnswer, bytes i
 	// names many partitions, and this runs for every fetch answered.
 	partitions := make([]kmsg.FetchResponseTopicPartition, 0, count)
 	answer.records = make([]partitionRecords, 0, count)
-	answer.partitions = make([]*partition, 0, count)
+	if keepPartitions {
+		answer.partitions = make([]*partition, 0, count)
+	}
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -141,7 +144,9 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest) (answer fetchAnswer, bytes i
 			bytes += records.bytes()
 			partitions = append(partitions, rp)
 			answer.records = append(answer.records, records)
-			answer.partitions = append(answer.partitions, p)
+			if keepPartitions {
+				answer.partitions = append(answer.partitions, p)
+			}
 		}
 		rt.Partitions = partitions[start:len(partitions):len(partitions)]
 		resp.Topics = append(resp.Topics, rt)
@@ -284,7 +289,7 @@ func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 }
 
 func (n *Node) answerFetch(w *fetchWaiter) {
-	answer, _, _ := n.executeFetch(w.req)
+	answer, _, _ := n.executeFetch(w.req, false)
 	n.replyFetch(w.conn, w.corr, answer)
 }
 
