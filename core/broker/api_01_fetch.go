@@ -10,7 +10,8 @@ package broker
 // that the first non-empty partition returns its first batch whole (KIP-74).
 // Long polling: without enough data (MinBytes) and without errors, the
 // request waits up to MaxWaitMillis, re-checked whenever a hosted
-// partition's HW or LEO moves; the waiting list is bounded by
+// partition's HW or LEO moves (fetchReady: without a log read when the
+// bound is the LEO and MinBytes <= 1); the waiting list is bounded by
 // strand.purgatory.requests.max and, per partition (counting acks=all
 // produces), strand.purgatory.requests.per.partition.max: beyond them,
 // fetches are answered at once.
