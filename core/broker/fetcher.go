@@ -5,7 +5,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/batch"
 	"strand/core/env"
+	"strand/core/log"
 	"strand/core/producer"
 	"strand/core/replica"
 )
@@ -238,9 +240,9 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 	switch action.Kind {
 	case replica.ActionAppend:
 		if len(rp.RecordBatches) > 0 {
-			segments := p.log.SegmentCount()
+			segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
 			if _, err = p.log.AppendAsFollower(rp.RecordBatches, n.wallMs()); err == nil {
-				n.followerProducersAppended(p, segments)
+				n.followerProducersAppended(p, segments, appendedBatches(p.log, rp.RecordBatches, leo))
 			}
 		}
 		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
@@ -271,17 +273,56 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 }
 
 // followerProducersAppended applies the batches a follower just appended to
-// its producer state, read back from the log (CatchUp), and snapshots the
+// its producer state (CatchUp, reading them with read), and snapshots the
 // state when the append rolled a segment, as the leader does.
-func (n *Node) followerProducersAppended(p *partition, segmentsBefore int) {
+func (n *Node) followerProducersAppended(p *partition, segmentsBefore int, read producer.BatchReader) {
 	if p.producers == nil {
 		return // reloaded, with these batches, by the next syncProducers
 	}
-	if err := p.producers.CatchUp(p.log.LogEndOffset(), producer.LogReader(p.log)); err != nil {
+	if err := p.producers.CatchUp(p.log.LogEndOffset(), read); err != nil {
 		p.producers = nil
 		return
 	}
 	if p.log.SegmentCount() != segmentsBefore {
 		p.snapshots.Take(p.producers, nil)
 	}
+}
+
+// appendedBatches reads batch headers for a producer state's catch-up from
+// records, the batches a follower just appended to l at appendedFrom (its
+// LEO before), instead of reading them back from the log: the log holds
+// these very bytes. A catch-up from elsewhere (the state was behind), or
+// records that are not exactly what the log now ends with, read the log.
+func appendedBatches(l *log.Log, records []byte, appendedFrom int64) producer.BatchReader {
+	return func(fromOffset int64, visit func(batch.Header) error) error {
+		headers, ok := batchHeaders(records, appendedFrom)
+		if fromOffset != appendedFrom || !ok || len(headers) == 0 || headers[len(headers)-1].NextOffset() != l.LogEndOffset() {
+			return producer.LogReader(l)(fromOffset, visit)
+		}
+		for _, h := range headers {
+			if err := visit(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// batchHeaders parses the headers of records, whole batches whose offsets
+// run on from baseOffset without a gap; ok is false if they do not.
+func batchHeaders(records []byte, baseOffset int64) (headers []batch.Header, ok bool) {
+	next := baseOffset
+	for rest := records; len(rest) > 0; {
+		if len(rest) < batch.HeaderBytes {
+			return nil, false
+		}
+		h, err := batch.ParseHeader(rest)
+		if err != nil || h.Length < 0 || h.TotalBytes() > int64(len(rest)) || h.BaseOffset != next || h.LastOffsetDelta < 0 {
+			return nil, false
+		}
+		headers = append(headers, h)
+		next = h.NextOffset()
+		rest = rest[h.TotalBytes():]
+	}
+	return headers, true
 }
