@@ -185,17 +185,6 @@ func (w *writer) wroteInPlace(f *File, size int64) {
 	w.mu.Unlock()
 }
 
-// failInPlace records a failed write made on the caller's goroutine: like a
-// failed queued write, it fails the file's later writes and Syncs.
-func (w *writer) failInPlace(f *File, err error) {
-	w.mu.Lock()
-	if f.writes.err == nil {
-		f.writes.err = err
-		f.writes.failed.Store(true)
-	}
-	w.mu.Unlock()
-}
-
 // readQueued fills the part of p (read at off) that lies at or past f's
 // written end from f's queued appends, and returns the written end: the
 // caller reads the part before it from the file. Both parts are taken under
