@@ -156,6 +156,9 @@ type Limits struct {
 	// PurgatoryRequestsMax is strand.purgatory.requests.max: waiting requests
 	// over all partitions.
 	PurgatoryRequestsMax int32
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots:
+	// the fetch sessions (KIP-227) a broker keeps (Kafka's default, 1000).
+	FetchSessionCacheSlots int32
 }
 
 // Roles is process.roles.

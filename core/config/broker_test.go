@@ -140,6 +140,7 @@ func TestKafkaDefaults(t *testing.T) {
 		{"log.message.timestamp.before.max.ms", b.LogMessageTimestampBeforeMaxMs, math.MaxInt64},
 		{"log.message.timestamp.after.max.ms", b.LogMessageTimestampAfterMaxMs, 3600000},
 		{"message.max.bytes", int64(b.MessageMaxBytes), 1048588},
+		{"max.incremental.fetch.session.cache.slots", int64(b.Limits.FetchSessionCacheSlots), 1000},
 		{"socket.request.max.bytes", int64(b.SocketRequestMaxBytes), 104857600},
 		{"offsets.topic.replication.factor", int64(b.OffsetsTopicReplicationFactor), 3},
 		{"offsets.topic.num.partitions", int64(b.OffsetsTopicNumPartitions), 50},

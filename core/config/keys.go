@@ -195,6 +195,7 @@ var brokerKeys = map[string]keyDef{
 	"strand.connection.buffered.bytes.max":        int64Key("104857600", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ConnectionBufferedBytesMax }),
 	"strand.purgatory.requests.per.partition.max": int32Key("1000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsPerPartitionMax }),
 	"strand.purgatory.requests.max":               int32Key("100000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsMax }),
+	"max.incremental.fetch.session.cache.slots":   int32Key("1000", 0, maxInt32, func(b *Broker) *int32 { return &b.Limits.FetchSessionCacheSlots }),
 }
 
 // brokerKeyNames lists brokerKeys sorted, so that parsing visits keys in a
