@@ -69,6 +69,44 @@ func TestLoopDropsPostsAfterStop(t *testing.T) {
 	}
 }
 
+// TestLoopKeepsReleasesForRunReleases: a release queued when the loop
+// stops, or posted after, runs exactly once, in RunReleases if not on the
+// loop; plain posts after Stop never run; a release posted after
+// RunReleases is a broken shutdown order and panics.
+func TestLoopKeepsReleasesForRunReleases(t *testing.T) {
+	l := NewLoop()
+	go l.Run()
+	gate := make(chan struct{})
+	l.Post(func() { <-gate })
+	var queuedRuns, lateRuns, plainRuns atomic.Int32
+	if !l.PostRelease(func() { queuedRuns.Add(1) }) {
+		t.Fatal("PostRelease on a running loop reported it kept the release")
+	}
+	l.Stop()
+	close(gate)
+	l.Wait()
+	if l.PostRelease(func() { lateRuns.Add(1) }) {
+		t.Fatal("PostRelease after Stop reported the loop took it")
+	}
+	if l.Post(func() { plainRuns.Add(1) }) {
+		t.Fatal("Post after Stop reported success")
+	}
+	if lateRuns.Load() != 0 {
+		t.Fatal("a release posted after Stop ran before RunReleases")
+	}
+	l.RunReleases()
+	if queuedRuns.Load() != 1 || lateRuns.Load() != 1 || plainRuns.Load() != 0 {
+		t.Fatalf("runs: queued release %d, late release %d, plain post %d; want 1, 1, 0",
+			queuedRuns.Load(), lateRuns.Load(), plainRuns.Load())
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a release posted after RunReleases did not panic")
+		}
+	}()
+	l.PostRelease(func() {})
+}
+
 // TestClockTimerStopIsExact: a timer stopped with true never fires, even
 // when its time has passed and its fire is already queued behind a busy
 // loop; a fired timer's Stop reports false.

@@ -235,23 +235,31 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	case <-time.After(closeFlushTimeout):
 		closeErr = fmt.Errorf("realnet: closing the logs took over %s", closeFlushTimeout)
 	}
-	n.stop()
+	n.stop(true)
 	return errors.Join(incomplete, closeErr)
 }
 
 // Kill stops the node abruptly, as a crash would, without a controlled
 // shutdown or closing the logs: for tests of failure handling. What the
-// logs hold is what the page cache held.
+// logs hold is what the page cache held. Fetch responses still in flight
+// are not released either: a crash runs nothing more.
 func (n *Node) Kill() {
-	n.stop()
+	n.stop(false)
 }
 
-// stop ends the loop, the network and the disks.
-func (n *Node) stop() {
+// stop ends the loop, the network and the disks. With runReleases, the
+// releases of Fetch responses the loop did not run (posted as it stopped,
+// or by connection writers it outlived) run once the network's goroutines
+// have exited, before the disks close: after Close, the last release of a
+// pinned segment closes its file (core/log's pin.go).
+func (n *Node) stop(runReleases bool) {
 	n.loop.Stop()
 	n.loop.Wait()
 	n.closeWaitingListeners()
 	n.net.Shutdown()
+	if runReleases {
+		n.loop.RunReleases()
+	}
 	for _, d := range n.disks {
 		d.Close()
 	}

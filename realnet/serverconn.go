@@ -246,7 +246,7 @@ func (sc *serverConn) writeLoop() {
 		}
 		sc.mu.Unlock()
 		if out.queued() {
-			if err := out.run(sc.net.loop.Post); err != nil {
+			if err := out.run(sc.net.loop.PostRelease); err != nil {
 				sc.shutdown()
 				return
 			}
@@ -274,7 +274,7 @@ func (sc *serverConn) finish() {
 	sc.mu.Lock()
 	for _, s := range sc.slots {
 		if s.pieced.Release != nil {
-			sc.net.loop.Post(s.pieced.Release) // never written
+			sc.net.loop.PostRelease(s.pieced.Release) // never written
 		}
 	}
 	sc.slots = nil
