@@ -1,6 +1,6 @@
 package broker
 
-// Fetch (key 1), versions 4..12 (api_versions.go).
+// Fetch (key 1), versions 4..16 (api_versions.go).
 //
 // Served: consumers (ReplicaID -1) read up to the HW, replicas (ReplicaID >=
 // 0, replica fetchers) up to the LEO, and a replica's fetch drives the
@@ -18,9 +18,18 @@ package broker
 // A fetch of __cluster_metadata-0 goes to the controller role
 // (core/controller).
 //
-// Skipped: fetch sessions (KIP-227: SessionID is always 0, which clients
-// treat as "sessions unsupported" and send full fetches), preferred read
-// replicas (KIP-392), throttling.
+// Fetch sessions (KIP-227, v7+): fetch_session.go and fetch_session_use.go.
+// A full fetch with SessionEpoch 0 gets a session when answered (if the
+// cache has room); an incremental one executes every partition of its
+// session and sends those with something to say. Long polling works on
+// the executed request, so it is the same for both.
+// Topic ids (KIP-516, v13+): topics are named by id, resolved from the
+// applied metadata; an unknown id answers UNKNOWN_TOPIC_ID, and a
+// partition hosted under another id of the same name INCONSISTENT_TOPIC_ID.
+// v15 moves the replica id into ReplicaState; v16's NodeEndpoints are
+// left empty (no CurrentLeader is ever set).
+//
+// Skipped: preferred read replicas (KIP-392), throttling.
 //
 // Zero copy: record batches are never copied by the broker. A partition's
 // batches stay file regions (log.Read), pinned (log.Pin) from the answer
@@ -35,6 +44,7 @@ import (
 
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/metadata"
 	"strand/core/replica"
 )
 
@@ -45,6 +55,8 @@ type fetchWaiter struct {
 	req   *kmsg.FetchRequest
 	timer env.Timer
 	parts []parkedPartition
+	// session is what the fetch does with fetch sessions once answered.
+	session fetchSessionUse
 	// parked is set while w is in the purgatory (Node.fetchWaiters and its
 	// partitions' fetchWaiters).
 	parked bool
@@ -69,12 +81,23 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 		n.net.Close(conn)
 		return
 	}
-	answer, bytes, answerNow := n.executeFetch(req, true)
-	if answerNow || req.MaxWaitMillis <= 0 || bytes >= int64(req.MinBytes) || n.purgatoryFull(answer.partitions) {
-		n.replyFetch(conn, hdr.CorrelationID, answer)
+	if req.Version >= 15 {
+		req.ReplicaID = req.ReplicaState.ID // v15 moved it (KIP-903)
+	}
+	n.resolveTopicIDs(req)
+	use, exec, errorCode := n.openFetchSession(hdr.ClientID, req)
+	if errorCode != 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = errorCode
+		n.replyFetch(conn, hdr.CorrelationID, fetchAnswer{resp: resp})
 		return
 	}
-	n.parkFetch(conn, hdr.CorrelationID, req, answer.partitions)
+	answer, bytes, answerNow := n.executeFetch(exec, true)
+	if answerNow || exec.MaxWaitMillis <= 0 || bytes >= int64(exec.MinBytes) || n.purgatoryFull(answer.partitions) {
+		n.replyFetch(conn, hdr.CorrelationID, n.closeFetchSession(use, exec, answer))
+		return
+	}
+	n.parkFetch(conn, hdr.CorrelationID, exec, use, answer.partitions)
 }
 
 // fetchAnswer is a Fetch response whose record batches are still regions:
@@ -134,11 +157,23 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		start := len(partitions)
+		byID := req.Version >= fetchTopicIDVersionMin
 		for _, fp := range t.Partitions {
 			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
-			rp, records := n.fetchPartition(req.ReplicaID, p, t.Topic, fp, &remaining, &minOneBatch)
+			var rp kmsg.FetchResponseTopicPartition
+			var records partitionRecords
+			switch {
+			case byID && t.Topic == "":
+				rp = fetchPartitionError(fp.Partition, kerr.UnknownTopicID.Code)
+				p = nil
+			case byID && p != nil && p.topicID != metadata.TopicID(t.TopicID):
+				rp = fetchPartitionError(fp.Partition, kerr.InconsistentTopicID.Code)
+				p = nil
+			default:
+				rp, records = n.fetchPartition(req.ReplicaID, p, t.Topic, fp, &remaining, &minOneBatch)
+			}
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
 				answerNow = true
 			}
@@ -211,8 +246,8 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 
 // parkFetch waits for data, for at most MaxWaitMillis; partitions are the
 // hosted partitions req names, in order (fetchAnswer.partitions).
-func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, partitions []*partition) {
-	w := &fetchWaiter{conn: conn, corr: corr, req: req, parked: true}
+func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, use fetchSessionUse, partitions []*partition) {
+	w := &fetchWaiter{conn: conn, corr: corr, req: req, session: use, parked: true}
 	i := 0
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
@@ -291,7 +326,7 @@ func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 
 func (n *Node) answerFetch(w *fetchWaiter) {
 	answer, _, _ := n.executeFetch(w.req, false)
-	n.replyFetch(w.conn, w.corr, answer)
+	n.replyFetch(w.conn, w.corr, n.closeFetchSession(w.session, w.req, answer))
 }
 
 // wakeFetchWaiters re-checks the parked fetches waiting on p, whose HW, LEO,
@@ -398,15 +433,20 @@ func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, fp := range t.Partitions {
-			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = fp.Partition, code
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			rp.RecordBatches = []byte{} // empty, never null: see fetchPartition
-			rt.Partitions = append(rt.Partitions, rp)
+			rt.Partitions = append(rt.Partitions, fetchPartitionError(fp.Partition, code))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// fetchPartitionError is partition's answer with error code and no records.
+func fetchPartitionError(partition int32, code int16) kmsg.FetchResponseTopicPartition {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition, rp.ErrorCode = partition, code
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	rp.RecordBatches = []byte{} // empty, never null: see fetchPartition
+	return rp
 }

@@ -20,11 +20,13 @@ type apiRange struct {
 //   - Produce from v3, the first version that carries RecordBatch v2 (older
 //     librdkafka builds switch compression off below it), to v11: v12 needs
 //     KIP-890 transactions and v13 names topics by id only.
-//   - Fetch from v4 (librdkafka's threshold for the v2 format) to v12, the
-//     last version that names topics by name and the one replica fetchers
-//     send (DivergingEpoch). kafka-go's Fetch v2 would need the magic 0/1
-//     message format, which Strand does not store: kafka-go then picks v5 or
-//     v10, both inside the range. v13+ (topic ids only) is not served yet.
+//   - Fetch from v4 (librdkafka's threshold for the v2 format) to v16:
+//     v12 is the last version that names topics by name and the one replica
+//     fetchers send (DivergingEpoch), v13 names topics by id (KIP-516), v15
+//     carries ReplicaState, v16 NodeEndpoints (left empty). v17 (KIP-853's
+//     ReplicaDirectoryId) is not served. kafka-go's Fetch v2 would need the
+//     magic 0/1 message format, which Strand does not store: kafka-go then
+//     picks v5 or v10, both inside the range. Sessions (KIP-227) from v7.
 //   - Metadata v1..v12 (kafka-go v1, kafkajs v6, sarama v11).
 //   - ListOffsets v1..v7: v0 answers with a list of old-style offsets, v8 adds
 //     KIP-405 tiered timestamps.
@@ -46,7 +48,7 @@ type apiRange struct {
 // what they see (kgo on key 68, KIP-848).
 var clientAPIs = []apiRange{
 	{kmsg.Produce.Int16(), 3, 11},
-	{kmsg.Fetch.Int16(), 4, 12},
+	{kmsg.Fetch.Int16(), 4, fetchEncodedVersionMax},
 	{kmsg.ListOffsets.Int16(), 1, 7},
 	{kmsg.Metadata.Int16(), 1, 12},
 	{kmsg.ApiVersions.Int16(), 0, 3},
@@ -107,9 +109,9 @@ func quorumAPIs() []apiRange {
 // sorted by key as Kafka sends it. A key in several tables gets the union
 // of their ranges, with one exception: Kafka answers ApiVersions per
 // listener, Strand with one table per node, so on a node that is a broker
-// too the clients' range of a shared key (Fetch: v4..v12; the voters'
-// v15+ Fetch names topics by id, which clients must not be offered) is
-// what it advertises. With accepted set the table is what the node
+// too the clients' range of a shared key (Fetch: v4..v16; the voters'
+// Fetch is routed to the quorum before the table is consulted) is what it
+// advertises. With accepted set the table is what the node
 // accepts instead: the union always (AcceptedVersions).
 func advertisedVersions(brokerRole, controllerRole, accepted bool) []kmsg.ApiVersionsResponseApiKey {
 	byKey := map[int16]apiRange{}

@@ -335,8 +335,8 @@ func TestControlledShutdownHandsOverTheController(t *testing.T) {
 // EndQuorumEpoch, FetchSnapshot, Fetch up to the voters' version) and the
 // controller RPCs brokers send, and the transport's acceptance test built
 // from AcceptedVersions lets every Raft RPC through in the version the
-// quorum's codec speaks. A node that is broker too still offers clients
-// Fetch only up to v12; a broker-only node names no Raft RPC.
+// quorum's codec speaks. A node that is broker too offers clients Fetch
+// up to v16 (topic ids, sessions); a broker-only node names no Raft RPC.
 func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 	find := func(table []kmsg.ApiVersionsResponseApiKey, key int16) (kmsg.ApiVersionsResponseApiKey, bool) {
 		for _, k := range table {
@@ -355,8 +355,8 @@ func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 		advertisesController bool
 	}{
 		{"controller only", false, true, 16, true},
-		{"broker and controller", true, true, 12, true},
-		{"broker only", true, false, 12, false},
+		{"broker and controller", true, true, 16, true},
+		{"broker only", true, false, 16, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			advertised := advertisedVersions(tc.broker, tc.controller, false)
@@ -373,8 +373,10 @@ func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 			}
 			supported := wire.VersionsSupported(accepted)
 			for _, v := range quorum.Versions() {
-				if got := supported(v.Key, v.Max); got != tc.controller {
-					t.Errorf("transport accepts key %d v%d: %v, want %v", v.Key, v.Max, got, tc.controller)
+				// The voters' Fetch version is a client version too.
+				want := tc.controller || (tc.broker && v.Key == kmsg.Fetch.Int16() && v.Max <= fetchEncodedVersionMax)
+				if got := supported(v.Key, v.Max); got != want {
+					t.Errorf("transport accepts key %d v%d: %v, want %v", v.Key, v.Max, got, want)
 				}
 			}
 		})

@@ -18,15 +18,17 @@ import (
 // kmsg.FetchResponse.AppendTo writes, which TestFetchFrameMatchesKmsg checks
 // on random responses.
 //
-// It covers the versions the broker advertises, 4 to 12 (12 is the first
-// flexible one: compact lengths and tagged fields). Unknown tags are never
-// set by the broker and are not encoded.
+// It covers the versions the broker advertises, 4 to 16: 12 is the first
+// flexible one (compact lengths and tagged fields), 13 names topics by id
+// (KIP-516), 16 may carry NodeEndpoints (the Brokers tag, KIP-951), which
+// the broker leaves empty. Unknown tags are never set by the broker and are
+// not encoded.
 
 // fetchEncodedVersionMin and fetchEncodedVersionMax bound the versions the
 // encoder writes; api_versions.go must advertise no more.
 const (
 	fetchEncodedVersionMin = 4
-	fetchEncodedVersionMax = 12
+	fetchEncodedVersionMax = 16
 )
 
 // partitionRecords is the record batches of one partition of a Fetch
@@ -84,7 +86,11 @@ func fetchFrame(correlationID int32, resp *kmsg.FetchResponse, records []partiti
 	k := 0
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
-		e.string(t.Topic)
+		if v >= fetchTopicIDVersionMin {
+			e.buf = append(e.buf, t.TopicID[:]...)
+		} else {
+			e.string(t.Topic)
+		}
 		e.arrayLen(len(t.Partitions))
 		for j := range t.Partitions {
 			if k >= len(records) {
@@ -98,8 +104,39 @@ func fetchFrame(correlationID int32, resp *kmsg.FetchResponse, records []partiti
 	if k != len(records) {
 		panic(fmt.Sprintf("broker: Fetch response has %d partitions, %d record sets", k, len(records)))
 	}
-	e.tags(0) // Brokers (tag 0) is v16+
+	e.brokers(resp.Brokers)
 	return e.finish()
+}
+
+// brokers writes the response's tag section: the Brokers tag (0, the
+// NodeEndpoints of KIP-951) when there are any, as kmsg does.
+func (e *fetchEncoder) brokers(brokers []kmsg.FetchResponseBroker) {
+	if !e.flexible {
+		return
+	}
+	if len(brokers) == 0 {
+		e.tags(0)
+		return
+	}
+	e.tags(1)
+	e.uvarint(0)
+	// The tag's size precedes it: encode the field apart, then copy it in.
+	field := &fetchEncoder{flexible: true}
+	field.arrayLen(len(brokers))
+	for i := range brokers {
+		b := &brokers[i]
+		field.int32(b.NodeID)
+		field.string(b.Host)
+		field.int32(b.Port)
+		if b.Rack == nil {
+			field.uvarint(0)
+		} else {
+			field.string(*b.Rack)
+		}
+		field.tags(0)
+	}
+	e.uvarint(len(field.buf))
+	e.buf = append(e.buf, field.buf...)
 }
 
 func (e *fetchEncoder) partition(v int16, p *kmsg.FetchResponseTopicPartition, records partitionRecords) {

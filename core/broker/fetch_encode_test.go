@@ -44,7 +44,11 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 		var records []partitionRecords
 		for range rapid.IntRange(0, 3).Draw(t, "topics") {
 			it := kmsg.NewFetchResponseTopic()
-			it.Topic = rapid.StringMatching(`[a-z._-]{0,20}`).Draw(t, "topic")
+			if version >= fetchTopicIDVersionMin {
+				copy(it.TopicID[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "topic id"))
+			} else {
+				it.Topic = rapid.StringMatching(`[a-z._-]{0,20}`).Draw(t, "topic")
+			}
 			et := it
 			for range rapid.IntRange(0, 4).Draw(t, "partitions") {
 				ip, ep, r := drawPartition(t, file, version)
@@ -54,6 +58,19 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 			}
 			inline.Topics = append(inline.Topics, it)
 			encoded.Topics = append(encoded.Topics, et)
+		}
+		if version >= 16 {
+			for range rapid.IntRange(0, 2).Draw(t, "brokers") {
+				b := kmsg.NewFetchResponseBroker()
+				b.NodeID, b.Port = rapid.Int32().Draw(t, "node id"), rapid.Int32().Draw(t, "port")
+				b.Host = rapid.StringMatching(`[a-z0-9.-]{0,20}`).Draw(t, "host")
+				if rapid.Bool().Draw(t, "rack set") {
+					rack := rapid.StringMatching(`[a-z0-9]{0,8}`).Draw(t, "rack")
+					b.Rack = &rack
+				}
+				inline.Brokers = append(inline.Brokers, b)
+			}
+			encoded.Brokers = inline.Brokers
 		}
 		corr := rapid.Int32().Draw(t, "correlation id")
 		want := wire.AppendResponse(nil, corr, inline)

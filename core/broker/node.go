@@ -155,6 +155,9 @@ type Node struct {
 	// drainWakes against re-entry.
 	wakeQueue       []*partition
 	wakeAll, waking bool
+	// fetchSessions are the consumers' and followers' fetch sessions
+	// (KIP-227, fetch_session.go).
+	fetchSessions *fetchSessionCache
 
 	// coordinators are the group coordinators of the __consumer_offsets
 	// partitions this broker leads, by partition (coordinators.go).
@@ -203,6 +206,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		coordinators: map[int32]*coordinatorSlot{},
 	}
 	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
+	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
