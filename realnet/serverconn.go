@@ -2,6 +2,7 @@ package realnet
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -102,9 +103,16 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return net.ErrClosed
 	}
-	// A fresh buffer per frame: the decoded request aliases it (kmsg), and
-	// the core may keep referring to it after the request is answered.
-	frame := make([]byte, length)
+	// The decoded request aliases its frame (kmsg). A Produce frame is
+	// recycled once the core has handled the request (framepool.go); any
+	// other gets a fresh buffer, as the core may keep referring to it.
+	fb, err := sc.frameFor(r, length)
+	if err != nil {
+		sc.net.budget.release(size)
+		sc.unreserve(size)
+		return err
+	}
+	frame := fb.buf
 	if _, err := io.ReadFull(r, frame); err != nil {
 		sc.net.budget.release(size)
 		sc.unreserve(size)
@@ -133,11 +141,31 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if !sc.net.loop.Post(func() {
 		budget.release(size)
 		handler.HandleRequest(id, hdr, req)
+		if fb.pooled {
+			produceFrames.put(fb)
+		}
 	}) {
 		budget.release(size)
 		return net.ErrClosed
 	}
 	return nil
+}
+
+// frameFor returns the buffer to read a frame of length bytes into: a pooled
+// one for a Produce request (its api key, the body's first two bytes, is
+// peeked from r), a fresh one otherwise.
+func (sc *serverConn) frameFor(r *bufio.Reader, length int32) (*frameBuf, error) {
+	if length < 2 {
+		return &frameBuf{buf: make([]byte, length)}, nil
+	}
+	key, err := r.Peek(2)
+	if err != nil {
+		return nil, err
+	}
+	if int16(binary.BigEndian.Uint16(key)) != kmsg.Produce.Int16() {
+		return &frameBuf{buf: make([]byte, length)}, nil
+	}
+	return produceFrames.get(int(length)), nil
 }
 
 // waitForRoom blocks while the connection has as many requests in flight
