@@ -9,12 +9,14 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"strand/core/broker"
 	"strand/core/config"
 	"strand/core/env"
+	"strand/core/quorum"
 	"strand/diskio"
 )
 
@@ -212,19 +214,39 @@ var ErrControlledShutdownIncomplete = errors.New("controlled shutdown did not co
 // bounded by ctx; then the listeners and connections close, the core closes
 // its logs (flushing them and marking the shutdown clean when the controlled
 // shutdown completed), and the loop and disks stop.
+//
+// A voter gives the controlled shutdown up early, with a warning and no
+// error, when no controller quorum can form (watchQuorum): the other voters
+// have stopped, as when a whole cluster is stopped at once, so no
+// controller will ever answer. Kafka's broker waits out its deadline then,
+// and logs an error; waiting for what cannot happen only delays the
+// operator's stop. Its logs are then flushed and marked clean, as after a
+// completed controlled shutdown (broker.Node.AbandonControlledShutdown).
 func (n *Node) Shutdown(ctx context.Context) error {
 	controlled := make(chan struct{})
 	if !n.loop.Call(func() { n.core.BeginShutdown(func() { close(controlled) }) }) {
 		return errors.New("realnet: event loop already stopped")
 	}
+	stopWatching := make(chan struct{})
+	quorumLost, watcherDone := n.watchQuorum(stopWatching)
 	var incomplete error
 	select {
 	case <-controlled:
 		n.logger.Info("controlled shutdown complete")
+	case reason := <-quorumLost:
+		abandoned := false
+		n.loop.Call(func() { abandoned = n.core.AbandonControlledShutdown() })
+		if abandoned {
+			n.logger.Warn("giving up the controlled shutdown: no controller quorum can form", "reason", reason)
+		} else {
+			n.logger.Info("controlled shutdown complete")
+		}
 	case <-ctx.Done():
 		incomplete = fmt.Errorf("%w: %w", ErrControlledShutdownIncomplete, ctx.Err())
 		n.logger.Warn("controlled shutdown did not complete in time; closing anyway", "err", ctx.Err())
 	}
+	close(stopWatching)
+	<-watcherDone
 	n.closeWaitingListeners() // first: see serveWaitingListeners
 	n.net.CloseListeners()
 	closed := make(chan error, 1)
@@ -237,6 +259,97 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.stop(true)
 	return errors.Join(incomplete, closeErr)
+}
+
+// quorumCheckInterval is how often a voter in a controlled shutdown checks
+// whether a controller quorum can still form, and quorumLostChecks how
+// many checks in a row must find it cannot before the node gives up: a
+// voter restarting, or an election under way, passes within that time.
+const (
+	quorumCheckInterval = 500 * time.Millisecond
+	quorumLostChecks    = 3
+)
+
+// voterDialTimeout bounds the probe of another voter's controller
+// listener. A stopped voter on a reachable host refuses at once.
+const voterDialTimeout = 500 * time.Millisecond
+
+// watchQuorum watches, until stop closes, whether a controller quorum can
+// form, for a node that is itself a voter (others never give up: they
+// cannot tell a stopped quorum from an unreachable one). lost receives the
+// reason once quorumLostChecks checks in a row found none could; done
+// closes when the watcher has exited.
+func (n *Node) watchQuorum(stop <-chan struct{}) (lost <-chan string, done <-chan struct{}) {
+	lostCh, doneCh := make(chan string, 1), make(chan struct{})
+	if !n.cfg.Roles.Controller || !slices.ContainsFunc(n.cfg.QuorumVoters, func(v config.Voter) bool { return v.ID == n.cfg.NodeID }) {
+		close(doneCh)
+		return lostCh, doneCh
+	}
+	go func() {
+		defer close(doneCh)
+		tick := time.NewTicker(quorumCheckInterval)
+		defer tick.Stop()
+		for streak := 0; streak < quorumLostChecks; {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			reason := n.quorumUnformable()
+			if reason == "" {
+				streak = 0
+				continue
+			}
+			if streak++; streak == quorumLostChecks {
+				lostCh <- reason
+			}
+		}
+	}()
+	return lostCh, doneCh
+}
+
+// quorumUnformable says why no controller quorum can form, or "" if one
+// may: this voter follows no other voter's leadership (a leader it still
+// hears from may answer; a prospective voter, KIP-996, still names the
+// leader it lost), and fewer than a majority of the voters, itself
+// included, accept a connection on their controller listeners.
+func (n *Node) quorumUnformable() string {
+	role, leader := quorum.Follower, int32(-1)
+	if !n.loop.Call(func() {
+		if r := n.core.QuorumRaft(); r != nil {
+			role, leader = r.Role(), r.LeaderID()
+		}
+	}) {
+		return ""
+	}
+	self := int32(n.cfg.NodeID)
+	if role == quorum.Follower && leader >= 0 && leader != self {
+		return ""
+	}
+	reachable := 1 // this voter
+	var unreachable []string
+	for _, v := range n.cfg.QuorumVoters {
+		if int32(v.ID) == self {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", v.Address(), voterDialTimeout)
+		if err != nil {
+			unreachable = append(unreachable, fmt.Sprintf("voter %d: %v", v.ID, err))
+			continue
+		}
+		c.Close()
+		reachable++
+	}
+	majority := len(n.cfg.QuorumVoters)/2 + 1
+	if reachable >= majority {
+		return ""
+	}
+	leads := fmt.Sprintf("no voter leads (this one is %s)", role)
+	if role == quorum.Leader {
+		leads = "this voter leads without a majority"
+	}
+	return fmt.Sprintf("%s; %d of %d voters reachable, %d needed (%s)",
+		leads, reachable, len(n.cfg.QuorumVoters), majority, strings.Join(unreachable, "; "))
 }
 
 // Kill stops the node abruptly, as a crash would, without a controlled

@@ -38,6 +38,24 @@ func (n *Node) BeginShutdown(done func()) {
 	n.heartbeat()
 }
 
+// AbandonControlledShutdown ends a controlled shutdown that no controller
+// can answer (the caller found that no controller quorum can form: the
+// whole cluster is stopping) and reports whether one was waiting. The node
+// then closes as after a completed one: Close flushes every log and writes
+// the clean-shutdown marker, as Kafka's LogManager does whatever became of
+// the controlled shutdown, since the marker says only that the logs lost
+// nothing. The node's leaderships stay in the metadata for the controller
+// to move once a quorum is back.
+func (n *Node) AbandonControlledShutdown() bool {
+	done := n.shutdownDone
+	if done == nil {
+		return false
+	}
+	n.shutdownDone = nil
+	done()
+	return true
+}
+
 // Close releases the node's files: every partition log and the metadata
 // log. A voter that leads the metadata quorum first resigns and waits
 // (boundedly) for a successor, as KRaft's graceful shutdown does, so the
