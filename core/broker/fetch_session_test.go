@@ -506,3 +506,37 @@ func nextOffset(t *testing.T, batches []byte) int64 {
 	}
 	return next
 }
+
+// TestFetchV15ReplicaState: from v15 the replica id travels in
+// ReplicaState; a fetch naming replica 7 (not assigned) is refused
+// NOT_LEADER_OR_FOLLOWER as a follower's fetch, in v12 (ReplicaID) and v15
+// alike, while the same fetch as a consumer reads the records.
+func TestFetchV15ReplicaState(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	c.produce(1, "t", 0, 1, recordBatch("a"))
+	id := c.topicID(1, "t")
+	for _, tc := range []struct {
+		version int16
+		replica int32
+		code    int16
+	}{
+		{12, 7, kerr.NotLeaderForPartition.Code}, {15, 7, kerr.NotLeaderForPartition.Code},
+		{12, -1, 0}, {15, -1, 0},
+	} {
+		req := sessionFetchReq(tc.version, 0, -1, 0, "t", id, []at{{0, 0, 0}}, nil)
+		if tc.version >= 15 {
+			req.ReplicaState.ID, req.ReplicaState.Epoch = tc.replica, 1
+		} else {
+			req.ReplicaID = tc.replica
+		}
+		p := c.fetchSession(req).Topics[0].Partitions[0]
+		if p.ErrorCode != tc.code {
+			t.Fatalf("v%d replica %d: error %d, want %d", tc.version, tc.replica, p.ErrorCode, tc.code)
+		}
+		if got := joined(values(t, p.RecordBatches)); tc.code == 0 && got != "a" {
+			t.Fatalf("v%d consumer read %q", tc.version, got)
+		}
+	}
+}
