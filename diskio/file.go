@@ -91,11 +91,9 @@ func (f *File) Size() int64 {
 // itself. Reading with an explicit offset (sendfile, pread) is what it is for.
 func (f *File) Fd() int { return f.fd }
 
-// Append queues a copy of p for the Disk's write worker at the logical end
-// of the file and returns; Size includes p at once, and ReadAt sees it. The
-// copy (staging.go) means the caller may reuse p as soon as Append returns,
-// more than env.File's ownership rule promises: realnet relies on it to
-// recycle Produce request frames. A write that fails
+// Append queues p for the Disk's write worker at the logical end of the
+// file and returns; Size includes p at once, and ReadAt sees it. The worker
+// owns p until it is written (env.File's ownership rule). A write that fails
 // (EIO, a device that fills up mid-write) fails the file for good: that and
 // every later Append, WriteAt, Truncate and Sync report it, wrapping
 // env.ErrIO or env.ErrNoSpace, Size shrinks to the bytes that reached the

@@ -63,9 +63,6 @@ type writer struct {
 	// it is writing and their bytes.
 	run  []writeJob
 	iovs [][]byte
-
-	// staging holds the queued appends' bytes (staging.go).
-	staging staging
 }
 
 // iovecsMax bounds the appends one pwritev writes: Linux's IOV_MAX.
@@ -74,13 +71,10 @@ const iovecsMax = 1024
 // writeJob is one queued append (p != nil) or a Sync waiting behind the
 // file's appends (done != nil).
 type writeJob struct {
-	f *File
-	// p is the append's bytes, staged in chunk at chunkAt (staging.go).
-	p       []byte
-	chunk   *stagingChunk
-	chunkAt int
-	off     int64
-	done    func(error)
+	f    *File
+	p    []byte
+	off  int64
+	done func(error)
 }
 
 // fileWrites is a File's share of its writer's state, guarded by writer.mu.
@@ -112,10 +106,9 @@ func (w *writer) startFile(f *File, size int64) {
 	w.mu.Unlock()
 }
 
-// appendAt queues a copy of p for f at offset off, the file's logical end,
-// waiting for room in the queue; the caller keeps p. It reports false,
-// queueing nothing, if the writer is stopping (the Disk was closed): the
-// caller then writes in place.
+// appendAt queues p for f at offset off, the file's logical end, waiting for
+// room in the queue. It reports false, queueing nothing, if the writer is
+// stopping (the Disk was closed): the caller then writes in place.
 func (w *writer) appendAt(f *File, p []byte, off int64) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -131,8 +124,7 @@ func (w *writer) appendAt(f *File, p []byte, off int64) (bool, error) {
 	if off != f.writes.queuedEnd {
 		panic(fmt.Sprintf("diskio: append to %s at %d, but its queued writes end at %d", f.path, off, f.writes.queuedEnd))
 	}
-	staged, chunk, chunkAt := w.staging.stage(p)
-	job := writeJob{f: f, p: staged, chunk: chunk, chunkAt: chunkAt, off: off}
+	job := writeJob{f: f, p: p, off: off}
 	w.queue = append(w.queue, job)
 	w.queuedBytes += int64(len(p))
 	f.writes.queued = append(f.writes.queued, job)
@@ -258,15 +250,8 @@ func (w *writer) runLoop() {
 		var err error
 		if f := run[0].f; !f.writes.failed.Load() { // else finishAppends just drops them
 			w.iovs = w.iovs[:0]
-			iovStart := 0 // of the last iovec in its chunk
-			for i, job := range run {
-				if i > 0 && job.chunk != nil && job.chunk == run[i-1].chunk && job.chunkAt == run[i-1].chunkAt+len(run[i-1].p) {
-					// Staged right behind the previous append: one iovec.
-					w.iovs[len(w.iovs)-1] = job.chunk.buf[iovStart : job.chunkAt+len(job.p)]
-					continue
-				}
+			for _, job := range run {
 				w.iovs = append(w.iovs, job.p)
-				iovStart = job.chunkAt
 			}
 			n, err = w.pwritevAll(f.fd, w.iovs, run[0].off)
 			clear(w.iovs) // let written bytes go
@@ -335,7 +320,6 @@ func (w *writer) finishAppends(run []writeJob, n int, err error) {
 		f := job.f
 		w.queuedBytes -= int64(len(job.p))
 		w.pop(job)
-		w.staging.written(job.chunk)
 		if f.writes.err != nil {
 			continue // a write after a failed one was never attempted
 		}

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,8 +71,10 @@ const (
 	// produceReplicatedRecordsMinPerSec for (b) (the goals).
 	produceRecordsMinPerSec           = 1_000_000
 	produceReplicatedRecordsMinPerSec = 400_000
-	// kfakeThroughputRatioMin is the issue's ≥ 2× kfake for (a) 100-byte;
-	// CLARIFICATIONS.md adds ≥ 1× for throughput and ≤ 0.5× CPU per record.
+	// kfakeThroughputRatioMin is the issue's ≥ 2× kfake for (a) 100-byte,
+	// which CLARIFICATIONS.md supersedes (the kgo client caps both
+	// brokers) with ≥ 1× for throughput and ≤ 0.5× CPU per record: it is
+	// printed for information only.
 	kfakeThroughputRatioMin = 2
 	kfakeCPURatioMax        = 0.5
 	// rawConsumeLoopbackRatioMin is the consume goal, on the raw consumer.
@@ -439,7 +442,7 @@ func sizeName(valueBytes int) string {
 func printBrokerResults(results []*caseResults) bool {
 	printBrokerTable(results)
 	printGroupFigures(results[0])
-	return printBrokerGoals(results)
+	return printBrokerGoals(os.Stdout, results)
 }
 
 // printBrokerTable prints every case's figures, with the ratios to kfake
@@ -525,12 +528,13 @@ func printGroupFigures(r *caseResults) {
 	fmt.Printf("; p50 %.0f ms\n", ms(sorted[len(sorted)/2]))
 }
 
-// printBrokerGoals prints each goal's verdict and reports whether all were
-// met.
-func printBrokerGoals(results []*caseResults) bool {
+// printBrokerGoals prints each goal's verdict to out and reports whether
+// all were met. A goal that CLARIFICATIONS.md supersedes is printed as
+// "info" and does not count.
+func printBrokerGoals(out io.Writer, results []*caseResults) bool {
 	a, b, kfake := results[0], results[1], results[2]
 	recordsPerSec, cpu := produceResult.recordsPerSec, produceResult.cpuSecPerMillion
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	met := true
 	verdict := func(name, measured, target string, ok bool) {
 		v := "PASS"
@@ -539,12 +543,16 @@ func printBrokerGoals(results []*caseResults) bool {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, measured, target, v)
 	}
-	fmt.Println()
+	// info prints a superseded goal's line, which does not count.
+	info := func(name, measured, target string) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, measured, target, "info")
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintln(w, "goal\tmeasured\ttarget\tverdict")
 	aRate := a.medianProduce(0, recordsPerSec)
 	verdict("(a) produce 100 B", fmt.Sprintf("%.0f rec/s", aRate), fmt.Sprintf(">= %d rec/s", produceRecordsMinPerSec), aRate >= produceRecordsMinPerSec)
 	ratio := a.pairedProduceRatio(kfake, 0, recordsPerSec)
-	verdict("(a) produce 100 B / kfake", fmt.Sprintf("%.2f", ratio), fmt.Sprintf(">= %d", kfakeThroughputRatioMin), ratio >= kfakeThroughputRatioMin)
+	info("(a) produce 100 B / kfake", fmt.Sprintf("%.2f", ratio), fmt.Sprintf(">= %d (superseded by CLARIFICATIONS: >= 1, below)", kfakeThroughputRatioMin))
 	for i, size := range valueSizes {
 		ratio := a.pairedProduceRatio(kfake, i, recordsPerSec)
 		verdict(fmt.Sprintf("(a) produce %s / kfake", sizeName(size)), fmt.Sprintf("%.2f", ratio), ">= 1", ratio >= 1)

@@ -182,3 +182,52 @@ func TestRawProducerAppendsWhatItCounts(t *testing.T) {
 		t.Errorf("read back %d records of the %d produced", k.records, p.records)
 	}
 }
+
+// TestBrokerGoalsTreatSupersededGoalAsInfo: with every goal met and (a)'s
+// 100-byte throughput 1.2× kfake's (CLARIFICATIONS.md's ≥ 1× met, the
+// issue's superseded ≥ 2× not), the goals are met and the ≥ 2× line says
+// "info"; one goal missed (CPU per record) still fails the run.
+func TestBrokerGoalsTreatSupersededGoalAsInfo(t *testing.T) {
+	goals := func(kfakeCPUSec float64) (bool, string) {
+		produced := func(recordsPerSec, cpuSecPerMillion float64) []produceResult {
+			p := produceResult{records: 1_000_000, elapsed: time.Duration(1e6 / recordsPerSec * float64(time.Second)),
+				brokerCPU: time.Duration(cpuSecPerMillion * float64(time.Second))}
+			return []produceResult{p, p, p}
+		}
+		consumed := func(r *caseResults) {
+			for range valueSizes {
+				r.rawConsume = append(r.rawConsume, []consumeResult{{bytes: 800e6, elapsed: time.Second}})
+				r.loopback = append(r.loopback, []run{{bytes: 1000e6, elapsed: time.Second}})
+			}
+		}
+		a := &caseResults{c: brokerCase{label: "(a)"}, rssAnonMaxKiB: 100 << 10, idempotenceCPURatio: 1}
+		b := &caseResults{c: brokerCase{label: "(b)"}, rssAnonMaxKiB: 100 << 10, latency: latencyResult{p99: time.Millisecond}}
+		kfake := &caseResults{c: brokerCase{label: "kfake"}}
+		for range valueSizes {
+			a.produce = append(a.produce, produced(1_200_000, 0.4))
+			kfake.produce = append(kfake.produce, produced(1_000_000, kfakeCPUSec))
+			b.produce = append(b.produce, produced(500_000, 1))
+		}
+		consumed(a)
+		consumed(b)
+		var out strings.Builder
+		met := printBrokerGoals(&out, []*caseResults{a, b, kfake})
+		return met, out.String()
+	}
+	met, out := goals(1)
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "(a) produce 100 B / kfake ") && strings.Contains(l, ">= 2") {
+			line = l
+		}
+	}
+	if !met || !strings.Contains(line, "1.20") || !strings.HasSuffix(strings.TrimSpace(line), "info") || !strings.Contains(line, "superseded") {
+		t.Errorf("met %v, superseded goal's line %q; want met, 1.20, info:\n%s", met, line, out)
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("a goal failed:\n%s", out)
+	}
+	if met, out := goals(0.5); met || !strings.Contains(out, "FAIL") {
+		t.Errorf("CPU per record 0.8× kfake's reported met %v:\n%s", met, out)
+	}
+}
