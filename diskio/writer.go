@@ -63,6 +63,10 @@ type writer struct {
 	// it is writing and their bytes.
 	run  []writeJob
 	iovs [][]byte
+
+	// oldestUnwritten is the number (appendSeq) of the oldest queued
+	// append, or noneUnwritten; written under mu, read by WrittenThrough.
+	oldestUnwritten atomic.Uint64
 }
 
 // iovecsMax bounds the appends one pwritev writes: Linux's IOV_MAX.
@@ -75,6 +79,8 @@ type writeJob struct {
 	p    []byte
 	off  int64
 	done func(error)
+	// seq numbers an append in appendSeq (marks.go).
+	seq uint64
 }
 
 // fileWrites is a File's share of its writer's state, guarded by writer.mu.
@@ -95,6 +101,7 @@ type fileWrites struct {
 func newWriter(queuedBytesMax int64, pwritev func(int, [][]byte, int64) (int, error), syncFile func(*File, func(error)), onExit func()) *writer {
 	w := &writer{queuedBytesMax: queuedBytesMax, pwritev: pwritev, syncFile: syncFile, onExit: onExit}
 	w.changed.L = &w.mu
+	w.register()
 	go w.runLoop()
 	return w
 }
@@ -124,8 +131,11 @@ func (w *writer) appendAt(f *File, p []byte, off int64) (bool, error) {
 	if off != f.writes.queuedEnd {
 		panic(fmt.Sprintf("diskio: append to %s at %d, but its queued writes end at %d", f.path, off, f.writes.queuedEnd))
 	}
-	job := writeJob{f: f, p: p, off: off}
+	job := writeJob{f: f, p: p, off: off, seq: appendSeq.Add(1)}
 	w.queue = append(w.queue, job)
+	if w.oldestUnwritten.Load() == noneUnwritten {
+		w.publishOldest()
+	}
 	w.queuedBytes += int64(len(p))
 	f.writes.queued = append(f.writes.queued, job)
 	f.writes.queuedEnd = off + int64(len(p))
@@ -236,6 +246,7 @@ func (w *writer) stopAfterDrain() {
 
 func (w *writer) runLoop() {
 	defer w.onExit()
+	defer w.unregister()
 	for {
 		run, ok := w.nextRun()
 		if !ok {
@@ -304,6 +315,9 @@ func (w *writer) pop(job writeJob) {
 	*q = (*q)[1:]
 	if len(*q) == 0 {
 		*q = nil
+	}
+	if job.p != nil {
+		w.publishOldest()
 	}
 	w.changed.Broadcast()
 }

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"strand/diskio"
 )
 
 // Request frame recycling. Every request is read into a frame buffer that
@@ -12,14 +14,16 @@ import (
 // heap hands out the big frames, the runtime zeroes them, and after the
 // scavenger returned their pages the kernel faults them in and zeroes them
 // again (SPEC.md §7). So frames come from framePool, and a Produce frame
-// goes back to it once the core has handled the request:
+// goes back to it once nothing refers to it:
 //
 //   - core/broker keeps nothing of a Produce request after HandleRequest
 //     returns except the batches it appended to a log (its responses are
 //     built from copies, and a delayed acks=all answer holds only its
 //     response); and
-//   - diskio's File.Append copies the bytes it queues (diskio/staging.go),
-//     so an appended batch does not refer to the frame either.
+//   - diskio's write worker keeps an appended batch, without copying it,
+//     until it is written: the frame waits in the pool's pending queue
+//     until diskio.WrittenThrough the mark taken after the request was
+//     handled, which is usually at once or within one pwritev.
 //
 // Frames of every other request are left to the garbage collector: the
 // group coordinator, for one, keeps JoinGroup metadata slices.
@@ -44,11 +48,67 @@ const framePoisonByte = 0xdb
 // connection of every node in it.
 var produceFrames framePool
 
+// pendingFramesMax bounds the frames waiting for their appends to be
+// written (64 MiB of the largest usual frames, a full default write queue);
+// past it a handled frame is left to the garbage collector, which keeps it
+// as long as diskio refers to it.
+const pendingFramesMax = 64
+
 // framePool recycles request frame buffers by power-of-two size class.
 type framePool struct {
 	classes [framePoolClassMax + 1]sync.Pool
 	// recycled counts the frames put back, for tests.
 	recycled atomic.Int64
+
+	mu sync.Mutex
+	// pending are handled frames whose appends may still be queued in
+	// diskio, oldest first.
+	pending []pendingFrame
+}
+
+// pendingFrame is a handled frame and the diskio.AppendMark taken after
+// it was handled.
+type pendingFrame struct {
+	fb   *frameBuf
+	mark uint64
+}
+
+// release takes back a pooled frame whose request the core has handled: at
+// once if diskio has written every append made so far, else once it has
+// (reclaim). It runs on the event loop right after HandleRequest.
+func (p *framePool) release(fb *frameBuf) {
+	mark := diskio.AppendMark()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reclaimLocked()
+	if len(p.pending) == 0 && diskio.WrittenThrough(mark) {
+		p.put(fb)
+		return
+	}
+	if len(p.pending) < pendingFramesMax {
+		p.pending = append(p.pending, pendingFrame{fb: fb, mark: mark})
+	}
+}
+
+// reclaim puts back the pending frames whose appends are written, oldest
+// first. Marks from several nodes' loops need not rise along the queue;
+// a frame behind a later mark just waits a little longer.
+func (p *framePool) reclaim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reclaimLocked()
+}
+
+func (p *framePool) reclaimLocked() {
+	n := 0
+	for n < len(p.pending) && diskio.WrittenThrough(p.pending[n].mark) {
+		p.put(p.pending[n].fb)
+		p.pending[n] = pendingFrame{}
+		n++
+	}
+	if n > 0 {
+		p.pending = append(p.pending[:0], p.pending[n:]...)
+	}
 }
 
 // frameBuf is a frame's buffer; the pointer travels with the frame so that
@@ -63,6 +123,7 @@ type frameBuf struct {
 // are the frame, comes from the pool when its size class has one. The
 // frame's bytes are not zeroed: the caller reads the whole frame into it.
 func (p *framePool) get(length int) *frameBuf {
+	p.reclaim()
 	class := sizeClass(length)
 	if class < 0 {
 		return &frameBuf{buf: make([]byte, length)}
@@ -75,7 +136,7 @@ func (p *framePool) get(length int) *frameBuf {
 }
 
 // put recycles fb, a buffer get made pooled, whose frame nothing refers to
-// any more.
+// any more; release and reclaim call it.
 func (p *framePool) put(fb *frameBuf) {
 	class := sizeClass(cap(fb.buf))
 	if !fb.pooled || cap(fb.buf) != 1<<class {

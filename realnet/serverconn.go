@@ -104,8 +104,9 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		return net.ErrClosed
 	}
 	// The decoded request aliases its frame (kmsg). A Produce frame is
-	// recycled once the core has handled the request (framepool.go); any
-	// other gets a fresh buffer, as the core may keep referring to it.
+	// recycled once the core has handled the request and diskio has
+	// written its batches (framepool.go); any other gets a fresh buffer, as
+	// the core may keep referring to it.
 	fb, err := sc.frameFor(r, length)
 	if err != nil {
 		sc.net.budget.release(size)
@@ -142,7 +143,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		budget.release(size)
 		handler.HandleRequest(id, hdr, req)
 		if fb.pooled {
-			produceFrames.put(fb)
+			produceFrames.release(fb)
 		}
 	}) {
 		budget.release(size)
