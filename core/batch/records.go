@@ -117,32 +117,61 @@ func readRecord(data []byte, index int) (recordView, int, *Error) {
 // readWellFormedRecord is readRecord for a record without a fault: it
 // reports ok only when readRecordChecked would accept the record with the
 // same result, and otherwise gives up without saying why. It keeps its
-// position in a local and decodes short varints without binary.Varint.
+// position in a local and decodes one- and two-byte varints inline
+// (shortVarint): this walk is the produce path's per-record cost.
 func readWellFormedRecord(data []byte, index int) (r recordView, n int, ok bool) {
-	length, start, ok := quickVarint(data, 0)
-	if !ok || length < 1 || int(length) > len(data)-start {
+	length, start := shortVarint(data, 0)
+	if start == 0 {
+		if length, start, ok = longVarint(data, 0); !ok {
+			return r, 0, false
+		}
+	}
+	if length < 1 || int(length) > len(data)-start {
 		return r, 0, false
 	}
 	n = start + int(length)
 	rec := data[start:n]
 	pos := 1 // attributes
-	if r.timestampDelta, pos, ok = quickVarlong(rec, pos); !ok {
+	if v, k := shortVarint(rec, pos); k > 0 {
+		r.timestampDelta, pos = int64(v), pos+k
+	} else if r.timestampDelta, pos, ok = longVarlong(rec, pos); !ok {
 		return r, 0, false
 	}
-	if r.offsetDelta, pos, ok = quickVarint(rec, pos); !ok || int(r.offsetDelta) != index {
+	if v, k := shortVarint(rec, pos); k > 0 {
+		r.offsetDelta, pos = v, pos+k
+	} else if r.offsetDelta, pos, ok = longVarint(rec, pos); !ok {
 		return r, 0, false
 	}
-	var keyLength int32
-	if keyLength, pos, ok = quickVarint(rec, pos); !ok || keyLength < -1 || int(keyLength) > len(rec)-pos {
+	if int(r.offsetDelta) != index {
 		return r, 0, false
 	}
+	keyLength, k := shortVarint(rec, pos)
+	if k == 0 || keyLength < -1 || int(keyLength) > len(rec)-pos-k {
+		return r, 0, false // a key of 8 KiB or more goes the checked way
+	}
+	pos += k
 	if keyLength == -1 {
 		r.keyIsNull = true
 	} else {
 		pos += int(keyLength)
 	}
-	if pos, ok = quickSkipBytes(rec, pos, true); !ok {
+	valueLength, k := shortVarint(rec, pos)
+	if k == 0 {
+		// A value of 8 KiB or more.
+		if valueLength, pos, ok = longVarint(rec, pos); !ok {
+			return r, 0, false
+		}
+	} else {
+		pos += k
+	}
+	if valueLength < -1 || int(valueLength) > len(rec)-pos {
 		return r, 0, false
+	}
+	if valueLength > 0 {
+		pos += int(valueLength)
+	}
+	if pos == len(rec)-1 && rec[pos] == 0 {
+		return r, n, true // no headers, the common case
 	}
 	var headerCount int32
 	if headerCount, pos, ok = quickVarint(rec, pos); !ok || headerCount < 0 || int(headerCount) > (len(rec)-pos)/2 {
@@ -157,6 +186,26 @@ func readWellFormedRecord(data []byte, index int) (r recordView, n int, ok bool)
 		}
 	}
 	return r, n, pos == len(rec)
+}
+
+// shortVarint decodes the zigzag varint at pos if it takes one or two
+// bytes and two bytes are readable there, returning it and its length; it
+// returns length 0 otherwise (a longer encoding, the last byte of b, past
+// the end), for the caller to fall back on longVarint. It is small enough
+// to be inlined, unlike quickVarint.
+func shortVarint(b []byte, pos int) (int32, int) {
+	if uint(pos+1) >= uint(len(b)) {
+		return 0, 0
+	}
+	u, b1 := uint32(b[pos]), uint32(b[pos+1])
+	if u < 0x80 {
+		return int32(u>>1) ^ -int32(u&1), 1
+	}
+	if b1 < 0x80 {
+		u = u&0x7f | b1<<7
+		return int32(u>>1) ^ -int32(u&1), 2
+	}
+	return 0, 0
 }
 
 // quickSkipBytes steps over the length-prefixed byte string at pos, as
@@ -177,24 +226,19 @@ func quickSkipBytes(b []byte, pos int, nullable bool) (int, bool) {
 // quickVarlong decodes the zigzag varlong at pos as fieldReader.varlong
 // accepts it, reporting false where that would fail. One- and two-byte
 // encodings, nearly all of them (a 100-byte value's length takes two), are
-// decoded here without binary.Varint's loop.
+// decoded by shortVarint without binary.Varint's loop.
 func quickVarlong(b []byte, pos int) (int64, int, bool) {
-	if pos < len(b) {
-		b0 := b[pos]
-		if b0 < 0x80 {
-			u := int64(b0)
-			return u>>1 ^ -(u & 1), pos + 1, true
-		}
-		if pos+1 < len(b) && b[pos+1] < 0x80 {
-			u := int64(b0&0x7f) | int64(b[pos+1])<<7
-			return u>>1 ^ -(u & 1), pos + 2, true
-		}
+	if v, k := shortVarint(b, pos); k > 0 {
+		return int64(v), pos + k, true
 	}
 	return longVarlong(b, pos)
 }
 
 // longVarlong is quickVarlong's path for the other encodings.
 func longVarlong(b []byte, pos int) (int64, int, bool) {
+	if pos >= len(b) {
+		return 0, 0, false
+	}
 	v, n := binary.Varint(b[pos:])
 	if n <= 0 || n > varlongBytesMax {
 		return 0, 0, false
@@ -204,22 +248,17 @@ func longVarlong(b []byte, pos int) (int64, int, bool) {
 
 // quickVarint is quickVarlong for fieldReader.varint's 32-bit varints.
 func quickVarint(b []byte, pos int) (int32, int, bool) {
-	if pos < len(b) {
-		b0 := b[pos]
-		if b0 < 0x80 {
-			u := int32(b0)
-			return u>>1 ^ -(u & 1), pos + 1, true
-		}
-		if pos+1 < len(b) && b[pos+1] < 0x80 {
-			u := int32(b0&0x7f) | int32(b[pos+1])<<7
-			return u>>1 ^ -(u & 1), pos + 2, true
-		}
+	if v, k := shortVarint(b, pos); k > 0 {
+		return v, pos + k, true
 	}
 	return longVarint(b, pos)
 }
 
 // longVarint is longVarlong for quickVarint.
 func longVarint(b []byte, pos int) (int32, int, bool) {
+	if pos >= len(b) {
+		return 0, 0, false
+	}
 	v, n := binary.Varint(b[pos:])
 	if n <= 0 || n > varintBytesMax || v < math.MinInt32 || v > math.MaxInt32 {
 		return 0, 0, false

@@ -38,6 +38,19 @@ const BatchBytesMax = 1 << 30
 //
 // Every error is an *Error.
 func Verify(b []byte) (Header, error) {
+	return verify(b, true)
+}
+
+// VerifyExceptCRC is Verify without the CRC-32C, for a batch whose CRC its
+// caller has already checked (CheckProduced, Precheck.Finish) or computed
+// (SetMaxTimestamp) since the batch last changed: the CRC pass is the one
+// part of Verify whose cost grows with the batch, and the produce path
+// would otherwise compute it twice. It checks every other rule of Verify.
+func VerifyExceptCRC(b []byte) (Header, error) {
+	return verify(b, false)
+}
+
+func verify(b []byte, checkCRC bool) (Header, error) {
 	if len(b) < HeaderBytes {
 		return Header{}, errCorrupt("length", fmt.Sprintf("batch is %d bytes, shorter than the %d-byte header", len(b), HeaderBytes))
 	}
@@ -57,8 +70,10 @@ func Verify(b []byte) (Header, error) {
 	if h.Magic != Magic {
 		return h, errCorrupt("magic", fmt.Sprintf("magic %d, only %d is supported", h.Magic, Magic))
 	}
-	if computed := ComputeCRC(b); computed != h.CRC {
-		return h, errCorrupt("crc", fmt.Sprintf("stored 0x%08x, computed 0x%08x", h.CRC, computed))
+	if checkCRC {
+		if computed := ComputeCRC(b); computed != h.CRC {
+			return h, errCorrupt("crc", fmt.Sprintf("stored 0x%08x, computed 0x%08x", h.CRC, computed))
+		}
 	}
 	if c := h.Codec(); c > CodecZstd {
 		return h, &Error{"attributes", fmt.Sprintf("unknown compression codec %d", c), codeUnsupportedCompression}

@@ -103,6 +103,14 @@ func TestVerifyRejects(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "batch field "+tc.field+": ") {
 				t.Fatalf("Error() = %q does not name the field", err)
 			}
+			// VerifyExceptCRC applies every rule but the CRC's.
+			_, errExceptCRC := VerifyExceptCRC(b)
+			switch {
+			case tc.field == "crc" && errExceptCRC != nil:
+				t.Fatalf("VerifyExceptCRC of a batch whose only fault is its CRC: %v", errExceptCRC)
+			case tc.field != "crc" && (errExceptCRC == nil || errExceptCRC.Error() != err.Error()):
+				t.Fatalf("VerifyExceptCRC = %v, want Verify's %v", errExceptCRC, err)
+			}
 		})
 	}
 }

@@ -174,7 +174,9 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	} else {
 		batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
 		segments := p.log.SegmentCount()
-		if res, err = p.log.AppendAsLeader(records, epoch, limits.NowMs); err != nil {
+		// CheckProduced or Finish verified the CRC, and SetMaxTimestamp
+		// recomputed it if it changed the batch.
+		if res, err = p.log.AppendCheckedAsLeader(records, epoch, limits.NowMs); err != nil {
 			return errorCodeOf(err)
 		}
 		if p.log.SegmentCount() != segments {

@@ -26,13 +26,28 @@ type AppendResult struct {
 // BaseOffset = LEO and PartitionLeaderEpoch = leaderEpoch in place (both lie
 // outside the CRC) and appends the very slice: the log takes ownership of b.
 func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, nowMs int64) (AppendResult, error) {
+	return l.appendAsLeader(b, leaderEpoch, nowMs, batch.Verify)
+}
+
+// AppendCheckedAsLeader is AppendAsLeader for a batch whose CRC-32C the
+// caller has verified since it last changed, other than by
+// batch.SetMaxTimestamp, which recomputes it: the produce path, whose
+// batch.CheckProduced or Precheck.Finish ran batch.Verify already. The log
+// checks everything else batch.Verify does (batch.VerifyExceptCRC), so
+// the CRC is computed once per produced batch instead of twice.
+func (l *Log) AppendCheckedAsLeader(b []byte, leaderEpoch int32, nowMs int64) (AppendResult, error) {
+	return l.appendAsLeader(b, leaderEpoch, nowMs, batch.VerifyExceptCRC)
+}
+
+// appendAsLeader is AppendAsLeader with the batch's check, verify.
+func (l *Log) appendAsLeader(b []byte, leaderEpoch int32, nowMs int64, verify func([]byte) (batch.Header, error)) (AppendResult, error) {
 	if l.failed != nil {
 		return AppendResult{}, l.failed
 	}
 	if err := l.checkTrustedAppend(); err != nil {
 		return AppendResult{}, err
 	}
-	h, err := batch.Verify(b)
+	h, err := verify(b)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("append to %s: %w: %w", l.dir, ErrInvalidBatch, err)
 	}

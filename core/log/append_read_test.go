@@ -114,6 +114,17 @@ func TestAppendRejectsBadBatches(t *testing.T) {
 	if _, err := l.AppendAsLeader(big, 0, 10); !isErr(err, ErrBatchTooLarge) {
 		t.Fatalf("batch larger than segment.bytes: %v", err)
 	}
+	// AppendCheckedAsLeader trusts the caller's CRC check, and only that.
+	if _, err := l.AppendCheckedAsLeader(two, 0, 10); !isErr(err, ErrInvalidBatch) {
+		t.Fatalf("two batches to a checked leader append: %v, want ErrInvalidBatch", err)
+	}
+	if _, err := l.AppendCheckedAsLeader(big, 0, 10); !isErr(err, ErrBatchTooLarge) {
+		t.Fatalf("checked append larger than segment.bytes: %v", err)
+	}
+	res, err := l.AppendCheckedAsLeader(append([]byte(nil), good...), 0, 10)
+	if err != nil || res.BaseOffset != 0 || res.LastOffset != 1 || l.LogEndOffset() != 2 {
+		t.Fatalf("checked append of a good batch: %+v, %v, LEO %d; want offsets 0..1, LEO 2", res, err, l.LogEndOffset())
+	}
 }
 
 func TestAppendAsFollower(t *testing.T) {
