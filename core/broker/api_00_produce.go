@@ -66,6 +66,11 @@ type produceSlot struct {
 // handleProduce serves a Produce. prechecked, when not nil, carries the
 // verdicts of PrecheckRequest on req's batches, which spare the loop the
 // byte-level checks; without it every batch is checked here in full.
+//
+// Nothing of req outlives the call except the batches appended to a log
+// (env.File's ownership rule then applies): responses, delayed ones too,
+// are built from copies. realnet relies on this to recycle the request's
+// frame (realnet/framepool.go); keep it so.
 func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
