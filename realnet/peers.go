@@ -365,11 +365,11 @@ func (pc *peerConn) readResponses(c net.Conn) error {
 		if length < 4 {
 			return fmt.Errorf("response frame of %d bytes has no correlation id", length)
 		}
-		frame := make([]byte, length) // the response aliases it
-		if _, err := io.ReadFull(r, frame); err != nil {
+		idBytes, err := r.Peek(4)
+		if err != nil {
 			return err
 		}
-		id := int32(binary.BigEndian.Uint32(frame))
+		id := int32(binary.BigEndian.Uint32(idBytes))
 		pc.mu.Lock()
 		out := pc.inFlight[id]
 		delete(pc.inFlight, id)
@@ -377,15 +377,48 @@ func (pc *peerConn) readResponses(c net.Conn) error {
 		if out == nil {
 			return fmt.Errorf("response with correlation id %d, which no request awaits", id)
 		}
+		fb := pc.frameFor(out, int(length)) // the response aliases it
+		if _, err := io.ReadFull(r, fb.buf); err != nil {
+			return err
+		}
 		proto := kmsg.RequestForKey(out.key)
 		proto.SetVersion(out.version)
-		_, resp, err := wire.ParseResponse(frame, proto)
+		_, resp, err := wire.ParseResponse(fb.buf, proto)
 		if err != nil {
 			pc.net.loop.Post(func() { out.done(nil, err) })
 			return err
 		}
-		pc.net.loop.Post(func() { out.done(resp, nil) })
+		pc.net.loop.Post(func() {
+			out.done(resp, nil)
+			if fb.pooled {
+				replicaFetchFrames.release(fb)
+			}
+		})
 	}
+}
+
+// replicaFetchFrames is the process's pool of replica Fetch response frames
+// (framepool.go). A follower appends the record batches of each answer to
+// its logs straight from the frame, and under a replication load a fresh
+// frame per answer (about 100 KiB each at half the 3-node peak) was the
+// follower's main allocation: the runtime zeroed it, and the kernel faulted
+// its pages in again after the scavenger returned them.
+var replicaFetchFrames framePool
+
+// frameFor returns the buffer to read out's response of length bytes into.
+// A replica Fetch answer (a Fetch on the broker plane: only core/broker's
+// replica fetcher sends those) gets a pooled one, recycled once the core has
+// handled the answer and diskio has written the batches it appended from it,
+// as Produce frames are: the fetcher keeps nothing of an answer after its
+// callback returns but those appends (log.AppendAsFollower queues the very
+// slices; producer-state catch-up and the replica state machine take
+// values). Any other response gets a fresh buffer, as its handler may keep
+// referring to it (a metadata-log answer's records, for one).
+func (pc *peerConn) frameFor(out *outRequest, length int) *frameBuf {
+	if pc.key.plane != planeBroker || out.key != kmsg.Fetch.Int16() {
+		return &frameBuf{buf: make([]byte, length)}
+	}
+	return replicaFetchFrames.get(length)
 }
 
 // failAll fails every queued and in-flight request with err, on the loop.
