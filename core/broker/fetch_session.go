@@ -70,9 +70,9 @@ type sessionPartition struct {
 	highWatermark    int64
 	lastStableOffset int64
 	logStartSent     int64
-	// answered marks the partitions of the answer being filtered
-	// (fetchSession.answer); false between answers.
-	answered bool
+	// gotRecords marks the partitions given records in the answer being
+	// filtered (fetchSession.answer); false between answers.
+	gotRecords bool
 }
 
 // askFrom records the request fields of fp.
@@ -131,9 +131,9 @@ type fetchSession struct {
 	privileged   bool // a follower's: evicted last
 	owner        fetchSessionOwner
 	usesTopicIDs bool // created by Fetch v13+; its requests must stay v13+
-	// partitions are the session's partitions, least recently answered
-	// first (an answer cut short by MaxBytes serves the others next time);
-	// index finds them by key.
+	// partitions are the session's partitions, those least recently given
+	// records first (an answer cut short by MaxBytes serves the others
+	// next time); index finds them by key.
 	partitions []*sessionPartition
 	index      map[fetchSessionKey]*sessionPartition
 	createdMs  int64
@@ -199,33 +199,38 @@ func (s *fetchSession) update(req *kmsg.FetchRequest) {
 // answer decides which partitions of an incremental answer are sent: parts
 // are the session partitions the answer covers, in its order, with their
 // answers and record sizes. It returns, per partition, whether to send it,
-// and moves the sent ones to the end of the session's order.
+// and moves those given records to the end of the session's order, as
+// Kafka's IncrementalFetchContext does. Only those: a partition answered
+// for a new HW alone keeps its place, or on a busy topic (every HW moving)
+// the order would never change and a MaxBytes cut would starve the same
+// partitions on every fetch (TestIncrementalFetchRotatesPartitionsWithRecords).
 func (s *fetchSession) answer(parts []*sessionPartition, answers []*kmsg.FetchResponseTopicPartition, recordBytes []int64) []bool {
 	send := make([]bool, len(parts))
-	anySent := false
+	anyRecords := false
 	for i, sp := range parts {
-		if sp.mustAnswer(answers[i], recordBytes[i]) {
-			send[i], sp.answered, anySent = true, true, true
+		send[i] = sp.mustAnswer(answers[i], recordBytes[i])
+		if recordBytes[i] > 0 {
+			sp.gotRecords, anyRecords = true, true
 		}
 	}
-	if !anySent {
+	if !anyRecords {
 		return send
 	}
 	reordered := make([]*sessionPartition, 0, len(s.partitions))
 	for _, sp := range s.partitions {
-		if !sp.answered {
+		if !sp.gotRecords {
 			reordered = append(reordered, sp)
 		}
 	}
 	for _, sp := range s.partitions {
-		if sp.answered {
-			sp.answered = false
+		if sp.gotRecords {
+			sp.gotRecords = false
 			reordered = append(reordered, sp)
 		}
 	}
 	s.partitions = reordered
 	for _, sp := range parts { // parts no longer in the session
-		sp.answered = false
+		sp.gotRecords = false
 	}
 	return send
 }

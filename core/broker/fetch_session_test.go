@@ -540,3 +540,61 @@ func TestFetchV15ReplicaState(t *testing.T) {
 		}
 	}
 }
+
+// TestIncrementalFetchRotatesPartitionsWithRecords: when MaxBytes lets only
+// one partition's batch through and every partition's HW moves on each
+// fetch (a busy topic), an incremental fetch still serves each partition
+// in turn. Kafka's IncrementalFetchContext moves to the end of the session
+// only the partitions that got records; moving every answered partition
+// (HW changes included) kept the session's order unchanged, so partition 0
+// got the records of every fetch and the others starved.
+func TestIncrementalFetchRotatesPartitionsWithRecords(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 3, 1)
+	for p := range int32(3) {
+		for range 4 {
+			c.produce(1, "t", p, 1, recordBatch("backlog"))
+		}
+	}
+	tiny := func(req *kmsg.FetchRequest) *kmsg.FetchRequest {
+		req.MaxBytes = 1 // one batch, the first partition's (KIP-74)
+		return req
+	}
+	offsets := []int64{0, 0, 0}
+	full := c.fetchSession(tiny(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 0, 0}, {1, 0, 0}, {2, 0, 0}}, nil)))
+	id := full.SessionID
+	if full.ErrorCode != 0 || id <= 0 {
+		t.Fatalf("full fetch: error %d, session %d", full.ErrorCode, id)
+	}
+	var moved []at
+	served := map[int32]int{}
+	note := func(resp *kmsg.FetchResponse) {
+		moved = moved[:0]
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if len(p.RecordBatches) > 0 {
+					offsets[p.Partition] = nextOffset(t, p.RecordBatches)
+					moved = append(moved, at{p.Partition, offsets[p.Partition], 0})
+					served[p.Partition]++
+				}
+			}
+		}
+	}
+	note(full)
+	for epoch := int32(1); epoch <= 3; epoch++ {
+		for p := range int32(3) {
+			c.produce(1, "t", p, 1, recordBatch("more")) // every HW moves
+		}
+		resp := c.fetchSession(tiny(sessionFetchReq(12, id, epoch, 0, "t", [16]byte{}, moved, nil)))
+		if resp.ErrorCode != 0 || resp.SessionID != id {
+			t.Fatalf("epoch %d: error %d, session %d", epoch, resp.ErrorCode, resp.SessionID)
+		}
+		note(resp)
+	}
+	for p := range int32(3) {
+		if served[p] == 0 {
+			t.Fatalf("partition %d got no records in a full and three incremental fetches (served %v); the session never rotated", p, served)
+		}
+	}
+}
