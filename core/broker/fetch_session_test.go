@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -595,6 +596,98 @@ func TestIncrementalFetchRotatesPartitionsWithRecords(t *testing.T) {
 	for p := range int32(3) {
 		if served[p] == 0 {
 			t.Fatalf("partition %d got no records in a full and three incremental fetches (served %v); the session never rotated", p, served)
+		}
+	}
+}
+
+// TestFetchSessionEpochsAndTopicRecreation checks Kafka's FetchManager
+// rules on epochs (a skipped epoch is INVALID_FETCH_SESSION_EPOCH with no
+// partitions and session id 0; after int32 max comes 1; a full fetch
+// naming a session closes it and opens a new one) and a topic deleted and
+// re-created under open sessions: in a by-id session the old id's
+// partition is answered UNKNOWN_TOPIC_ID on every fetch until forgotten
+// and the new id reads the new log; in a by-name session the partition is
+// answered (OFFSET_OUT_OF_RANGE: the client's offset is past the new,
+// empty log), not left out as unchanged. (Once the new log reaches the old
+// HW, a by-name session cannot tell the topics apart, in Kafka too.)
+func TestFetchSessionEpochsAndTopicRecreation(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	c.produce(1, "t", 0, 1, recordBatch("a"))
+	oldID := c.topicID(1, "t")
+	node := c.nodes[1].node
+
+	byID := c.fetchSession(sessionFetchReq(16, 0, 0, 0, "", oldID, []at{{0, 1, 0}}, nil))
+	byName := c.fetchSession(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 1, 0}}, nil))
+	if byID.SessionID <= 0 || byName.SessionID <= 0 {
+		t.Fatalf("sessions %d, %d", byID.SessionID, byName.SessionID)
+	}
+	skipped := c.fetchSession(sessionFetchReq(16, byID.SessionID, 2, 0, "", oldID, nil, nil))
+	if skipped.ErrorCode != kerr.InvalidFetchSessionEpoch.Code || skipped.SessionID != 0 || len(skipped.Topics) != 0 {
+		t.Fatalf("skipped epoch: error %d, session %d, %d topics; want INVALID_FETCH_SESSION_EPOCH, 0, none", skipped.ErrorCode, skipped.SessionID, len(skipped.Topics))
+	}
+	node.fetchSessions.get(byID.SessionID).epoch = math.MaxInt32
+	if r := c.fetchSession(sessionFetchReq(16, byID.SessionID, math.MaxInt32, 0, "", oldID, nil, nil)); r.ErrorCode != 0 || r.SessionID != byID.SessionID {
+		t.Fatalf("epoch int32 max: error %d, session %d", r.ErrorCode, r.SessionID)
+	}
+	if r := c.fetchSession(sessionFetchReq(16, byID.SessionID, 1, 0, "", oldID, nil, nil)); r.ErrorCode != 0 {
+		t.Fatalf("the epoch after int32 max, 1: error %d", r.ErrorCode)
+	}
+	// A full fetch naming the session replaces it.
+	renewed := c.fetchSession(sessionFetchReq(16, byID.SessionID, 0, 0, "", oldID, []at{{0, 1, 0}}, nil))
+	if renewed.ErrorCode != 0 || renewed.SessionID <= 0 || renewed.SessionID == byID.SessionID {
+		t.Fatalf("full fetch naming session %d: error %d, session %d; want a new one", byID.SessionID, renewed.ErrorCode, renewed.SessionID)
+	}
+	if r := c.fetchSession(sessionFetchReq(16, byID.SessionID, 2, 0, "", oldID, nil, nil)); r.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("the replaced session: error %d, want FETCH_SESSION_ID_NOT_FOUND", r.ErrorCode)
+	}
+
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	name := "t"
+	dt.Topic = &name
+	del.Topics = append(del.Topics, dt)
+	if resp := c.request(1, del).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
+	}
+	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.image.TopicByName("t"); return !ok })
+	c.createTopic(1, "t", 1, 1)
+	newID := c.topicID(1, "t")
+	if newID == oldID {
+		t.Fatal("the re-created topic kept its id")
+	}
+	r := c.fetchSession(sessionFetchReq(12, byName.SessionID, 1, 0, "t", [16]byte{}, nil, nil))
+	if order, got := answeredPartitions(r); r.ErrorCode != 0 || !slices.Equal(order, []int32{0}) || got[0].ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("by-name session after re-creation: error %d, partitions %v (%+v); want partition 0 with OFFSET_OUT_OF_RANGE", r.ErrorCode, order, got)
+	}
+	c.produce(1, "t", 0, 1, recordBatch("new"))
+
+	for epoch := int32(1); epoch <= 2; epoch++ {
+		r := c.fetchSession(sessionFetchReq(16, renewed.SessionID, epoch, 0, "", oldID, nil, nil))
+		if len(r.Topics) != 1 || r.Topics[0].TopicID != oldID || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+			t.Fatalf("epoch %d, the deleted id: topics %+v, want partition 0 with UNKNOWN_TOPIC_ID", epoch, r.Topics)
+		}
+	}
+	swap := sessionFetchReq(16, renewed.SessionID, 3, 0, "", newID, []at{{0, 0, 0}}, nil)
+	ft := kmsg.NewFetchRequestForgottenTopic()
+	ft.TopicID, ft.Partitions = oldID, []int32{0}
+	swap.ForgottenTopics = append(swap.ForgottenTopics, ft)
+	r = c.fetchSession(swap)
+	if len(r.Topics) != 1 || r.Topics[0].TopicID != newID || joined(values(t, r.Topics[0].Partitions[0].RecordBatches)) != "new" {
+		t.Fatalf("the new id after forgetting the old: topics %+v, want the new log's record", r.Topics)
+	}
+
+}
+
+// TestNextFetchSessionEpoch: epochs count up and wrap to 1, never to 0 (a
+// full fetch) or a negative (the final epoch), as Kafka's
+// FetchMetadata.nextEpoch.
+func TestNextFetchSessionEpoch(t *testing.T) {
+	for _, c := range [][2]int32{{0, 1}, {1, 2}, {math.MaxInt32 - 1, math.MaxInt32}, {math.MaxInt32, 1}} {
+		if got := nextFetchSessionEpoch(c[0]); got != c[1] {
+			t.Errorf("nextFetchSessionEpoch(%d) = %d, want %d", c[0], got, c[1])
 		}
 	}
 }
