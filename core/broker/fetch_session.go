@@ -31,6 +31,16 @@ const (
 	// the one SessionID names); fetchSessionInitialEpoch asks for a new one.
 	fetchSessionFinalEpoch   = -1
 	fetchSessionInitialEpoch = 0
+	// fetchSessionPartitionsMax bounds the partitions held by all of a
+	// node's sessions together (about 200 bytes each, so some 50 MiB).
+	// Kafka bounds only the number of sessions, so one client could grow
+	// a session without limit by naming ever more (even nonexistent)
+	// partitions in incremental fetches. A full fetch that would pass the
+	// bound gets no session (it is answered whole, session id 0); an
+	// incremental one that would closes its session and is answered
+	// FETCH_SESSION_ID_NOT_FOUND, so the client falls back to full
+	// fetches (kgo and Kafka's client both do).
+	fetchSessionPartitionsMax = 1 << 18
 	// fetchSessionVersionMin is the first Fetch version with sessions.
 	fetchSessionVersionMin = 7
 	// fetchTopicIDVersionMin is the first Fetch version that names topics
@@ -117,7 +127,10 @@ func (sp *sessionPartition) mustAnswer(rp *kmsg.FetchResponseTopicPartition, rec
 // fetchSessionOwner is who may use a session: the fetcher that created it
 // (its replica id, -1 for consumers, and its client.id). A session is keyed
 // by id alone and outlives connections, as in Kafka, but a request from
-// anyone else is answered as if the id did not exist.
+// anyone else is answered as if the id did not exist. Kafka has no such
+// rule; Strand adds it so no client uses or closes another's session by
+// its id, and kgo and Kafka's consumer keep their client.id for life
+// (SPEC.md §7).
 type fetchSessionOwner struct {
 	replicaID int32
 	clientID  string
@@ -162,6 +175,7 @@ func (s *fetchSession) add(key fetchSessionKey) (sp *sessionPartition, added boo
 
 // update applies an incremental request: its partitions are added or take
 // the new fetch parameters, its forgotten partitions leave the session.
+// Use fetchSessionCache.update, which keeps the cache's partition count.
 func (s *fetchSession) update(req *kmsg.FetchRequest) {
 	for i := range req.Topics {
 		t := &req.Topics[i]
@@ -236,11 +250,15 @@ func (s *fetchSession) answer(parts []*sessionPartition, answers []*kmsg.FetchRe
 }
 
 // fetchSessionCache holds the sessions of a broker, at most slotsMax
-// (max.incremental.fetch.session.cache.slots).
+// (max.incremental.fetch.session.cache.slots) holding at most
+// partitionsMax partitions together (fetchSessionPartitionsMax).
 type fetchSessionCache struct {
-	slotsMax   int
-	evictionMs int64
-	sessions   map[int32]*fetchSession
+	slotsMax      int
+	partitionsMax int
+	evictionMs    int64
+	sessions      map[int32]*fetchSession
+	// partitions is the number of partitions of the cached sessions.
+	partitions int
 	// idSeed and idCount make session ids: distinct per process start,
 	// hard to guess, and the same in every replay of a simulation.
 	idSeed  uint64
@@ -252,8 +270,9 @@ type fetchSessionCache struct {
 // FetchSessionStats counts what a node's fetch sessions (KIP-227) have
 // done since it started, as Kafka's fetch session metrics do.
 type FetchSessionStats struct {
-	// Cached is the number of sessions in the cache now.
-	Cached int
+	// Cached is the number of sessions in the cache now, PartitionsCached
+	// the number of partitions they hold.
+	Cached, PartitionsCached int
 	// Created and Evicted count sessions made, and evicted to make room.
 	Created, Evicted int64
 	// IncrementalFetches counts incremental fetches answered through a
@@ -261,24 +280,50 @@ type FetchSessionStats struct {
 	IncrementalFetches, IncrementalByTopicID int64
 }
 
-func newFetchSessionCache(slotsMax int, evictionMs int64, idSeed uint64) *fetchSessionCache {
-	if slotsMax < 0 || evictionMs < 0 {
+func newFetchSessionCache(slotsMax, partitionsMax int, evictionMs int64, idSeed uint64) *fetchSessionCache {
+	if slotsMax < 0 || partitionsMax < 0 || evictionMs < 0 {
 		panic("broker: fetch session cache limits are negative")
 	}
-	return &fetchSessionCache{slotsMax: slotsMax, evictionMs: evictionMs, sessions: map[int32]*fetchSession{}, idSeed: idSeed}
+	return &fetchSessionCache{
+		slotsMax: slotsMax, partitionsMax: partitionsMax, evictionMs: evictionMs,
+		sessions: map[int32]*fetchSession{}, idSeed: idSeed,
+	}
 }
 
 // get returns the session id names, nil if none.
 func (c *fetchSessionCache) get(id int32) *fetchSession { return c.sessions[id] }
 
 // remove drops the session id names, if any.
-func (c *fetchSessionCache) remove(id int32) { delete(c.sessions, id) }
+func (c *fetchSessionCache) remove(id int32) {
+	if s := c.sessions[id]; s != nil {
+		delete(c.sessions, id)
+		c.partitions -= len(s.partitions)
+	}
+}
+
+// update applies an incremental request to s, a cached session. If that
+// would take the cache past partitionsMax, s is removed instead and update
+// returns false.
+func (c *fetchSessionCache) update(s *fetchSession, req *kmsg.FetchRequest) bool {
+	before := len(s.partitions)
+	s.update(req)
+	c.partitions += len(s.partitions) - before
+	if c.partitions > c.partitionsMax {
+		c.remove(s.id)
+		return false
+	}
+	return true
+}
 
 // create makes a session of parts for owner if there is room, evicting
-// another if Kafka's rules allow (tryEvict); it returns nil otherwise. The
-// session's first incremental request carries epoch 1.
+// another if Kafka's rules allow (tryEvict); it returns nil otherwise, and
+// when the cache's partitions would pass partitionsMax. The session's
+// first incremental request carries epoch 1.
 func (c *fetchSessionCache) create(nowMs int64, owner fetchSessionOwner, usesTopicIDs bool, parts []*sessionPartition) *fetchSession {
 	privileged := owner.replicaID >= 0
+	if c.partitions+len(parts) > c.partitionsMax {
+		return nil // checked first: evicting would not always free enough
+	}
 	if len(c.sessions) >= c.slotsMax && !c.tryEvict(privileged, len(parts), nowMs) {
 		return nil
 	}
@@ -294,9 +339,10 @@ func (c *fetchSessionCache) create(nowMs int64, owner fetchSessionOwner, usesTop
 		s.index[sp.key] = sp
 	}
 	c.sessions[s.id] = s
+	c.partitions += len(parts)
 	c.stats.Created++
-	if len(c.sessions) > c.slotsMax {
-		panic("broker: the fetch session cache outgrew its slots")
+	if len(c.sessions) > c.slotsMax || c.partitions > c.partitionsMax {
+		panic("broker: the fetch session cache outgrew its slots or partitions")
 	}
 	return s
 }

@@ -273,7 +273,7 @@ func TestFetchSessionEviction(t *testing.T) {
 	}
 	consumer := fetchSessionOwner{replicaID: -1, clientID: "c"}
 	follower := fetchSessionOwner{replicaID: 2}
-	c := newFetchSessionCache(2, evictionMs, 7)
+	c := newFetchSessionCache(2, 1000, evictionMs, 7)
 	a := c.create(0, consumer, false, parts(3))
 	b := c.create(10, consumer, false, parts(2))
 	if a == nil || b == nil || a.id == b.id || a.id <= 0 || b.id <= 0 || a.epoch != 1 {
@@ -689,5 +689,48 @@ func TestNextFetchSessionEpoch(t *testing.T) {
 		if got := nextFetchSessionEpoch(c[0]); got != c[1] {
 			t.Errorf("nextFetchSessionEpoch(%d) = %d, want %d", c[0], got, c[1])
 		}
+	}
+}
+
+// TestFetchSessionPartitionsBound: the partitions of all sessions together
+// stay within the cache's bound (fetchSessionPartitionsMax, here lowered
+// to 4): an incremental fetch growing its session past it closes the
+// session and is answered FETCH_SESSION_ID_NOT_FOUND with no partitions; a
+// full fetch past it gets no session but a whole answer; once room is
+// back, sessions are made again. Without the bound a client could grow one
+// session without limit by naming ever more (nonexistent) partitions.
+func TestFetchSessionPartitionsBound(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 3, 1)
+	node := c.nodes[1].node
+	node.fetchSessions.partitionsMax = 4
+	full := c.fetchSession(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 0, 0}, {1, 0, 0}, {2, 0, 0}}, nil))
+	if full.SessionID <= 0 || node.FetchSessionStats().PartitionsCached != 3 {
+		t.Fatalf("full fetch of 3: session %d, %d partitions cached", full.SessionID, node.FetchSessionStats().PartitionsCached)
+	}
+	grown := c.fetchSession(sessionFetchReq(12, full.SessionID, 1, 0, "t", [16]byte{}, []at{{100, 0, 0}, {101, 0, 0}}, nil))
+	if grown.ErrorCode != kerr.FetchSessionIDNotFound.Code || grown.SessionID != 0 || len(grown.Topics) != 0 {
+		t.Fatalf("growing past the bound: error %d, session %d, %d topics; want FETCH_SESSION_ID_NOT_FOUND, 0, none", grown.ErrorCode, grown.SessionID, len(grown.Topics))
+	}
+	if st := node.FetchSessionStats(); st.Cached != 0 || st.PartitionsCached != 0 {
+		t.Fatalf("after the session was closed: %d sessions, %d partitions cached", st.Cached, st.PartitionsCached)
+	}
+	big := c.fetchSession(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}}, nil))
+	if order, _ := answeredPartitions(big); big.ErrorCode != 0 || big.SessionID != 0 || len(order) != 5 {
+		t.Fatalf("full fetch of 5: error %d, session %d, partitions %v; want no session and all 5 answered", big.ErrorCode, big.SessionID, order)
+	}
+	again := c.fetchSession(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 0, 0}, {1, 0, 0}}, nil))
+	if again.SessionID <= 0 || node.FetchSessionStats().PartitionsCached != 2 {
+		t.Fatalf("full fetch of 2: session %d, %d partitions cached", again.SessionID, node.FetchSessionStats().PartitionsCached)
+	}
+	// Forgetting and closing give the room back.
+	c.fetchSession(sessionFetchReq(12, again.SessionID, 1, 0, "t", [16]byte{}, nil, []int32{1}))
+	if n := node.FetchSessionStats().PartitionsCached; n != 1 {
+		t.Fatalf("after forgetting one of 2: %d partitions cached", n)
+	}
+	c.fetchSession(sessionFetchReq(12, again.SessionID, -1, 0, "t", [16]byte{}, []at{{0, 0, 0}}, nil))
+	if st := node.FetchSessionStats(); st.Cached != 0 || st.PartitionsCached != 0 {
+		t.Fatalf("after the final fetch: %d sessions, %d partitions cached", st.Cached, st.PartitionsCached)
 	}
 }

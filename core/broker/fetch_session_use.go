@@ -34,7 +34,7 @@ type fetchSessionUse struct {
 // max.incremental.fetch.session.cache.slots, ids seeded by the incarnation.
 func fetchSessionCacheOf(slots int32, incarnation [16]byte) *fetchSessionCache {
 	seed := binary.BigEndian.Uint64(incarnation[:8]) ^ binary.BigEndian.Uint64(incarnation[8:])
-	return newFetchSessionCache(int(slots), fetchSessionEvictionMs, seed)
+	return newFetchSessionCache(int(slots), fetchSessionPartitionsMax, fetchSessionEvictionMs, seed)
 }
 
 // openFetchSession decides, as req arrives, how it uses sessions. It
@@ -65,7 +65,9 @@ func (n *Node) openFetchSession(clientID string, req *kmsg.FetchRequest) (use fe
 	case s.usesTopicIDs != (req.Version >= fetchTopicIDVersionMin):
 		return use, req, kerr.FetchSessionTopicIDError.Code
 	}
-	s.update(req)
+	if !n.fetchSessions.update(s, req) {
+		return use, req, kerr.FetchSessionIDNotFound.Code // too many partitions cached
+	}
 	if len(s.partitions) == 0 {
 		// Everything forgotten: the session ends, the fetch is sessionless.
 		n.fetchSessions.remove(s.id)
@@ -214,6 +216,6 @@ func keepAnswered(a fetchAnswer, send []bool) fetchAnswer {
 // FetchSessionStats reports what this node's fetch sessions have done.
 func (n *Node) FetchSessionStats() FetchSessionStats {
 	stats := n.fetchSessions.stats
-	stats.Cached = len(n.fetchSessions.sessions)
+	stats.Cached, stats.PartitionsCached = len(n.fetchSessions.sessions), n.fetchSessions.partitions
 	return stats
 }
