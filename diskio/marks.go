@@ -32,7 +32,12 @@ var liveWriters struct {
 }
 
 // AppendMark returns a mark covering every append queued so far, by any
-// Disk of the process.
+// Disk of the process: precisely, every File.Append that returned before
+// the call (on the calling goroutine, or one synchronized with it). An
+// Append still running on another goroutine may be numbered within the
+// mark before its writer publishes it, so a mark promises nothing about
+// appends that race with it; realnet takes its marks on the event loop
+// that made the appends it waits for.
 func AppendMark() uint64 { return appendSeq.Load() }
 
 // WrittenThrough reports whether every append the mark covers has left
