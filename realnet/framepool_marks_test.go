@@ -10,7 +10,7 @@ import (
 	"strand/diskio"
 )
 
-// TestFramePoolWaitsForDiskioAcrossDisks drives the frame pool's release
+// TestRecycledFramesWaitForDiskioAcrossDisks drives the frame pool's release
 // and reclaim against real diskio Disks, as two nodes of one process share
 // produceFrames: two goroutines, each the only caller of its own Disk as an
 // event loop is, append every frame they get from one pool and release it
@@ -19,7 +19,7 @@ import (
 // still queued would put 0xdb bytes in a file: each file must hold exactly
 // the bytes appended. Every parked frame must come back once the appends
 // are written, the idle Disk notwithstanding.
-func TestFramePoolWaitsForDiskioAcrossDisks(t *testing.T) {
+func TestRecycledFramesWaitForDiskioAcrossDisks(t *testing.T) {
 	if !poisonRecycledFrames {
 		t.Fatal("realnet tests run with poisoned frames (framepool_test.go)")
 	}
