@@ -3,8 +3,12 @@ package realnet
 import (
 	"bytes"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strand/core/env"
 	"strand/diskio"
@@ -96,5 +100,43 @@ func TestRecycledFramesWaitForDiskioAcrossDisks(t *testing.T) {
 	}
 	if pool.recycled.Load() == 0 || max(parkedMax[0], parkedMax[1]) == 0 {
 		t.Errorf("%d frames recycled, at most %d parked: the test did not exercise parking", pool.recycled.Load(), max(parkedMax[0], parkedMax[1]))
+	}
+}
+
+// TestRecycledProduceFramesWithLogDirsIdle produces with acks=all to a
+// broker with three log directories, one diskio Disk each, of which the
+// topic's two partitions leave at least one without data, while Produce
+// frames are recycled and poisoned, and consumes every record back
+// identical. Append marks are process-wide: a Disk with nothing queued must
+// neither hold recycling back nor let a frame go while another Disk still
+// queues its batches.
+func TestRecycledProduceFramesWithLogDirsIdle(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	c := startCluster(t, 1, map[string]string{"log.dirs": strings.Join(dirs, ",")})
+	defer c.stop()
+	recycledBefore := produceFrames.recycled.Load()
+	const topic = "recycled-log-dirs"
+	c.createTopic(topic, 2, 1)
+	idle := 0
+	for _, dir := range dirs {
+		held, err := filepath.Glob(filepath.Join(dir, topic+"-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) == 0 {
+			idle++
+		}
+	}
+	t.Logf("%d of the %d log dirs hold no partition of %s", idle, len(dirs), topic)
+	if idle == 0 {
+		t.Fatalf("every one of the %d log dirs holds a partition of the 2-partition topic", len(dirs))
+	}
+	producer := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	acked := produceKeyed(t, producer, topic, 20_000)
+	checkProduceOrder(t, acked)
+	consumer := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	consumeAll(t, consumer, topic, acked)
+	if produceFrames.recycled.Load() == recycledBefore {
+		t.Fatal("no Produce frame was recycled")
 	}
 }
