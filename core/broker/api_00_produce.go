@@ -59,7 +59,8 @@ type produceSlot struct {
 	p          *partition
 	lastOffset int64
 	// precheck is the batch's pre-check (PrecheckRequest), or nil: then
-	// produceOne checks the batch in full.
+	// produceOne checks the batch in full. produceOne clears it once used,
+	// as it refers to the request's bytes.
 	precheck *batch.Precheck
 }
 
@@ -146,6 +147,8 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	var info batch.ProducedInfo
 	if slot.precheck != nil {
 		info, err = slot.precheck.Finish(records, limits)
+		// A waiting slot keeps nothing of the request (handleProduce).
+		slot.precheck = nil
 	} else {
 		info, err = batch.CheckProduced(records, limits)
 	}
