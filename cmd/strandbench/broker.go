@@ -22,7 +22,8 @@ package main
 // on the acks=1 cases; then the raw consumer (rawfetch.go) reads
 // the topic whole -broker-reps times, each run right after a run of the
 // loopback limit (loopback.go), and kgo reads it once, decoding. Then, per
-// case, 100-byte acks=all records at half the case's median 100-byte peak
+// case, after a sync has written back the page cache the runs before left
+// dirty, 100-byte acks=all records at half the case's median 100-byte peak
 // with linger 0, for latency. Each broker's CPU seconds per million records
 // come from /proc/<pid>/stat around its produce runs; its RssAnon is sampled
 // every 50 ms for its whole life. The disk limit is raw sequential write of
@@ -39,9 +40,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"strand/diskio"
 )
@@ -334,6 +339,9 @@ func measureCases(results []*caseResults) error {
 		if err := r.cl.createTopic("bench-latency", 1); err != nil {
 			return err
 		}
+		if err := writeBackPageCache(r.c.label); err != nil {
+			return err
+		}
 		rate := r.medianProduce(0, produceResult.recordsPerSec) / 2
 		var err error
 		if r.latency, err = produceAtRate(r.cl, "bench-latency", valueSizes[0], rate, latencyDuration, true); err != nil {
@@ -598,4 +606,34 @@ func printProfiles(strandBin string, results []*caseResults) {
 		}
 		fmt.Print(string(out))
 	}
+}
+
+// writeBackPageCache syncs every filesystem before label's fixed-rate run
+// and prints how much dirty page cache that wrote back and how long it took.
+// The produce runs before it leave gigabytes dirty, which the kernel's
+// flusher threads would otherwise write back during the latency run, on the
+// same 2 cores: the run would measure that backlog, not its own load.
+func writeBackPageCache(label string) error {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return err
+	}
+	dirtyKiB, err := meminfoKiB(string(data), "Dirty")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	unix.Sync()
+	fmt.Printf("before %s's latency run: sync wrote back %d MiB of dirty page cache in %.2f s\n", label, dirtyKiB/1024, time.Since(start).Seconds())
+	return nil
+}
+
+// meminfoKiB is field's value in /proc/meminfo's text, in KiB.
+func meminfoKiB(meminfo, field string) (int64, error) {
+	for line := range strings.SplitSeq(meminfo, "\n") {
+		if value, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/meminfo: no %s", field)
 }

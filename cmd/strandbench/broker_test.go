@@ -231,3 +231,16 @@ func TestBrokerGoalsTreatSupersededGoalAsInfo(t *testing.T) {
 		t.Errorf("CPU per record 0.8× kfake's reported met %v:\n%s", met, out)
 	}
 }
+
+func TestMeminfoKiBReadsTheNamedField(t *testing.T) {
+	meminfo := "MemTotal:       24684152 kB\nDirty:             81236 kB\nWriteback:             0 kB\n"
+	if got, err := meminfoKiB(meminfo, "Dirty"); err != nil || got != 81236 {
+		t.Errorf("Dirty: %d, %v; want 81236", got, err)
+	}
+	if got, err := meminfoKiB(meminfo, "Writeback"); err != nil || got != 0 {
+		t.Errorf("Writeback: %d, %v; want 0", got, err)
+	}
+	if _, err := meminfoKiB(meminfo, "Dirt"); err == nil {
+		t.Error("a field name that is only a prefix of another was found")
+	}
+}
