@@ -184,6 +184,9 @@ type outRequest struct {
 	key, version  int16
 	frame         []byte
 	done          func(kmsg.Response, error)
+	// replicaFetch is a partition replica's Fetch (not one of the metadata
+	// log's): its answer may be read into a recycled frame (frameFor).
+	replicaFetch bool
 }
 
 // peerConn is one outbound connection with pipelining: a writer goroutine
@@ -223,6 +226,7 @@ func (pc *peerConn) enqueue(req kmsg.Request, done func(kmsg.Response, error)) {
 	pc.queue = append(pc.queue, &outRequest{
 		correlationID: id, key: req.Key(), version: req.GetVersion(),
 		frame: wire.AppendRequest(nil, hdr, req), done: done,
+		replicaFetch: req.Key() == kmsg.Fetch.Int16() && !quorum.IsQuorumRequest(req),
 	})
 	pc.cond.Broadcast()
 }
@@ -406,16 +410,18 @@ func (pc *peerConn) readResponses(c net.Conn) error {
 var replicaFetchFrames framePool
 
 // frameFor returns the buffer to read out's response of length bytes into.
-// A replica Fetch answer (a Fetch on the broker plane: only core/broker's
-// replica fetcher sends those) gets a pooled one, recycled once the core has
-// handled the answer and diskio has written the batches it appended from it,
-// as Produce frames are: the fetcher keeps nothing of an answer after its
+// A replica Fetch answer (a Fetch on the broker plane that is not the
+// metadata log's, which route sends there only to a peer missing from
+// controller.quorum.voters; only core/broker's replica fetcher sends those)
+// gets a pooled one, recycled once the core has handled the answer and
+// diskio has written the batches it appended from it, as Produce frames
+// are: the fetcher keeps nothing of an answer after its
 // callback returns but those appends (log.AppendAsFollower queues the very
 // slices; producer-state catch-up and the replica state machine take
 // values). Any other response gets a fresh buffer, as its handler may keep
 // referring to it (a metadata-log answer's records, for one).
 func (pc *peerConn) frameFor(out *outRequest, length int) *frameBuf {
-	if pc.key.plane != planeBroker || out.key != kmsg.Fetch.Int16() {
+	if pc.key.plane != planeBroker || !out.replicaFetch {
 		return &frameBuf{buf: make([]byte, length)}
 	}
 	return replicaFetchFrames.get(length)
