@@ -223,18 +223,10 @@ func quickSkipBytes(b []byte, pos int, nullable bool) (int, bool) {
 	return pos + int(n), true
 }
 
-// quickVarlong decodes the zigzag varlong at pos as fieldReader.varlong
-// accepts it, reporting false where that would fail. One- and two-byte
-// encodings, nearly all of them (a 100-byte value's length takes two), are
-// decoded by shortVarint without binary.Varint's loop.
-func quickVarlong(b []byte, pos int) (int64, int, bool) {
-	if v, k := shortVarint(b, pos); k > 0 {
-		return int64(v), pos + k, true
-	}
-	return longVarlong(b, pos)
-}
-
-// longVarlong is quickVarlong's path for the other encodings.
+// longVarlong decodes the zigzag varlong at pos as fieldReader.varlong
+// accepts it, reporting false where that would fail. Callers try
+// shortVarint first: one- and two-byte encodings, nearly all of them (a
+// 100-byte value's length takes two), need no binary.Varint loop.
 func longVarlong(b []byte, pos int) (int64, int, bool) {
 	if pos >= len(b) {
 		return 0, 0, false
@@ -246,7 +238,8 @@ func longVarlong(b []byte, pos int) (int64, int, bool) {
 	return v, pos + n, true
 }
 
-// quickVarint is quickVarlong for fieldReader.varint's 32-bit varints.
+// quickVarint decodes fieldReader.varint's 32-bit varints: shortVarint,
+// else longVarint.
 func quickVarint(b []byte, pos int) (int32, int, bool) {
 	if v, k := shortVarint(b, pos); k > 0 {
 		return v, pos + k, true
