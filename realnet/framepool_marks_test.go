@@ -131,11 +131,7 @@ func TestRecycledProduceFramesWithLogDirsIdle(t *testing.T) {
 	if idle == 0 {
 		t.Fatalf("every one of the %d log dirs holds a partition of the 2-partition topic", len(dirs))
 	}
-	producer := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
-	acked := produceKeyed(t, producer, topic, 20_000)
-	checkProduceOrder(t, acked)
-	consumer := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	consumeAll(t, consumer, topic, acked)
+	roundTripKeyed(t, c, topic, kgo.AllISRAcks())
 	if produceFrames.recycled.Load() == recycledBefore {
 		t.Fatal("no Produce frame was recycled")
 	}

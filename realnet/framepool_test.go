@@ -29,16 +29,25 @@ func TestRecycledProduceFramesKeepRecordsIntact(t *testing.T) {
 		t.Run(acks.name, func(t *testing.T) {
 			topic := "recycled-" + acks.name
 			c.createTopic(topic, 2, 3)
-			producer := c.client(kgo.RequiredAcks(acks.acks), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
-			acked := produceKeyed(t, producer, topic, 20_000)
-			checkProduceOrder(t, acked)
-			consumer := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			consumeAll(t, consumer, topic, acked)
+			roundTripKeyed(t, c, topic, acks.acks)
 		})
 	}
 	if produceFrames.recycled.Load() == recycledBefore {
 		t.Fatal("no Produce frame was recycled")
 	}
+}
+
+// roundTripKeyed produces 20,000 keyed records to topic with acks, one by
+// one (linger 0, uncompressed, so that many Produce frames go through the
+// pool), and consumes them back: each acknowledged record, in produce order,
+// identical.
+func roundTripKeyed(t *testing.T, c *testCluster, topic string, acks kgo.Acks) {
+	t.Helper()
+	producer := c.client(kgo.RequiredAcks(acks), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	acked := produceKeyed(t, producer, topic, 20_000)
+	checkProduceOrder(t, acked)
+	consumer := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	consumeAll(t, consumer, topic, acked)
 }
 
 // TestFramePoolSizeClasses checks the pool's size classes: a frame gets a

@@ -47,15 +47,7 @@ func TestDeleteTopicThenRecreateStartsEmpty(t *testing.T) {
 	leader := c.leaderOf("d", 0)
 	c.produce(leader, "d", 0, -1, recordBatch("old"))
 
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	del.SetVersion(6)
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	name := "d"
-	dt.Topic = &name
-	del.Topics = append(del.Topics, dt)
-	if resp := c.request(3, del).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("delete: %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
-	}
+	c.deleteTopic(3, "d")
 	c.waitFor("replicas retired", 5000, func() bool {
 		for _, tn := range c.nodes {
 			if tn.node.partitions[partitionKey{"d", 0}] != nil {

@@ -202,15 +202,7 @@ func TestFetchRegionsPinnedUntilSent(t *testing.T) {
 	if frame.Release == nil || frame.RegionBytes() == 0 {
 		t.Fatalf("the Fetch answer has %d region bytes and release %v", frame.RegionBytes(), frame.Release != nil)
 	}
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	del.SetVersion(6)
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	name := "t"
-	dt.Topic = &name
-	del.Topics = append(del.Topics, dt)
-	if resp := c.request(1, del).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
-	}
+	c.deleteTopic(1, "t")
 	c.waitFor("replica retired", 5000, func() bool { return node.partitions[partitionKey{"t", 0}] == nil })
 	c.createTopic(1, "t", 1, 1)
 	c.waitFor("recreated topic led", 5000, func() bool {

@@ -643,15 +643,7 @@ func TestFetchSessionEpochsAndTopicRecreation(t *testing.T) {
 		t.Fatalf("the replaced session: error %d, want FETCH_SESSION_ID_NOT_FOUND", r.ErrorCode)
 	}
 
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	del.SetVersion(6)
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	name := "t"
-	dt.Topic = &name
-	del.Topics = append(del.Topics, dt)
-	if resp := c.request(1, del).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
-	}
+	c.deleteTopic(1, "t")
 	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.image.TopicByName("t"); return !ok })
 	c.createTopic(1, "t", 1, 1)
 	newID := c.topicID(1, "t")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
@@ -192,6 +193,20 @@ func (c *cluster) waitFor(what string, maxMs int64, cond func() bool) {
 			c.t.Fatalf("after %d ms: still waiting for %s", maxMs, what)
 		}
 		c.run(10)
+	}
+}
+
+// deleteTopic deletes a topic through node via; callers wait for what they
+// need to see gone.
+func (c *cluster) deleteTopic(via int32, name string) {
+	c.t.Helper()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.SetVersion(6)
+	t := kmsg.NewDeleteTopicsRequestTopic()
+	t.Topic = &name
+	req.Topics = append(req.Topics, t)
+	if code := c.request(via, req).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		c.t.Fatalf("delete %s: %v", name, kerr.ErrorForCode(code))
 	}
 }
 
