@@ -5,10 +5,11 @@ package broker
 // Served by the leader only, with the request's CurrentLeaderEpoch checked
 // (v4+): timestamp -2 (earliest) answers the log start offset; -1 (latest)
 // answers the HW, which is also the LSO until transactions exist, so both
-// isolation levels agree; -3 (max timestamp, v7, KIP-734) the offset of the
-// batch holding the largest timestamp; any other timestamp the first batch
-// at or after it below the HW, at batch granularity (log.OffsetForTimestamp),
-// or offset -1 when none is that recent. The answer carries the leader epoch.
+// isolation levels agree; -3 (max timestamp, v7, KIP-734) the first record
+// carrying the largest timestamp (KAFKA-16310); any other timestamp the first
+// record at or after it (log.OffsetForTimestamp), in both cases only below the
+// HW, else offset -1. Earliest and latest carry the current leader epoch, a
+// record found by timestamp its batch's epoch, as Kafka's do.
 //
 // Skipped: v0's list of old-style offsets; v8's tiered-storage timestamps
 // (-4, -5); replicas asking with ReplicaID >= 0 are answered as consumers.
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
+	"strand/core/log"
 )
 
 // ListOffsets' special timestamps.
@@ -63,17 +65,25 @@ func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicParti
 		rp.Offset = p.log.LogStartOffset()
 	case listLatest:
 		rp.Offset = hw
-	case listMaxTimestamp:
-		if offset, ts, found := p.log.MaxTimestamp(); found && offset < hw {
-			rp.Offset, rp.Timestamp = offset, ts
-		}
 	default:
-		offset, ts, found, err := p.log.OffsetForTimestamp(lp.Timestamp)
+		// Records are decompressed within the bound produce used for this
+		// topic; a batch beyond it is answered at batch granularity.
+		decompressedBytesMax := decompressedBytesMaxOf(n.topicConfig(key.topic).MaxMessageBytes)
+		var found log.TimestampOffset
+		var ok bool
+		var err error
+		if lp.Timestamp == listMaxTimestamp {
+			found, ok, err = p.log.MaxTimestamp(decompressedBytesMax)
+		} else {
+			found, ok, err = p.log.OffsetForTimestamp(lp.Timestamp, decompressedBytesMax)
+		}
 		switch {
 		case err != nil:
-			rp.ErrorCode = errorCodeOf(err)
-		case found && offset < hw:
-			rp.Offset, rp.Timestamp = offset, ts
+			rp.ErrorCode, rp.LeaderEpoch = errorCodeOf(err), -1
+		case ok && found.Offset < hw:
+			// Kafka answers the found batch's epoch (-1 for none), which a
+			// KIP-320 client validates its new position against.
+			rp.Offset, rp.Timestamp, rp.LeaderEpoch = found.Offset, found.TimestampMs, found.LeaderEpoch
 		}
 	}
 	return rp

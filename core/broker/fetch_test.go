@@ -115,6 +115,49 @@ func TestListOffsets(t *testing.T) {
 	}
 }
 
+// TestListOffsetsFindsTheRecord: a lookup by timestamp answers the exact
+// record inside a compressed batch, with that record's timestamp, as Kafka
+// does; MAX_TIMESTAMP the first record carrying the largest timestamp
+// (KAFKA-16310), not its batch's last offset.
+func TestListOffsetsFindsTheRecord(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	base := int64(1_767_225_600_000)
+	spec := batch.BuildSpec{FirstTimestamp: base, Codec: batch.CodecLZ4}
+	for _, delta := range []int64{0, 10, 40, 20, 40, 30} {
+		spec.Records = append(spec.Records, batch.Record{Value: []byte("v"), TimestampDelta: delta})
+	}
+	if r := c.produce(1, "t", 0, 1, batch.Build(spec)); r.ErrorCode != 0 {
+		t.Fatalf("produce: %d", r.ErrorCode)
+	}
+	ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(7)
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.request(1, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	for _, tc := range []struct {
+		ts, offset, timestamp int64
+	}{
+		{base + 5, 1, base + 10}, {base + 15, 2, base + 40}, {base + 40, 2, base + 40}, {-3, 2, base + 40}, {base + 41, -1, -1},
+	} {
+		r := ask(tc.ts)
+		if r.ErrorCode != 0 || r.Offset != tc.offset || r.Timestamp != tc.timestamp {
+			t.Errorf("ListOffsets(%d): error %d offset %d timestamp %d, want offset %d timestamp %d", tc.ts, r.ErrorCode, r.Offset, r.Timestamp, tc.offset, tc.timestamp)
+		}
+		if tc.offset >= 0 && r.LeaderEpoch < 0 {
+			t.Errorf("ListOffsets(%d): leader epoch %d, want the batch's", tc.ts, r.LeaderEpoch)
+		}
+	}
+}
+
 // TestFetchPurgatoryBoundedPerPartition: beyond
 // strand.purgatory.requests.per.partition.max waiting requests on a
 // partition, a long poll is answered at once instead of waiting.

@@ -34,7 +34,7 @@ func TestReopenAfterCleanClose(t *testing.T) {
 	}
 	flushAll(t, l, disk)
 	segments, epochs := l.SegmentBaseOffsets(), l.Epochs().Entries()
-	maxOffset, maxTs, _ := l.MaxTimestamp()
+	maxBefore, _, _ := l.MaxTimestamp(testDecompressedBytesMax)
 	indexes := readIndexFiles(t, disk, segments)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -49,8 +49,8 @@ func TestReopenAfterCleanClose(t *testing.T) {
 	if got := l.Epochs().Entries(); len(got) != len(epochs) || got[len(got)-1] != epochs[len(epochs)-1] {
 		t.Fatalf("epochs %v, were %v", got, epochs)
 	}
-	if o, ts, _ := l.MaxTimestamp(); o != maxOffset || ts != maxTs {
-		t.Fatalf("max timestamp (%d at %d), was (%d at %d)", ts, o, maxTs, maxOffset)
+	if got, _, _ := l.MaxTimestamp(testDecompressedBytesMax); got != maxBefore {
+		t.Fatalf("max timestamp %+v, was %+v", got, maxBefore)
 	}
 	if got := readIndexFiles(t, disk, segments); !bytes.Equal(got, indexes) {
 		t.Fatal("indexes changed across a clean reopen")
@@ -371,11 +371,11 @@ func TestLostTimeIndexEntriesRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp})
-	if offset, ts, found, err := l.OffsetForTimestamp(9000); err != nil || !found || offset != 0 || ts != 9000 {
-		t.Fatalf("OffsetForTimestamp(9000) = (%d, %d, %v, %v), want (0, 9000, true)", offset, ts, found, err)
+	if got, found, err := l.OffsetForTimestamp(9000, testDecompressedBytesMax); err != nil || !found || got.Offset != 0 || got.TimestampMs != 9000 {
+		t.Fatalf("OffsetForTimestamp(9000) = (%+v, %v, %v), want offset 0 at 9000", got, found, err)
 	}
-	if offset, ts, _ := l.MaxTimestamp(); offset != 0 || ts != 9000 {
-		t.Fatalf("MaxTimestamp = (%d, %d)", offset, ts)
+	if got, _, err := l.MaxTimestamp(testDecompressedBytesMax); err != nil || got.Offset != 0 || got.TimestampMs != 9000 {
+		t.Fatalf("MaxTimestamp = (%+v, %v)", got, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package log
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"strand/core/batch"
 	"strand/core/log/checkpoint"
@@ -195,35 +196,43 @@ func (m *logModel) read(fetchOffset int64, maxBytes int32, maxOffset int64, minO
 }
 
 // offsetForTimestamp is Log.OffsetForTimestamp by linear scan: the first
-// visible batch whose max timestamp >= timestampMs.
-func (m *logModel) offsetForTimestamp(timestampMs int64) (offset, timestamp int64, found bool) {
+// record, at or above the log start offset, of a visible batch, whose
+// timestamp >= timestampMs, as franz-go decodes the batches.
+func (m *logModel) offsetForTimestamp(t fataler, timestampMs int64) (TimestampOffset, bool) {
 	for _, b := range m.visible() {
-		if b.maxTs >= timestampMs {
-			return max(b.base, m.lso), b.maxTs, true
+		if b.maxTs < timestampMs {
+			continue
+		}
+		if answer, found := firstRecordAtOrAfter(recordTimes(t, b.bytes), timestampMs, m.lso); found {
+			return answer, true
 		}
 	}
-	return 0, 0, false
+	return TimestampOffset{}, false
 }
 
-// maxTimestamp is Log.MaxTimestamp by linear scan: the largest max timestamp
-// and the last offset of the first batch that holds it, over the segments
-// (bases) that hold an offset at or above the log start offset. Like
-// Kafka's, the answer is per segment: when the log start offset lies inside
-// the first segment (a crash brought back an old segment under a
+// maxTimestamp is Log.MaxTimestamp by linear scan: the first record carrying
+// the largest max timestamp, in the first batch that holds it, over the
+// segments (bases) that hold an offset at or above the log start offset.
+// Like Kafka's, the answer is per segment: when the log start offset lies
+// inside the first segment (a crash brought back an old segment under a
 // TruncateFullyAndStartAt), batches below it count too.
-func (m *logModel) maxTimestamp(bases []int64) (offset, timestamp int64, found bool) {
-	timestamp = noTimestamp
+func (m *logModel) maxTimestamp(t fataler, bases []int64) (TimestampOffset, bool) {
+	timestamp := int64(noTimestamp)
+	var holder []byte
 	for _, s := range m.segments(bases) {
 		if s.next <= m.lso {
 			continue
 		}
 		for _, b := range s.batches {
 			if b.maxTs > timestamp {
-				timestamp, offset = b.maxTs, b.last
+				timestamp, holder = b.maxTs, b.bytes
 			}
 		}
 	}
-	return offset, timestamp, timestamp != noTimestamp
+	if holder == nil {
+		return TimestampOffset{}, false
+	}
+	return firstRecordAtOrAfter(recordTimes(t, holder), timestamp, math.MinInt64)
 }
 
 // epochAssign is LeaderEpochFileCache.assign for epochs that never

@@ -422,7 +422,7 @@ func (sm *logMachine) checkRead(t *rapid.T, fetch int64, maxBytes int32, maxOffs
 
 func (sm *logMachine) readByTime(t *rapid.T) {
 	if sm.m.failed {
-		_, _, _, err := sm.log.OffsetForTimestamp(0)
+		_, _, err := sm.log.OffsetForTimestamp(0, testDecompressedBytesMax)
 		expectFailedCall(t, "OffsetForTimestamp", err)
 		return
 	}
@@ -430,11 +430,10 @@ func (sm *logMachine) readByTime(t *rapid.T) {
 }
 
 func (sm *logMachine) checkTimestamp(t *rapid.T, timestampMs int64) {
-	wantOffset, wantTs, wantFound := sm.m.offsetForTimestamp(timestampMs)
-	offset, ts, found, err := sm.log.OffsetForTimestamp(timestampMs)
-	if err != nil || found != wantFound || (found && (offset != wantOffset || ts != wantTs)) {
-		t.Fatalf("OffsetForTimestamp(%d): (%d, %d, %v, %v), want (%d, %d, %v)", timestampMs,
-			offset, ts, found, err, wantOffset, wantTs, wantFound)
+	want, wantFound := sm.m.offsetForTimestamp(t, timestampMs)
+	got, found, err := sm.log.OffsetForTimestamp(timestampMs, testDecompressedBytesMax)
+	if err != nil || found != wantFound || (found && got != want) {
+		t.Fatalf("OffsetForTimestamp(%d): (%+v, %v, %v), want (%+v, %v)", timestampMs, got, found, err, want, wantFound)
 	}
 }
 
@@ -1045,10 +1044,10 @@ func (sm *logMachine) check(t *rapid.T) {
 	}
 	sm.checkRead(t, sm.m.lso, math.MaxInt32, sm.m.leo, true)
 	sm.checkEpochs(t)
-	if o, ts, found := l.MaxTimestamp(); true {
-		wo, wts, wfound := sm.m.maxTimestamp(l.SegmentBaseOffsets())
-		if found != wfound || (found && (o != wo || ts != wts)) {
-			t.Fatalf("MaxTimestamp (%d at %d, %v), want (%d at %d, %v); batches %s", ts, o, found, wts, wo, wfound, describeBatches(sm.m.batches))
+	if got, found, err := l.MaxTimestamp(testDecompressedBytesMax); true {
+		want, wantFound := sm.m.maxTimestamp(t, l.SegmentBaseOffsets())
+		if err != nil || found != wantFound || (found && got != want) {
+			t.Fatalf("MaxTimestamp (%+v, %v, %v), want (%+v, %v); batches %s", got, found, err, want, wantFound, describeBatches(sm.m.batches))
 		}
 	}
 	for _, b := range sm.m.visible() {
@@ -1163,16 +1162,16 @@ func TestMaxTimestampOffsetSurvivesReopen(t *testing.T) {
 		appendLeader(t, l, 1, 5000, 0)
 	}
 	flushAll(t, l, disk)
-	offset, timestamp, _ := l.MaxTimestamp()
-	if offset != 0 || timestamp != 5000 {
-		t.Fatalf("MaxTimestamp before reopen (%d at %d), want (5000 at 0)", timestamp, offset)
+	before, _, _ := l.MaxTimestamp(testDecompressedBytesMax)
+	if before.Offset != 0 || before.TimestampMs != 5000 {
+		t.Fatalf("MaxTimestamp before reopen %+v, want 5000 at 0", before)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: l.RecoveryPoint(), NowMs: 2})
-	if o, ts, _ := l.MaxTimestamp(); o != offset || ts != timestamp {
-		t.Fatalf("MaxTimestamp after a clean reopen (%d at %d), was (%d at %d)", ts, o, timestamp, offset)
+	if got, _, _ := l.MaxTimestamp(testDecompressedBytesMax); got != before {
+		t.Fatalf("MaxTimestamp after a clean reopen %+v, was %+v", got, before)
 	}
 }
 
@@ -1270,11 +1269,11 @@ func TestTornTimeIndexRewriteAfterRoll(t *testing.T) {
 	}
 	disk.Crash(nil, memdisk.CrashLoseAll)
 	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: rp, NowMs: 4})
-	if o, ts, _ := l.MaxTimestamp(); ts != 300 || o != 2 {
-		t.Fatalf("MaxTimestamp (%d at %d), want (300 at 2)", ts, o)
+	if got, _, _ := l.MaxTimestamp(testDecompressedBytesMax); got.TimestampMs != 300 || got.Offset != 2 {
+		t.Fatalf("MaxTimestamp %+v, want 300 at 2", got)
 	}
-	if o, _, found, err := l.OffsetForTimestamp(250); err != nil || !found || o != 2 {
-		t.Fatalf("OffsetForTimestamp(250) = %d, %v, %v; want offset 2", o, found, err)
+	if got, found, err := l.OffsetForTimestamp(250, testDecompressedBytesMax); err != nil || !found || got.Offset != 2 {
+		t.Fatalf("OffsetForTimestamp(250) = %+v, %v, %v; want offset 2", got, found, err)
 	}
 }
 
