@@ -74,7 +74,11 @@ type Raft struct {
 	hardDirty bool
 	role      Role
 	leader    int32
-	log       entryLog
+	// resignedLeader is the node that led this epoch and resigned it
+	// (EndQuorumEpoch), -1 if none: it never leads this epoch again, so a
+	// late message naming it leader is stale.
+	resignedLeader int32
+	log            entryLog
 	// commit is the high watermark: entries below it are committed.
 	commit int64
 	// applied is where the next Ready's Committed starts.
@@ -141,7 +145,7 @@ func New(cfg Config, hard HardState, snap *Snapshot, entries []Entry, nowMs int6
 	if hard.Epoch < 0 || hard.VotedFor < -1 {
 		return nil, fmt.Errorf("quorum: hard state %+v out of range", hard)
 	}
-	r := &Raft{cfg: cfg, voters: slices.Sorted(slices.Values(cfg.Voters)), hard: hard, leader: -1, truncatePending: -1}
+	r := &Raft{cfg: cfg, voters: slices.Sorted(slices.Values(cfg.Voters)), hard: hard, leader: -1, resignedLeader: -1, truncatePending: -1}
 	if snap != nil {
 		if snap.EndOffset <= 0 || snap.Epoch < 0 || snap.Epoch > hard.Epoch {
 			return nil, fmt.Errorf("quorum: snapshot %d-%d out of range for epoch %d", snap.EndOffset, snap.Epoch, hard.Epoch)
@@ -226,6 +230,9 @@ func (r *Raft) send(m Message) {
 func (r *Raft) setHard(epoch, votedFor int32) {
 	if epoch < r.hard.Epoch {
 		panic(fmt.Sprintf("quorum: epoch going back from %d to %d", r.hard.Epoch, epoch))
+	}
+	if r.hard.Epoch != epoch {
+		r.resignedLeader = -1
 	}
 	if r.hard.Epoch != epoch || r.hard.VotedFor != votedFor {
 		r.hard = HardState{Epoch: epoch, VotedFor: votedFor}
@@ -446,6 +453,7 @@ func (r *Raft) stepEndEpoch(nowMs int64, m Message) {
 			place = int64(len(m.PreferredSuccessors))
 		}
 		r.becomeFollower(nowMs, r.hard.Epoch, -1)
+		r.resignedLeader = m.From
 		r.deadlineMs = nowMs + place*r.cfg.ElectionTimeoutMs/4 + r.cfg.RandInt63n(r.cfg.ElectionTimeoutMs/8+1)
 	}
 	r.send(Message{Type: MsgEndEpochResp, To: m.From, Ref: m.Ref, Epoch: r.hard.Epoch, LeaderID: r.leader})
@@ -469,7 +477,8 @@ func (r *Raft) Step(nowMs int64, m Message) {
 			leader = m.LeaderID
 		}
 		r.becomeFollower(nowMs, m.Epoch, leader)
-	} else if m.Epoch == r.hard.Epoch && m.Type.IsResponse() && m.LeaderID >= 0 && r.leader < 0 && m.LeaderID != r.cfg.ID {
+	} else if m.Epoch == r.hard.Epoch && m.Type.IsResponse() && m.LeaderID >= 0 && r.leader < 0 && m.LeaderID != r.cfg.ID &&
+		m.LeaderID != r.resignedLeader {
 		r.becomeFollower(nowMs, m.Epoch, m.LeaderID) // learned this epoch's leader
 	}
 	switch m.Type {
@@ -531,7 +540,8 @@ func (r *Raft) stepProspective(nowMs int64, m Message) {
 	switch {
 	case m.Epoch > r.hard.Epoch:
 		r.becomeFollower(nowMs, m.Epoch, m.LeaderID)
-	case m.Epoch == r.hard.Epoch && m.LeaderID >= 0 && m.LeaderID != r.leader && m.LeaderID != r.cfg.ID:
+	case m.Epoch == r.hard.Epoch && m.LeaderID >= 0 && m.LeaderID != r.leader && m.LeaderID != r.cfg.ID &&
+		m.LeaderID != r.resignedLeader:
 		r.becomeFollower(nowMs, m.Epoch, m.LeaderID)
 	case m.Epoch == r.hard.Epoch && m.Granted:
 		r.grants[m.From] = true
@@ -566,6 +576,8 @@ func (r *Raft) stepBeginEpoch(nowMs int64, m Message) {
 		code = errFencedLeaderEpoch
 	case r.role == Leader:
 		code = errInconsistentVoterSet // two leaders in one epoch: a broken invariant the checkers report
+	case m.From == r.resignedLeader && m.Epoch == r.hard.Epoch:
+		// Sent before it resigned, overtaken by its EndQuorumEpoch.
 	case r.leader < 0 || r.role != Follower:
 		r.becomeFollower(nowMs, m.Epoch, m.From)
 	}

@@ -138,3 +138,33 @@ func TestLeaderAnswersInconsistentFetchWithDivergingEpoch(t *testing.T) {
 		t.Fatalf("answer to an inconsistent fetch: %+v", resp)
 	}
 }
+
+// TestResignedLeaderIsNotFollowedAgain: once its leader's EndQuorumEpoch
+// has arrived, a voter takes no later message of that epoch naming that
+// leader (a Fetch answer, a pre-vote answer or a BeginQuorumEpoch sent
+// before the resignation and overtaken by it) as news of a leader: the
+// leader resigned the epoch for good, and following it again would leave
+// the voter waiting a whole fetch timeout (seeds 41 and 77 of
+// TestResignHandsOverQuickly took 2.7 s instead of about 100 ms).
+func TestResignedLeaderIsNotFollowedAgain(t *testing.T) {
+	for _, late := range []Message{
+		{Type: MsgFetchResp, From: 2, To: 1, Epoch: 1, LeaderID: 2, DivergingEpoch: -1, DivergingEndOffset: -1, SnapshotEndOffset: -1, SnapshotEpoch: -1},
+		{Type: MsgVoteResp, From: 3, To: 1, Epoch: 1, LeaderID: 2, PreVote: true},
+		{Type: MsgBeginEpoch, From: 2, To: 1, Epoch: 1, LeaderID: 2},
+	} {
+		r := newTestRaft(t, 1, []int32{1, 2, 3}, HardState{Epoch: 1, VotedFor: 2}, nil, Bugs{})
+		r.Step(0, Message{Type: MsgBeginEpoch, From: 2, To: 1, Epoch: 1, LeaderID: 2})
+		r.Step(5, Message{Type: MsgEndEpoch, From: 2, To: 1, Epoch: 1, LeaderID: 2, PreferredSuccessors: []int32{1, 3}})
+		if r.LeaderID() != -1 {
+			t.Fatalf("leader %d after its EndQuorumEpoch", r.LeaderID())
+		}
+		r.Tick(5) // the first successor stands at once: its backoff is 0 to 125 ms, and zeroRand draws 0
+		if r.Role() != Prospective {
+			t.Fatalf("%v after the resignation's backoff, want Prospective", r.Role())
+		}
+		r.Step(6, late)
+		if r.LeaderID() != -1 || r.Role() != Prospective {
+			t.Errorf("a late %v naming the resigned leader made the voter %v of leader %d", late.Type, r.Role(), r.LeaderID())
+		}
+	}
+}
