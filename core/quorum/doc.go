@@ -7,7 +7,12 @@
 // Raft is a state machine with no clock, no network and no disk, in the
 // style of etcd-io/raft's RawNode. The caller feeds it messages (Step) and
 // time (Tick), and takes a Ready: the hard state and log entries to persist,
-// the messages to send, the entries newly committed. The caller performs
+// the messages to send, the entries newly committed. NextDeadlineMs says
+// when Tick next has anything to do (an election or fetch timeout, a fetch
+// to resend, a parked fetch to answer, check-quorum, a BeginQuorumEpoch to
+// resend); a Tick before it changes nothing, so the caller ticks at the
+// deadline, as KRaft's client polls until its next timeout, and not on a
+// fixed period. The caller performs
 // that I/O and then calls Advance. The one contract that makes Raft safe is
 // written here, once:
 //
@@ -92,7 +97,10 @@
 // Storage persists a Ready on an env.Disk: quorum-state (Kafka's file
 // name, JSON), quorum.log (CRC'd entries) and <offset>-<epoch>.checkpoint
 // snapshots, and calls back once everything is durable. Node is the thin
-// driver: it steps peers' requests in (HandleRequest), ticks on env.Clock,
+// driver: it steps peers' requests in (HandleRequest), ticks Raft on
+// env.Clock at its next deadline (one timer, moved only to an earlier
+// deadline: a follower pushes its timeouts later at every Fetch answer,
+// and a timer that fires early finds nothing to do and is armed again),
 // persists each Ready through Storage and only then sends its messages over
 // env.Network, applies committed entries through an Applier, and advances.
 //

@@ -21,21 +21,25 @@ type Applier interface {
 	Failed(err error)
 }
 
-// driverTickMs is how often a Node ticks its Raft.
-const driverTickMs = 10
-
 // Node runs one Raft voter (or observer) on a node's environment: it
 // persists each Ready through Storage, and only when that completes sends
 // its messages over env.Network, applies its committed entries and calls
-// Advance; it answers peers' quorum requests, and ticks on env.Clock.
-// Everything runs on the node's event loop.
+// Advance; it answers peers' quorum requests, and ticks Raft on env.Clock
+// at Raft's next deadline (not on a fixed period: an idle node wakes a few
+// times per fetch wait, not 100 times a second). Everything runs on the
+// node's event loop.
 type Node struct {
 	raft    *Raft
 	storage *Storage
 	clock   env.Clock
 	net     env.Network
 	apply   Applier
-	timer   env.Timer
+	// timer, if not nil, fires at timerAtMs, at or before Raft's next
+	// deadline. It is moved only to an earlier deadline: a deadline pushed
+	// later (a follower's, at every Fetch answer) leaves it, and when it
+	// fires early Tick does nothing and the timer is armed again.
+	timer     env.Timer
+	timerAtMs int64
 	// inbound are the requests stepped in and not yet answered, by Ref.
 	inbound    map[uint64]inboundRequest
 	nextRef    uint64
@@ -68,7 +72,7 @@ func StartNode(cfg Config, clock env.Clock, net env.Network, disk env.Disk, dir 
 	if rec.Snapshot != nil {
 		apply.LoadSnapshot(rec.Snapshot)
 	}
-	n.scheduleTick()
+	n.armTimer()
 	return n, nil
 }
 
@@ -77,15 +81,36 @@ func (n *Node) Raft() *Raft { return n.raft }
 
 func (n *Node) nowMs() int64 { return n.clock.MonotonicNs() / 1e6 }
 
-func (n *Node) scheduleTick() {
-	n.timer = n.clock.SetTimer(driverTickMs*1e6, func() {
-		if n.stopped {
-			return
-		}
-		n.raft.Tick(n.nowMs())
-		n.pump()
-		n.scheduleTick()
-	})
+// armTimer makes sure a timer fires by Raft's next deadline: it arms one
+// if none is armed or the deadline is earlier than the armed one.
+func (n *Node) armTimer() {
+	deadlineMs := n.raft.NextDeadlineMs()
+	if n.stopped || deadlineMs == NoDeadlineMs || (n.timer != nil && deadlineMs >= n.timerAtMs) {
+		return
+	}
+	if n.timer != nil {
+		n.timer.Stop()
+	}
+	// Fired at or after deadlineMs in whole milliseconds, nowMs (the
+	// milliseconds floored) has reached the deadline.
+	delayNs := deadlineMs*1e6 - n.clock.MonotonicNs()
+	n.timer, n.timerAtMs = n.clock.SetTimer(delayNs, n.timerFired), deadlineMs
+}
+
+func (n *Node) timerFired() {
+	n.timer = nil
+	if n.stopped {
+		return
+	}
+	n.raft.Tick(n.nowMs())
+	n.pump() // arms the timer for the next deadline
+}
+
+func (n *Node) stopTimer() {
+	if n.timer != nil {
+		n.timer.Stop()
+		n.timer = nil
+	}
 }
 
 // IsQuorumRequest reports whether req is one a Node answers: Vote,
@@ -206,15 +231,18 @@ func (n *Node) Stopped() bool { return n.stopped }
 // Stop stops ticking and answering; pending completions are ignored.
 func (n *Node) Stop() {
 	n.stopped = true
-	n.timer.Stop()
+	n.stopTimer()
 	n.storage.Close()
 }
 
-// pump persists the next Ready, then sends, applies and advances.
+// pump persists the next Ready, then sends, applies and advances. Every
+// input to Raft (a message, a Tick, a proposal, an Advance) is followed by
+// a pump, so it is also where the timer follows Raft's next deadline.
 func (n *Node) pump() {
 	if n.onStateChange != nil && !n.stopped {
 		n.onStateChange()
 	}
+	n.armTimer()
 	if n.persisting || n.stopped || !n.raft.HasReady() {
 		return
 	}
@@ -227,7 +255,7 @@ func (n *Node) pump() {
 		}
 		if err != nil {
 			n.stopped = true
-			n.timer.Stop()
+			n.stopTimer()
 			n.apply.Failed(err)
 			return
 		}

@@ -216,3 +216,90 @@ func TestVoterTrafficClassifiedAlike(t *testing.T) {
 		}
 	}
 }
+
+// countingClock counts the timers a Node arms, stops and sees fire.
+type countingClock struct {
+	env.Clock
+	armed, stopped, fired int
+}
+
+func (c *countingClock) SetTimer(delayNs int64, fire func()) env.Timer {
+	c.armed++
+	return countingTimer{c.Clock.SetTimer(delayNs, func() { c.fired++; fire() }), c}
+}
+
+type countingTimer struct {
+	env.Timer
+	c *countingClock
+}
+
+func (t countingTimer) Stop() bool {
+	t.c.stopped++
+	return t.Timer.Stop()
+}
+
+// TestIdleDriverWakesAtDeadlinesOnly: three Nodes with nothing to
+// replicate wake only for Raft's deadlines (the leader to answer the
+// parked Fetches when their max wait ends, the followers when a fetch
+// timeout they have since pushed back comes due), not on a fixed tick,
+// and arm a timer not for every Fetch answer but only for a deadline
+// earlier than the one armed: a follower once per wake-up, the leader at
+// most twice (after answering the parked Fetches it arms for check-quorum,
+// then for the max wait of the next parked Fetch). A 10 ms tick would fire
+// 100 times a second.
+func TestIdleDriverWakesAtDeadlinesOnly(t *testing.T) {
+	streams := sched.NewStreams(3)
+	s := sched.New(sched.Options{})
+	network := simnet.New(s, streams.Get("net"), simnet.Calm())
+	voters := []int32{1, 2, 3}
+	var hosts []*driverHost
+	var clocks []*countingClock
+	for _, id := range voters {
+		proc := s.NewNode(id)
+		h := &driverHost{id: id, proc: proc, clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12})}
+		h.disk = memdisk.New(memdisk.Options{Post: proc.Post})
+		h.net = network.AddNode(env.NodeID(id), proc)
+		h.app = &recordingApplier{t: t}
+		clock := &countingClock{Clock: h.clock}
+		node, err := StartNode(DefaultConfig(id, voters, streams.Getf("raft/%d", id).Int64N), clock, h.net, h.disk, "__cluster_metadata-0", h.app)
+		if err != nil {
+			t.Fatalf("start node %d: %v", id, err)
+		}
+		h.node = node
+		h.net.SetHandler(h)
+		hosts, clocks = append(hosts, h), append(clocks, clock)
+	}
+	s.Run(5e9) // elected and settled
+	before := make([]countingClock, len(clocks))
+	for i, c := range clocks {
+		before[i] = *c
+	}
+	const idleS = 20
+	s.Run((5 + idleS) * 1e9)
+	leaders := 0
+	for i, h := range hosts {
+		c := clocks[i]
+		fired, armed, stopped := c.fired-before[i].fired, c.armed-before[i].armed, c.stopped-before[i].stopped
+		role := h.node.Raft().Role()
+		t.Logf("node %d (%v): %d timers fired, %d armed, %d stopped in %d s idle", h.id, role, fired, armed, stopped, idleS)
+		// The leader answers each follower's parked Fetch once per max wait;
+		// a follower wakes about once per fetch timeout.
+		wakesPerSMax := 2*1000/DefaultFetchMaxWaitMs + 1
+		if role != Leader {
+			wakesPerSMax = 1
+		} else {
+			leaders++
+		}
+		armsPerWakeMax := 1
+		if role == Leader {
+			armsPerWakeMax = 2
+		}
+		if fired > wakesPerSMax*idleS || armed > armsPerWakeMax*fired+2 {
+			t.Errorf("node %d (%v) woke %d times and armed %d timers in %d s idle; want at most %d wake-ups a second, and at most %d timers armed per wake-up",
+				h.id, role, fired, armed, idleS, wakesPerSMax, armsPerWakeMax)
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d leaders after %d s", leaders, 5+idleS)
+	}
+}

@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -114,9 +115,11 @@ type Raft struct {
 	grants  map[int32]bool
 	rejects map[int32]bool
 
-	// Follower's fetch in flight.
+	// Follower's fetch in flight; with none in flight, the next is sent at
+	// fetchRetryAtMs (a failed fetch backs off).
 	fetchOutstanding bool
 	fetchSentMs      int64
+	fetchRetryAtMs   int64
 	fetchRef         uint64
 
 	// Leader's view of the followers.
@@ -281,8 +284,9 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 	}
 	r.deadlineMs = r.electionDeadline(nowMs)
 	if len(r.voters) == 1 && r.voters[0] == r.cfg.ID {
-		// The only voter has no one to wait for: it stands at the next
-		// tick, as KRaft's only voter becomes candidate at once.
+		// The only voter has no one to wait for: its deadline is now, so it
+		// stands at the next Tick, as KRaft's only voter becomes candidate
+		// at once.
 		r.deadlineMs = nowMs
 	}
 }
@@ -364,53 +368,147 @@ func (r *Raft) Propose(nowMs int64, data []byte) (int64, error) {
 	return offset, nil
 }
 
-// Tick advances time to nowMs: timeouts fire.
+// Tick advances time to nowMs: the timeouts due by then fire. A Tick
+// before NextDeadlineMs does nothing, so the caller need only call it at
+// the deadline (and may call it at any other time).
 func (r *Raft) Tick(nowMs int64) {
-	switch r.role {
-	case Leader:
+	if r.role == Leader {
 		r.tickLeader(nowMs)
-	case Follower:
+	} else {
 		if nowMs >= r.deadlineMs && r.isVoter(r.cfg.ID) {
+			// Election timeout (unattached, prospective, candidate) or
+			// fetch timeout (a follower's leader went quiet): stand. An
+			// observer never stands, and keeps waiting for a leader.
 			r.becomeProspective(nowMs)
-			return
 		}
-		if r.leader >= 0 && (!r.fetchOutstanding ||
-			nowMs-r.fetchSentMs >= r.cfg.FetchMaxWaitMs+r.cfg.RequestTimeoutMs) {
+		if due, ok := r.fetchDueMs(); ok && nowMs >= due {
 			r.sendFetch(nowMs)
 		}
-		if nowMs >= r.deadlineMs { // an observer keeps waiting for a leader
-			r.deadlineMs = r.electionDeadline(nowMs)
-		}
-	case Prospective, Candidate:
-		if nowMs >= r.deadlineMs {
-			r.becomeProspective(nowMs)
-			return
-		}
-		// A prospective node still fetches from the leader it knows: if the
-		// leader answers, the node follows it again (KIP-996).
-		if r.role == Prospective && r.leader >= 0 && (!r.fetchOutstanding ||
-			nowMs-r.fetchSentMs >= r.cfg.FetchMaxWaitMs+r.cfg.RequestTimeoutMs) {
-			r.sendFetch(nowMs)
-		}
+	}
+	// Everything due by nowMs has fired: a deadline still due would make
+	// a deadline-driven caller Tick again and again at the same instant.
+	if next := r.NextDeadlineMs(); next <= nowMs {
+		panic(fmt.Sprintf("quorum: node %d (%v) still has a deadline at %d ms after Tick at %d ms", r.cfg.ID, r.role, next, nowMs))
 	}
 }
 
+// NoDeadlineMs is what NextDeadlineMs returns when no time-based rule is
+// pending: only a message or a proposal can make the node act.
+const NoDeadlineMs = math.MaxInt64
+
+// NextDeadlineMs is the earliest time at which Tick could do anything:
+// Tick at an earlier time changes nothing and sends nothing. It is the
+// earliest of the deadlines of the rules Tick implements:
+//   - a voter that is not the leader stands at deadlineMs: the election
+//     timeout (unattached, prospective, candidate, or backing off after a
+//     lost vote or its leader's resignation) or the fetch timeout (a
+//     follower that has not heard from its leader);
+//   - a follower or prospective node with a leader fetches again when its
+//     fetch has gone unanswered for FetchMaxWaitMs + RequestTimeoutMs, or,
+//     with no fetch in flight (the last one failed), after a backoff;
+//   - the leader answers a parked fetch when its max wait ends, resigns
+//     when check-quorum fails (checkQuorumDeadlineMs), and sends
+//     BeginQuorumEpoch again to the voters that have not acknowledged it
+//     (beginEpochResendMs).
+//
+// It may be at or before a time already passed to Tick or Step (then the
+// next Tick fires it); after a Tick(nowMs) it is always later than nowMs.
+func (r *Raft) NextDeadlineMs() int64 {
+	if r.role == Leader {
+		return r.leaderDeadlineMs()
+	}
+	next := int64(NoDeadlineMs)
+	if r.isVoter(r.cfg.ID) {
+		next = r.deadlineMs
+	}
+	if due, ok := r.fetchDueMs(); ok {
+		next = min(next, due)
+	}
+	return next
+}
+
+// fetchDueMs is when a follower (or prospective node) that knows its leader
+// sends its next fetch: when the one in flight times out, or, with none in
+// flight, when its retry backoff ends. ok is false for a node that does not
+// fetch.
+func (r *Raft) fetchDueMs() (dueMs int64, ok bool) {
+	if (r.role != Follower && r.role != Prospective) || r.leader < 0 {
+		return 0, false
+	}
+	if r.fetchOutstanding {
+		return r.fetchSentMs + r.cfg.FetchMaxWaitMs + r.cfg.RequestTimeoutMs, true
+	}
+	return r.fetchRetryAtMs, true
+}
+
+// fetchRetryBackoffMs is how long a follower waits to fetch again after its
+// leader answered with an error: Kafka's controller.quorum.retry.backoff.ms
+// default. Without it, a leader that keeps answering with an error would be
+// fetched from in a tight loop.
+const fetchRetryBackoffMs = 20
+
+// fetchFailed records that the fetch in flight failed: the next one is due
+// after the retry backoff.
+func (r *Raft) fetchFailed(nowMs int64) {
+	r.fetchOutstanding = false
+	r.fetchRetryAtMs = nowMs + fetchRetryBackoffMs
+}
+
+// checkQuorumMs is how long a leader waits for a majority's fetches before
+// it resigns: 1.5 × FetchTimeoutMs, as KRaft's leader does.
+func (r *Raft) checkQuorumMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2 }
+
 func (r *Raft) tickLeader(nowMs int64) {
 	r.answerParked(nowMs, false)
-	live := 0
-	checkQuorumMs := r.cfg.FetchTimeoutMs * 3 / 2
-	for _, v := range r.voters {
-		if v == r.cfg.ID || nowMs-r.lastFetchMs[v] < checkQuorumMs {
-			live++
-		}
-	}
-	if live < r.majority() {
+	if nowMs >= r.checkQuorumDeadlineMs() {
 		r.Resign(nowMs)
 		return
 	}
-	if nowMs-r.lastBeginSentMs >= r.cfg.ElectionTimeoutMs {
+	if nowMs >= r.beginEpochResendMs() {
 		r.sendBeginEpoch(nowMs)
 	}
+}
+
+// leaderDeadlineMs is the leader's next deadline: the first parked fetch's
+// max wait, check-quorum, or the resend of BeginQuorumEpoch.
+func (r *Raft) leaderDeadlineMs() int64 {
+	next := min(r.checkQuorumDeadlineMs(), r.beginEpochResendMs())
+	for _, p := range r.parked {
+		next = min(next, p.deadlineMs)
+	}
+	return next
+}
+
+// checkQuorumDeadlineMs is when the leader resigns unless more voters fetch
+// first: when fewer than a majority (itself included) will have fetched
+// within checkQuorumMs. That is the k-th latest of the other voters' last
+// fetches, plus checkQuorumMs, where k is the other voters a majority needs.
+func (r *Raft) checkQuorumDeadlineMs() int64 {
+	need := r.majority() - 1 // the leader counts itself
+	if need == 0 {
+		return NoDeadlineMs
+	}
+	var buf [8]int64
+	lastFetches := buf[:0]
+	for _, v := range r.voters {
+		if v != r.cfg.ID {
+			lastFetches = append(lastFetches, r.lastFetchMs[v])
+		}
+	}
+	slices.Sort(lastFetches)
+	return lastFetches[len(lastFetches)-need] + r.checkQuorumMs()
+}
+
+// beginEpochResendMs is when the leader sends BeginQuorumEpoch again to
+// the voters that have not acknowledged it: an election timeout after the
+// last send. Once all have, it is never sent again.
+func (r *Raft) beginEpochResendMs() int64 {
+	for _, v := range r.voters { // order-independent of maps: voters is sorted
+		if v != r.cfg.ID && !r.beginAcked[v] {
+			return r.lastBeginSentMs + r.cfg.ElectionTimeoutMs
+		}
+	}
+	return NoDeadlineMs
 }
 
 // Resign ends this leader's epoch: it tells the voters (EndQuorumEpoch),
@@ -720,10 +818,11 @@ func (r *Raft) stepFetchResp(nowMs int64, m Message) {
 		!r.fetchOutstanding || m.Ref != r.fetchRef {
 		return
 	}
-	r.fetchOutstanding = false
 	if m.ErrorCode != errNone {
-		return // the next Tick fetches again
+		r.fetchFailed(nowMs) // Tick fetches again after the backoff
+		return
 	}
+	r.fetchOutstanding = false
 	r.role, r.grants = Follower, nil // the leader answered: follow it again
 	r.lastLeaderContactMs = nowMs
 	r.deadlineMs = r.fetchDeadline(nowMs)
@@ -781,12 +880,13 @@ func (r *Raft) stepFetchSnapshotResp(nowMs int64, m Message) {
 		m.Ref != r.fetchRef || s == nil {
 		return
 	}
-	r.fetchOutstanding = false
 	if m.ErrorCode != errNone || m.SnapshotEndOffset != s.EndOffset || m.SnapshotEpoch != s.Epoch ||
 		m.Position != int64(len(s.Data)) || m.SnapshotSize < m.Position+int64(len(m.SnapshotBytes)) {
 		r.snapFetch = nil // start over with a Fetch, which names the current snapshot
+		r.fetchFailed(nowMs)
 		return
 	}
+	r.fetchOutstanding = false
 	r.role, r.grants, r.rejects = Follower, nil, nil // the leader answered: follow it again
 	r.lastLeaderContactMs = nowMs
 	r.deadlineMs = r.fetchDeadline(nowMs)

@@ -28,6 +28,12 @@ type simNode struct {
 	syncing bool
 	// applied are the committed entries this incarnation applied, in order.
 	applied []Entry
+	// timer fires at timerAtMs, at or before the Raft's next deadline, and
+	// moves only to an earlier one, as the driver's does (Node.armTimer).
+	timer     sched.Handle
+	timerAtMs int64
+	// draws counts the Raft's random draws (election jitter).
+	draws int
 }
 
 // chaosStats count what a sweep exercised, so that a test can demand that
@@ -104,10 +110,15 @@ func (c *cluster) nowMs() int64 { return c.s.NowNs() / msNs }
 
 func (c *cluster) node(id int32) *simNode { return c.nodes[id-1] }
 
-// start (re)starts n's Raft from its durable state and its tick.
+// start (re)starts n's Raft from its durable state and its ticks: at its
+// deadlines, as the driver ticks, and at seeded moments in between, each of
+// which must change nothing if it comes before the deadline.
 func (c *cluster) start(n *simNode) {
 	rng := c.streams.Getf("quorum/raft/%d/%d", n.id, n.node.Incarnation())
-	cfg := DefaultConfig(n.id, c.voters, rng.Int64N)
+	cfg := DefaultConfig(n.id, c.voters, func(limit int64) int64 {
+		n.draws++
+		return rng.Int64N(limit)
+	})
 	cfg.Bugs = c.bugs
 	cfg.Observer = c
 	r, err := New(cfg, n.hard, n.snap, slices.Clone(n.durable), c.nowMs())
@@ -118,13 +129,47 @@ func (c *cluster) start(n *simNode) {
 	if n.snap != nil {
 		c.loadSnapshot(n, n.snap)
 	}
+	n.timer = sched.Handle{}
+	c.armTimer(n)
+	tickRng := c.streams.Getf("quorum/ticks/%d/%d", n.id, n.node.Incarnation())
 	var tick func()
 	tick = func() {
-		n.raft.Tick(c.nowMs())
-		c.after(n)
-		n.node.After(10*msNs, tick)
+		c.tick(n)
+		n.node.After((1+tickRng.Int64N(20))*msNs, tick)
 	}
 	n.node.After(10*msNs, tick)
+}
+
+// armTimer makes n's timer fire by its Raft's next deadline, as
+// Node.armTimer does.
+func (c *cluster) armTimer(n *simNode) {
+	deadlineMs := n.raft.NextDeadlineMs()
+	if deadlineMs == NoDeadlineMs || (n.timer.Pending() && deadlineMs >= n.timerAtMs) {
+		return
+	}
+	n.timer.Cancel()
+	n.timer, n.timerAtMs = n.node.After(deadlineMs*msNs-c.s.NowNs(), func() {
+		n.timer = sched.Handle{}
+		c.tick(n)
+	}), deadlineMs
+}
+
+// tick ticks n's Raft; a Tick before the Raft's deadline must change
+// nothing, draw nothing and send nothing.
+func (c *cluster) tick(n *simNode) {
+	nowMs := c.nowMs()
+	if deadlineMs := n.raft.NextDeadlineMs(); nowMs < deadlineMs {
+		before, draws := tickEffectsOf(n.raft), n.draws
+		n.raft.Tick(nowMs)
+		if after := tickEffectsOf(n.raft); after != before || n.draws != draws {
+			c.fail("node %d ticked at %d ms, before its deadline %d ms, changed its state (%d random draws)\nbefore %+v\nafter  %+v",
+				n.id, nowMs, deadlineMs, n.draws-draws, before, after)
+			return
+		}
+	} else {
+		n.raft.Tick(nowMs)
+	}
+	c.after(n)
 }
 
 // after runs the Ready loop of n and the checks that follow any input.
@@ -198,6 +243,7 @@ func (c *cluster) after(n *simNode) {
 			c.after(n)
 		})
 	}
+	c.armTimer(n)
 }
 
 // complete sends rd's messages, applies its committed entries, advances.
