@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 
@@ -38,6 +39,7 @@ func (n *Node) startController(disk env.Disk) error {
 	if n.cfg.ControllerSnapshotIntervalRecords > 0 {
 		cfg.SnapshotIntervalRecords = n.cfg.ControllerSnapshotIntervalRecords
 	}
+	cfg.Log = n.cfg.Log.With(slog.String("component", "controller"))
 	q := quorum.NewMetadataQuorum()
 	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
 	qcfg.Bugs, qcfg.Observer = n.cfg.Bugs.Quorum, n.cfg.QuorumObserver

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -126,6 +127,7 @@ func (n *Node) groupConfig(index, partitions int32) group.Config {
 	cfg.GroupInitialRebalanceDelayMs = n.cfg.Broker.GroupInitialRebalanceDelayMs
 	cfg.OffsetsRetentionMs = int64(n.cfg.Broker.OffsetsRetentionMinutes) * 60 * 1000
 	cfg.Bugs = n.cfg.Bugs.Group
+	cfg.Log = n.cfg.Log.With(slog.String("component", "group_coordinator"), slog.Int("offsets_partition", int(index)))
 	cfg.PartitionExists = func(topic string, p int32) bool {
 		_, ok := n.image.PartitionByName(topic, p)
 		return ok
@@ -152,6 +154,8 @@ func (n *Node) syncCoordinator(p *partition) {
 		s.retired = true
 		s.c.Unload()
 		delete(n.coordinators, index)
+		n.cfg.Log.Info("resigned as the group coordinator", slog.String("topic", offsetsTopic),
+			slog.Int("partition", int(index)), slog.Int("leader_epoch", int(s.leaderEpoch)))
 	}
 	if !leading {
 		return
@@ -164,6 +168,9 @@ func (n *Node) syncCoordinator(p *partition) {
 		panic("broker: group coordinator settings refused after New accepted them: " + err.Error())
 	}
 	s := &coordinatorSlot{c: c, leaderEpoch: epoch, loadNext: p.log.LogStartOffset(), loadEnd: p.log.LogEndOffset()}
+	n.cfg.Log.Info("elected as the group coordinator; loading the partition", slog.String("topic", offsetsTopic),
+		slog.Int("partition", int(index)), slog.Int("leader_epoch", int(epoch)),
+		slog.Int64("load_from_offset", s.loadNext), slog.Int64("load_to_offset", s.loadEnd))
 	n.coordinators[index] = s
 	c.BeginLoad()
 	n.after(0, func() { n.loadStep(p, s) })

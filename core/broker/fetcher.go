@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -269,7 +270,46 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 	case replica.ActionBackoff:
 		return false
 	}
+	n.logFollowerAppendError(p, action, err)
 	return err == nil
+}
+
+// logFollowerAppendError logs, at ERROR, a failure to apply the leader's
+// answer to the log (Kafka's fetcher: "Error processing data for
+// partition"). The fetcher backs off and retries, and a follower stuck on
+// one error would log it every replica.fetch.backoff.ms: it is logged once
+// per distinct error text, again only after a success or a different error.
+func (n *Node) logFollowerAppendError(p *partition, action replica.FollowerAction, err error) {
+	if err == nil {
+		p.followerAppendErrLogged = ""
+		return
+	}
+	if !n.cfg.Log.Enabled(slog.LevelError) {
+		return
+	}
+	text := err.Error()
+	if text == p.followerAppendErrLogged {
+		return
+	}
+	p.followerAppendErrLogged = text
+	n.cfg.Log.Error("error processing fetched data for partition; retrying after replica.fetch.backoff.ms",
+		slog.String("topic", p.key.topic), slog.Int("partition", int(p.key.index)),
+		slog.String("action", followerActionName(action.Kind)),
+		slog.Int64("log_end_offset", p.log.LogEndOffset()), slog.Int("leader_epoch", int(p.replica.LeaderEpoch())),
+		slog.Any("err", err))
+}
+
+// followerActionName names what the follower was doing, for its log line.
+func followerActionName(kind replica.FollowerActionKind) string {
+	switch kind {
+	case replica.ActionAppend:
+		return "append"
+	case replica.ActionTruncate:
+		return "truncate"
+	case replica.ActionTruncateFullyAndStartAt:
+		return "truncate fully"
+	}
+	return "other"
 }
 
 // followerProducersAppended applies the batches a follower just appended to

@@ -46,6 +46,8 @@ type testNode struct {
 	disk  *memdisk.Disk
 	cfg   Config
 	node  *Node
+	// logs captures every line the node logs, across restarts.
+	logs *capturedLogs
 }
 
 // newCluster starts size nodes with the given extra server.properties.
@@ -112,7 +114,8 @@ func (c *cluster) addNode(id int32, props map[string]string) {
 	proc := c.s.NewNode(id)
 	tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
 		clock: simclock.New(c.s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
-		disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}}
+		disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}, logs: &capturedLogs{}}
+	tn.cfg.Log = env.NewLog(tn.logs)
 	c.nodes[id] = tn
 	c.start(tn)
 }

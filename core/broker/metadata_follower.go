@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"maps"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -346,6 +347,8 @@ func (n *Node) reconcilePartitions() {
 		if p == nil {
 			var err error
 			if p, err = n.openPartition(tp); err != nil {
+				n.cfg.Log.Error("cannot open partition; it stays unavailable on this broker", slog.String("topic", tp.Topic),
+					slog.Int("partition", int(tp.Partition)), slog.Any("err", err))
 				continue // the partition stays unavailable here
 			}
 			n.partitions[key] = p
@@ -364,6 +367,8 @@ func (n *Node) reconcilePartitions() {
 // retirePartition stops serving a replica of a deleted topic and deletes
 // its log. Parked fetches notice and answer; acks=all waiters time out.
 func (n *Node) retirePartition(p *partition) {
+	n.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
+		slog.Int("partition", int(p.key.index)), slog.Int64("log_end_offset", p.log.LogEndOffset()))
 	delete(n.partitions, p.key)
 	p.retired = true
 	n.unfollow(p)

@@ -40,6 +40,10 @@ type Config struct {
 	// incarnation. realnet starts serving the broker listeners then. It
 	// never runs on a node without the broker role.
 	OnInitialCatchUp func()
+	// Log receives the node's operator log lines (SPEC.md §7, "Logging"):
+	// the environment binds the node id and stamps the time. The zero Log
+	// discards them.
+	Log env.Log
 }
 
 // Bugs are the planted bugs a node runs with. They travel in Config to

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,6 +58,16 @@ type partition struct {
 	// topic was deleted): holders of p, such as parked fetches, check it
 	// instead of looking the key up again.
 	retired bool
+	// followerAppendErrLogged is the text of the last follower append
+	// error logged (fetcher.go logFollowerAppendError), "" after a
+	// success: a follower stuck on one error logs it once. Only logging
+	// reads it.
+	followerAppendErrLogged string
+}
+
+// partitionLog is the node's Log with the partition's topic and index bound.
+func (n *Node) partitionLog(key partitionKey) env.Log {
+	return n.cfg.Log.With(slog.String("topic", key.topic), slog.Int("partition", int(key.index)))
 }
 
 // replicaLog adapts *log.Log to replica.Log.
@@ -110,11 +121,13 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		// epochs anyway (KIP-903 needs v3 and Fetch v15).
 		BrokerEpoch: max(n.brokerEpoch, -1),
 		Bugs:        n.cfg.Bugs.Replica,
+		Log:         n.partitionLog(key),
 	}
 	r, err := replica.New(rcfg, replicaLog{l}, m.HighWatermark(ltp))
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", key, err)
 	}
+	l.SetLogger(rcfg.Log)
 	p := &partition{
 		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots,
 		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -123,6 +124,8 @@ func (c *Controller) fenceExpiredBrokers() {
 		if !ok || b.Fenced || c.sessionValid(id, now) {
 			continue
 		}
+		c.cfg.Log.Info("fencing broker: its session timed out", slog.Int("broker", int(id)),
+			slog.Int64("broker_epoch", b.Epoch), slog.Int64("broker_session_timeout_ms", c.cfg.BrokerSessionTimeoutMs))
 		t := c.begin()
 		c.fenceBroker(t, b)
 		t.commit(func() {}, nil)
@@ -209,6 +212,8 @@ func (c *Controller) handleBrokerRegistration(req *kmsg.BrokerRegistrationReques
 	}
 	t := c.begin()
 	epoch := t.nextOffset()
+	c.cfg.Log.Info("registering broker", slog.Int("broker", int(req.BrokerID)), slog.Int64("broker_epoch", epoch),
+		slog.Bool("new_incarnation_of_registered_broker", exists))
 	t.add(&metadata.RegisterBrokerRecord{
 		BrokerID: req.BrokerID, IncarnationID: req.IncarnationID, BrokerEpoch: epoch,
 		Endpoints: endpoints, Fenced: true,
@@ -302,6 +307,8 @@ func (c *Controller) handleBrokerHeartbeat(req *kmsg.BrokerHeartbeatRequest, rep
 // unfenceBroker adds the records that unfence b and elect leaders for the
 // leaderless partitions it may now lead.
 func (c *Controller) unfenceBroker(t *txn, b metadata.Broker) {
+	c.cfg.Log.Info("unfencing broker: it caught up with the metadata log", slog.Int("broker", int(b.ID)),
+		slog.Int64("broker_epoch", b.Epoch))
 	t.add(&metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: metadata.FenceUnfence})
 	for _, p := range c.partitionsWhere(func(s metadata.PartitionState) bool {
 		return s.Leader == metadata.NoLeader && slices.Contains(s.Replicas, b.ID)
@@ -317,6 +324,7 @@ func (c *Controller) unfenceBroker(t *txn, b metadata.Broker) {
 // partition with no other eligible replica is left without a leader: the
 // broker is about to stop anyway.
 func (c *Controller) enterControlledShutdown(t *txn, b metadata.Broker) {
+	c.cfg.Log.Info("broker entering controlled shutdown", slog.Int("broker", int(b.ID)), slog.Int64("broker_epoch", b.Epoch))
 	t.add(&metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, InControlledShutdown: true})
 	c.removeFromISRs(t, b.ID, false)
 }

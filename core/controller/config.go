@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"slices"
+
+	"strand/core/env"
 )
 
 // Config is the controller's configuration. Names follow Kafka's keys.
@@ -46,6 +48,10 @@ type Config struct {
 	// the latest snapshot before the controller takes the next (Kafka
 	// counts bytes, metadata.log.max.record.bytes.between.snapshots).
 	SnapshotIntervalRecords int64
+	// Log receives the controller's operator log lines (activation,
+	// broker fencing, elections, topic changes); the zero Log discards
+	// them. Logging never changes a decision.
+	Log env.Log
 }
 
 // DefaultConfig returns Kafka's defaults for a single-node controller.

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -145,6 +146,8 @@ func (c *Controller) maybeActivate() {
 		return
 	}
 	c.active, c.activeEpochStart = true, start
+	c.cfg.Log.Info("became the active controller", slog.Int64("leader_epoch_start_offset", start),
+		slog.Int64("committed_offset", c.quorum.CommittedOffset()))
 	c.latest = c.committed.Clone()
 	c.brokers = newBrokerTracker()
 	c.brokers.resumeAll(c.latest, c.nowNs())
@@ -157,6 +160,8 @@ func (c *Controller) maybeActivate() {
 // NOT_CONTROLLER so their senders retry at the new controller, and held
 // metadata fetches NOT_LEADER_OR_FOLLOWER.
 func (c *Controller) resign() {
+	c.cfg.Log.Info("resigning as the active controller: the quorum's leadership moved",
+		slog.Int("quorum_leader", int(c.quorum.LeaderID())))
 	c.active, c.latest = false, nil
 	c.brokers.stopTimer()
 	if c.rebalanceTimer != nil {

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -66,7 +68,7 @@ func (c *Controller) partitionChange(tp metadata.TopicPartition, cur metadata.Pa
 	for _, id := range uncleanShutdown {
 		next, _ = replica.RecordUncleanShutdown(next, id)
 	}
-	next, _ = replica.Elect(next, pol, c.acceptable)
+	next, kind := replica.Elect(next, pol, c.acceptable)
 	change := &metadata.PartitionChangeRecord{TopicID: tp.TopicID, PartitionID: tp.Partition, Leader: metadata.NoLeaderChange}
 	changed := false
 	if next.LeaderID != cur.Leader {
@@ -83,7 +85,63 @@ func (c *Controller) partitionChange(tp metadata.TopicPartition, cur metadata.Pa
 	if !changed {
 		return nil
 	}
+	if next.LeaderID != cur.Leader {
+		c.logElection(tp, cur, next, kind)
+	}
 	return change
+}
+
+// logElection logs a leader change the controller decided: INFO, or WARN
+// when no replica may lead or the leader may lack acknowledged records
+// (Kafka logs unclean elections so an operator can look for lost data).
+func (c *Controller) logElection(tp metadata.TopicPartition, cur metadata.PartitionState, next replica.PartitionState, kind replica.ElectionKind) {
+	level := slog.LevelInfo
+	if kind == replica.ElectionNoLeader || kind == replica.ElectionUnclean || kind == replica.ElectionLastKnownELR {
+		level = slog.LevelWarn
+	}
+	if !c.cfg.Log.Enabled(level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)),
+		slog.Int("previous_leader", int(cur.Leader)), slog.Int("leader", int(next.LeaderID)),
+		slog.Int("previous_leader_epoch", int(cur.LeaderEpoch)), slog.String("election", electionName(kind)),
+		slog.String("isr", idList(next.ISR))}
+	if level == slog.LevelWarn {
+		c.cfg.Log.Warn("partition leader changed", attrs...)
+		return
+	}
+	c.cfg.Log.Info("partition leader changed", attrs...)
+}
+
+// idList formats replica ids as Kafka's logs do: "1,2,3".
+func idList(ids []int32) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(id)))
+	}
+	return b.String()
+}
+
+// electionName names how a leader was chosen, for the log.
+func electionName(kind replica.ElectionKind) string {
+	switch kind {
+	case replica.ElectionNoLeader:
+		return "none: no replica may lead, the partition is offline"
+	case replica.ElectionKept:
+		return "kept"
+	case replica.ElectionClean:
+		return "clean (from the ISR)"
+	case replica.ElectionFromELR:
+		return "from the ELR (KIP-966)"
+	case replica.ElectionLastKnownELR:
+		return "from the last known ELR: records may be lost"
+	case replica.ElectionUnclean:
+		return "unclean: records may be lost"
+	}
+	return "unknown"
 }
 
 func toReplicaState(s metadata.PartitionState) replica.PartitionState {

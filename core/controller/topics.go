@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 
@@ -102,6 +103,8 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 		return err
 	}
 	out.TopicID = id
+	c.cfg.Log.Info("creating topic", slog.String("topic", rt.Topic), slog.String("topic_id", metadata.TopicID(id).String()),
+		slog.Int("partitions", len(assignment)), slog.Int("replication_factor", len(assignment[0])))
 	t.add(&metadata.TopicRecord{Name: rt.Topic, ID: id})
 	for _, kv := range configs {
 		t.add(&metadata.ConfigRecord{ResourceType: metadata.ConfigResourceTopic, ResourceName: rt.Topic, Name: kv.key, Value: &kv.value})
@@ -287,6 +290,7 @@ func (c *Controller) handleDeleteTopics(req *kmsg.DeleteTopicsRequest, reply fun
 			out.ErrorCode = 0
 			name := topic.Name
 			out.Topic, out.TopicID = &name, topic.ID
+			c.cfg.Log.Info("deleting topic", slog.String("topic", name), slog.String("topic_id", metadata.TopicID(topic.ID).String()))
 			t.add(&metadata.RemoveTopicRecord{TopicID: topic.ID})
 		}
 		resp.Topics = append(resp.Topics, out)

@@ -253,7 +253,7 @@ func (c *Coordinator) joinExistingMember(g *group, j joinRequest) {
 
 func (c *Coordinator) updateMemberAndRebalance(g *group, m *member, j joinRequest) {
 	g.updateMember(m, j.protocols, j.rebalanceTimeoutMs, j.sessionTimeoutMs, j.park)
-	c.maybePrepareRebalanceOrCompleteJoin(g)
+	c.maybePrepareRebalanceOrCompleteJoin(g, "updating metadata for member", m.id)
 }
 
 // addMemberAndRebalance adds a new member with its JoinGroup parked. Until
@@ -276,7 +276,7 @@ func (c *Coordinator) addMemberAndRebalance(g *group, j joinRequest, id string) 
 	}
 	g.add(m, j.park)
 	c.scheduleHeartbeat(g, m, c.cfg.NewMemberJoinTimeoutMs)
-	c.maybePrepareRebalanceOrCompleteJoin(g)
+	c.maybePrepareRebalanceOrCompleteJoin(g, "adding new member", m.id)
 }
 
 // replaceStaticMemberAndRejoin hands a static member's instance id to its
@@ -294,13 +294,13 @@ func (c *Coordinator) replaceStaticMemberAndRejoin(g *group, j joinRequest, oldI
 	case Stable:
 		newMetadata, _ := m.metadataFor(g.protocol)
 		if g.selectProtocol() != g.protocol || !sameSubscription(g.protocolType, oldMetadata, newMetadata) {
-			c.maybePrepareRebalanceOrCompleteJoin(g)
+			c.maybePrepareRebalanceOrCompleteJoin(g, "static member rejoined with changed protocols or subscription", m.id)
 			return
 		}
 		c.persistStaticRejoin(g, j, m, old, leaderBefore, oldProtocols, oldRebalanceMs, oldSessionMs)
 	case CompletingRebalance:
 		// The leader may already be assigning to the old id.
-		c.prepareRebalance(g)
+		c.prepareRebalance(g, "static member replaced while the leader assigns", m.id)
 	case PreparingRebalance:
 		c.maybeCompleteJoinPhase(g)
 	default:

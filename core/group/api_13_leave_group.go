@@ -77,7 +77,7 @@ func (c *Coordinator) leave(g *group, leaving []kmsg.LeaveGroupRequestMember) []
 	if left > 0 {
 		switch g.state {
 		case Stable, CompletingRebalance:
-			c.maybePrepareRebalanceOrCompleteJoin(g)
+			c.maybePrepareRebalanceOrCompleteJoin(g, "members left the group (LeaveGroup)", "")
 		case PreparingRebalance:
 			c.maybeCompleteJoinPhase(g)
 		}

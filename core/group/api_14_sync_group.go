@@ -100,7 +100,7 @@ func (c *Coordinator) storeAssignment(g *group, r *kmsg.SyncGroupRequest) {
 		}
 		if err != nil {
 			c.resetAndPropagateAssignment(g, appendErrorCode(err, false))
-			c.maybePrepareRebalanceOrCompleteJoin(g)
+			c.maybePrepareRebalanceOrCompleteJoin(g, "storing the group's assignment failed", "")
 		} else {
 			c.setAndPropagateAssignment(g, assignment)
 			g.transition(Stable, c.wallMs())

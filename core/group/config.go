@@ -1,6 +1,10 @@
 package group
 
-import "fmt"
+import (
+	"fmt"
+
+	"strand/core/env"
+)
 
 // Config is one coordinator's configuration. Defaults are Kafka's.
 type Config struct {
@@ -38,6 +42,10 @@ type Config struct {
 	PartitionExists func(topic string, partition int32) bool
 	// Bugs are the planted bugs; the zero value is correct.
 	Bugs Bugs
+	// Log receives the coordinator's operator log lines (rebalances,
+	// generations, members removed); the zero Log discards them. Logging
+	// never changes a decision.
+	Log env.Log
 }
 
 // Kafka's defaults.

@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -145,6 +146,9 @@ func (c *Coordinator) expireHeartbeat(g *group, m *member) {
 	if !c.liveGroup(g) || g.members[m.id] != m || g.state == Dead || m.hasSatisfiedHeartbeat() {
 		return
 	}
+	c.cfg.Log.Info("removing member from group: its session timed out without a heartbeat",
+		slog.String("group", g.id), slog.String("member", m.id), slog.Int("generation", int(g.generation)),
+		slog.Int("session_timeout_ms", int(m.sessionTimeoutMs)))
 	c.removeMemberAndRebalance(g, m)
 	c.assertInvariants(g)
 }
@@ -155,7 +159,7 @@ func (c *Coordinator) removeMemberAndRebalance(g *group, m *member) {
 	c.dropMember(g, m)
 	switch {
 	case g.state == Stable || g.state == CompletingRebalance:
-		c.maybePrepareRebalanceOrCompleteJoin(g)
+		c.maybePrepareRebalanceOrCompleteJoin(g, "removing member on session timeout", m.id)
 	case g.state == PreparingRebalance && g.hasAllMembersJoined():
 		c.completeJoin(g)
 	}
@@ -187,9 +191,12 @@ func (g *group) updateMember(m *member, ps []protocol, rebalanceTimeoutMs, sessi
 	g.awaitingJoinCount++
 }
 
-func (c *Coordinator) maybePrepareRebalanceOrCompleteJoin(g *group) {
+// maybePrepareRebalanceOrCompleteJoin starts a rebalance if the group may
+// enter PreparingRebalance, or ends the join phase in progress. reason and
+// memberID (or "") say why, in the log line.
+func (c *Coordinator) maybePrepareRebalanceOrCompleteJoin(g *group, reason, memberID string) {
 	if g.canRebalance() {
-		c.prepareRebalance(g)
+		c.prepareRebalance(g, reason, memberID)
 		return
 	}
 	c.maybeCompleteJoinPhase(g)
@@ -197,8 +204,11 @@ func (c *Coordinator) maybePrepareRebalanceOrCompleteJoin(g *group) {
 
 // prepareRebalance starts a join phase. Members waiting for an assignment
 // are told to rejoin. An empty group's first rebalance waits
-// group.initial.rebalance.delay.ms for more members.
-func (c *Coordinator) prepareRebalance(g *group) {
+// group.initial.rebalance.delay.ms for more members. reason and memberID
+// (or "") say why, in the log line.
+func (c *Coordinator) prepareRebalance(g *group, reason, memberID string) {
+	c.cfg.Log.Info("preparing to rebalance group", slog.String("group", g.id), slog.String("state", g.state.String()),
+		slog.Int("old_generation", int(g.generation)), slog.String("reason", reason), slog.String("member", memberID))
 	if g.state == CompletingRebalance {
 		c.resetAndPropagateAssignment(g, kerr.RebalanceInProgress.Code)
 	}
@@ -300,6 +310,8 @@ func (c *Coordinator) initNextGeneration(g *group) {
 	if len(g.members) > 0 {
 		g.protocol = g.selectProtocol()
 		g.transition(CompletingRebalance, c.wallMs())
+		c.cfg.Log.Info("stabilized group", slog.String("group", g.id), slog.Int("generation", int(g.generation)),
+			slog.Int("members", len(g.members)), slog.String("protocol", g.protocol), slog.String("leader", g.leader))
 	} else {
 		g.protocol = ""
 		g.transition(Empty, c.wallMs())
@@ -322,7 +334,7 @@ func (c *Coordinator) expirePendingSync(g *group, generation int32) {
 			c.dropMember(g, m)
 		}
 	}
-	c.prepareRebalance(g)
+	c.prepareRebalance(g, "members did not send SyncGroup within the rebalance timeout", "")
 	c.assertInvariants(g)
 }
 

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"log/slog"
 
 	"strand/core/env"
 	"strand/core/log/checkpoint"
@@ -48,7 +49,16 @@ type Log struct {
 	scratch []byte
 	// readHints are where recent reads ended (read.go).
 	readHints readHints
+	// logger receives the operator log lines (SetLogger); the zero Log
+	// discards them.
+	logger env.Log
 }
+
+// SetLogger gives the log somewhere to write its operator log lines: a
+// storage failure taking it offline, segments deleted by retention. The
+// owner binds the topic and partition. Logging never changes what the log
+// does.
+func (l *Log) SetLogger(logger env.Log) { l.logger = logger }
 
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
@@ -137,6 +147,8 @@ func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) fail(cause error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("log %s is offline after a storage failure: %w: %w", l.dir, env.ErrIO, cause)
+		l.logger.Error("storage failure: the log is offline; requests on it get KAFKA_STORAGE_ERROR",
+			slog.String("dir", l.dir), slog.Int64("log_end_offset", l.LogEndOffset()), slog.Any("err", cause))
 	}
 	return l.failed
 }

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // ApplyRetention deletes old segments as Kafka's deleteOldSegments does, in
@@ -23,18 +24,39 @@ func (l *Log) ApplyRetention(nowMs, highWatermark int64) (deleted int, err error
 		l.retentionBytesBreached,
 		func() func(*segment) bool { return func(s *segment) bool { return s.nextOffset <= l.logStartOffset } },
 	}
-	for _, pass := range passes {
+	for i, pass := range passes {
 		breached := pass()
 		n := 0
 		for n < len(l.segments)-1 && l.segments[n].nextOffset <= highWatermark && breached(l.segments[n]) {
 			n++
 		}
+		l.logRetention(retentionReasons[i], l.segments[:n])
 		if err := l.deleteOldest(n); err != nil {
 			return deleted, err
 		}
 		deleted += n
 	}
 	return deleted, nil
+}
+
+// retentionReasons say why each of ApplyRetention's passes deletes, in
+// its log lines.
+var retentionReasons = [...]string{"retention.ms breached by the segment's largest timestamp",
+	"retention.bytes breached by the log's size", "wholly below the log start offset"}
+
+// logRetention logs, at INFO, each segment a retention pass is about to
+// delete and why, as Kafka's "Deleting segment ... due to ..." lines.
+func (l *Log) logRetention(reason string, segments []*segment) {
+	if len(segments) == 0 || !l.logger.Enabled(slog.LevelInfo) {
+		return
+	}
+	for _, s := range segments {
+		l.logger.Info("deleting segment", slog.String("reason", reason),
+			slog.Int64("base_offset", s.baseOffset), slog.Int64("next_offset", s.nextOffset),
+			slog.Int64("size_bytes", s.bytes), slog.Int64("largest_timestamp_ms", s.maxTimestamp),
+			slog.Int64("log_start_offset", l.logStartOffset), slog.Int64("retention_ms", l.cfg.RetentionMs),
+			slog.Int64("retention_bytes", l.cfg.RetentionBytes))
+	}
 }
 
 func (l *Log) retentionMsBreached(nowMs int64) func(*segment) bool {

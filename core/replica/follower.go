@@ -1,6 +1,9 @@
 package replica
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // followerState is what only a follower keeps.
 type followerState struct {
@@ -91,7 +94,10 @@ func (p *Partition) OnFetchResponse(req FetchRequest, resp FetchDecision) Follow
 	switch resp.Error {
 	case codeNone:
 		if resp.Diverging {
-			return p.truncate(divergenceTruncationOffset(resp.DivergingEpoch, p.log))
+			return p.truncate(divergenceTruncationOffset(resp.DivergingEpoch, p.log),
+				"the leader reports a diverging epoch (KIP-101/KIP-279)",
+				slog.Int("diverging_epoch", int(resp.DivergingEpoch.Epoch)),
+				slog.Int64("diverging_epoch_end_offset", resp.DivergingEpoch.EndOffset))
 		}
 		return FollowerAction{Kind: ActionAppend, LogStartOffset: resp.LogStartOffset}
 	case codeOffsetOutOfRange:
@@ -153,12 +159,15 @@ func (p *Partition) onOutOfRange(req FetchRequest, resp FetchDecision) FollowerA
 	switch {
 	case leo < resp.LogStartOffset:
 		p.hw = resp.LogStartOffset
+		p.logTruncation(resp.LogStartOffset, "out of range: the log ends below the leader's log start offset; dropping it and starting there")
 		return FollowerAction{Kind: ActionTruncateFullyAndStartAt, Offset: resp.LogStartOffset}
 	case req.LastFetchedEpoch > req.CurrentLeaderEpoch:
 		_, futureEpochStart := p.log.EndOffsetForEpoch(req.CurrentLeaderEpoch)
-		return p.truncate(min(futureEpochStart, leo))
+		return p.truncate(min(futureEpochStart, leo),
+			"out of range: the log holds batches of an epoch above the leader's, corrupted on this disk",
+			slog.Int("last_fetched_epoch", int(req.LastFetchedEpoch)))
 	case leo > resp.LogEndOffset:
-		return p.truncate(resp.LogEndOffset)
+		return p.truncate(resp.LogEndOffset, "out of range: the log ends above the leader's (an unclean election)")
 	}
 	return FollowerAction{Kind: ActionBackoff}
 }
@@ -166,13 +175,15 @@ func (p *Partition) onOutOfRange(req FetchRequest, resp FetchDecision) FollowerA
 // truncate decides a truncation to offset and lowers the HW with it. An
 // offset below the log start drops the whole log (as Kafka's truncateTo
 // does); a negative one can only come from a malformed response: retry.
-func (p *Partition) truncate(offset int64) FollowerAction {
+// reason and attrs say why, in the log line.
+func (p *Partition) truncate(offset int64, reason string, attrs ...slog.Attr) FollowerAction {
 	if offset > p.log.LogEndOffset() {
 		panic(fmt.Sprintf("replica %d: truncation offset %d above LEO %d", p.cfg.ReplicaID, offset, p.log.LogEndOffset()))
 	}
 	if offset < 0 {
 		return FollowerAction{Kind: ActionBackoff}
 	}
+	p.logTruncation(offset, reason, attrs...)
 	p.hw = min(p.hw, offset)
 	if offset < p.log.LogStartOffset() {
 		return FollowerAction{Kind: ActionTruncateFullyAndStartAt, Offset: offset}

@@ -1,6 +1,9 @@
 package replica
 
-import "slices"
+import (
+	"log/slog"
+	"slices"
+)
 
 // neverCaughtUpMs marks a follower that has not been caught up in this
 // leader epoch. A sentinel rather than 0: the simulator's clock starts at 0,
@@ -173,6 +176,8 @@ func (p *Partition) maybeProposeExpand(f followerProgress, nowMs int64) {
 		return
 	}
 	p.propose(withID(p.state.ISR, f.replicaID), f.replicaID)
+	p.logISRChange("expanding ISR", p.leader.proposal.request.NewISR, slog.Int("replica", int(f.replicaID)),
+		slog.Int64("replica_log_end_offset", f.logEndOffset))
 }
 
 // MaybeShrinkISR proposes removing the ISR members that are not caught up:
@@ -196,6 +201,12 @@ func (p *Partition) MaybeShrinkISR(nowMs int64) bool {
 		return false
 	}
 	p.propose(withoutIDs(p.state.ISR, outOfSync), noReplica)
+	if p.cfg.Log.Enabled(slog.LevelInfo) {
+		p.logISRChange("shrinking ISR", p.leader.proposal.request.NewISR,
+			slog.String("out_of_sync", p.outOfSyncDetail(outOfSync, nowMs)),
+			slog.Int64("replica_lag_time_max_ms", p.cfg.ReplicaLagTimeMaxMs),
+			slog.String("reason", "not caught up to the leader's log end offset within replica.lag.time.max.ms"))
+	}
 	return true
 }
 
@@ -267,6 +278,7 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 		return nil
 	}
 	if resp.Error != codeNone {
+		p.logAlterPartitionError(pr.request.NewISR, resp.Error)
 		p.onAlterPartitionError(resp.Error, nowMs)
 		return nil
 	}
@@ -279,9 +291,13 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 	if !containsID(resp.ISR, p.cfg.ReplicaID) {
 		return errorf(codeInvalidRequest, "AlterPartition response ISR %v lacks the leader %d", resp.ISR, p.cfg.ReplicaID)
 	}
+	before := p.state.ISR
 	p.state.ISR = sortedCopy(resp.ISR)
 	p.state.PartitionEpoch = resp.PartitionEpoch
 	p.leader.proposal = nil
+	if !slices.Equal(before, p.state.ISR) {
+		p.logISRUpdated()
+	}
 	p.maybeAdvanceHighWatermark(nowMs)
 	p.failAcksIfUnderMinISR()
 	return nil

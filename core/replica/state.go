@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"slices"
+
+	"strand/core/env"
 )
 
 // Bugs are the planted replication bugs the simulator must catch
@@ -43,6 +45,10 @@ type Config struct {
 	AckWaitersMax int
 	// Bugs are the planted bugs; the zero value is the correct protocol.
 	Bugs Bugs
+	// Log receives the partition's operator log lines (role changes, ISR
+	// changes, truncations), with the topic and partition bound by the
+	// caller; the zero Log discards them. Logging never changes a decision.
+	Log env.Log
 }
 
 func (c Config) validate() error {
@@ -236,11 +242,21 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 		// Planted bug no-fencing: the deposed leader ignores its demotion.
 		return Transition{Role: RoleLeader, TruncateToOffset: NoOffset}, nil
 	}
+	before := p.state
+	roleBefore := p.role
+	var t Transition
 	if s.LeaderID == p.cfg.ReplicaID {
 		truncateTo := p.becomeLeader(s.clone(), newEpoch, nowMs)
-		return Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: truncateTo}, nil
+		t = Transition{Role: RoleLeader, NewLeaderEpoch: newEpoch, TruncateToOffset: truncateTo}
+	} else {
+		t = p.becomeFollower(s.clone(), newEpoch)
 	}
-	return p.becomeFollower(s.clone(), newEpoch), nil
+	if newEpoch || roleBefore != t.Role {
+		p.logTransition(before, t)
+	} else if !slices.Equal(before.ISR, p.state.ISR) {
+		p.logISRUpdated()
+	}
+	return t, nil
 }
 
 // SetIneligibleReplicas tells the replica which brokers may not join an ISR

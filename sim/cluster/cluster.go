@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,8 +15,12 @@ import (
 	"strand/sim/memdisk"
 	"strand/sim/sched"
 	"strand/sim/simclock"
+	"strand/sim/simlog"
 	"strand/sim/simnet"
 )
+
+// logLinesMax is how many log lines each node keeps for a failure report.
+const logLinesMax = 400
 
 // VotersMax is how many nodes (the lowest ids) are controller voters as
 // well as brokers: three, as a real deployment's quorum.
@@ -31,7 +36,10 @@ type Node struct {
 	Disk  *memdisk.Disk
 	// Core is the current incarnation's broker.Node.
 	Core *broker.Node
-	cfg  broker.Config
+	// Log keeps the last lines the node's incarnations logged, or is nil
+	// when the run discards them (Options.DiscardLogs).
+	Log *simlog.Ring
+	cfg broker.Config
 	// envDisk is what the core is given: Disk, or a lying wrapper.
 	envDisk env.Disk
 	// nextCrash is the crash mode MayCrash chose for the coming crash.
@@ -102,8 +110,10 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 }
 
 // newCluster builds and starts the nodes on a network with faults f.
+// With keepLogs each node keeps its last logLinesMax log lines at INFO and
+// above; without, the cores log nothing.
 func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
-	fail func(check, detail string)) (*Cluster, error) {
+	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail}
 	c.raft = newRaftChecker(c)
 	for id := int32(1); id <= int32(shape.Brokers); id++ {
@@ -117,6 +127,10 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
 			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
 		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
+		if keepLogs {
+			n.Log = simlog.New(s, slog.LevelInfo, logLinesMax)
+			n.cfg.Log = env.NewLog(n.Log).With(slog.Int("node", int(id)))
+		}
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
 		proc.OnCrash(func() {
@@ -262,4 +276,16 @@ func (f faultFile) Sync(done func(error)) {
 	default:
 		f.File.Sync(done)
 	}
+}
+
+// nodeLogs is every node's kept log lines, in node order; nil when the
+// run discarded them.
+func (c *Cluster) nodeLogs() []NodeLog {
+	var out []NodeLog
+	for _, n := range c.Nodes {
+		if n.Log != nil {
+			out = append(out, NodeLog{Node: n.ID, Logged: n.Log.Logged(), Lines: n.Log.Lines()})
+		}
+	}
+	return out
 }

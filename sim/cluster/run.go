@@ -21,6 +21,10 @@ type Options struct {
 	Bug string
 	// TraceWriter receives the event trace as text (VERBOSE).
 	TraceWriter io.Writer
+	// DiscardLogs drops the nodes' log lines instead of keeping each
+	// node's last ones for Result.NodeLogs. Either way the run is the
+	// same: logging feeds nothing back (TestLoggingDoesNotChangeTheRun).
+	DiscardLogs bool
 	// HTMLDir, if set, receives the Porcupine visualizations of the
 	// partitions involved in violations.
 	HTMLDir string
@@ -48,6 +52,17 @@ type Result struct {
 	HTML []string
 	// Stats counts the clients' operations.
 	Stats string
+	// NodeLogs are each node's last log lines, in node order, unless the
+	// run discarded them.
+	NodeLogs []NodeLog
+}
+
+// NodeLog is the last lines one node logged, oldest first.
+type NodeLog struct {
+	Node int32
+	// Logged counts every line the node logged, Lines the last of them.
+	Logged uint64
+	Lines  []string
 }
 
 // Timings of the run, in virtual time.
@@ -125,6 +140,9 @@ func Run(opts Options) (res Result) {
 		if r.w != nil {
 			res.Stats = r.w.Stats()
 		}
+		if r.c != nil {
+			res.NodeLogs = r.c.nodeLogs()
+		}
 	}()
 	r.execute(bugs)
 	return res
@@ -146,7 +164,7 @@ func (r *run) violate(check, detail string) {
 func (r *run) execute(bugs Bugs) {
 	streams := sched.NewStreams(r.opts.Seed)
 	r.f = drawFaults(streams, r.shape)
-	c, err := newCluster(r.s, streams, r.f.net, r.shape, bugs, r.violate)
+	c, err := newCluster(r.s, streams, r.f.net, r.shape, bugs, !r.opts.DiscardLogs, r.violate)
 	if err != nil {
 		r.violate("setup", err.Error())
 		return
