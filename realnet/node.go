@@ -29,7 +29,8 @@ type Options struct {
 	// Config is the node's server.properties. Its log directories must
 	// exist (strand serve formats them first).
 	Config config.Broker
-	// Logger receives structured logs; nil discards them.
+	// Logger receives structured logs, realnet's and the core's (the
+	// caller binds the node id); nil discards them.
 	Logger *slog.Logger
 	// Listeners are already-bound listeners by listener name, used instead
 	// of binding Config.Listeners' addresses: tests bind port 0 first so
@@ -133,7 +134,7 @@ func Start(opts Options) (*Node, error) {
 
 	var err error
 	n.loop.Call(func() {
-		coreCfg := broker.Config{Broker: cfg, OnInitialCatchUp: n.serveWaitingListeners}
+		coreCfg := broker.Config{Broker: cfg, OnInitialCatchUp: n.serveWaitingListeners, Log: newCoreLogger(logger)}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
 			n.net.setHandler(n.core, n.core.AdvertisedVersions(), n.core.AcceptedVersions())
