@@ -36,6 +36,20 @@ var forbiddenImports = map[string]bool{
 	"math/rand":        true,
 	"math/rand/v2":     true,
 	"golang.org/x/sys": true,
+	// log writes to stderr, stamped with the real clock: the core logs
+	// through env.Log.
+	"log": true,
+}
+
+// forbiddenSlog are log/slog's names that log through a *slog.Logger (the
+// process-global one, or one the core would build): its methods read the
+// real clock for every line. The core may use slog's values (Attr, Level)
+// with env.Log, whose environment stamps the time.
+var forbiddenSlog = map[string]bool{
+	"Logger": true, "Default": true, "SetDefault": true, "New": true, "NewLogLogger": true,
+	"Debug": true, "Info": true, "Warn": true, "Error": true, "Log": true, "LogAttrs": true,
+	"DebugContext": true, "InfoContext": true, "WarnContext": true, "ErrorContext": true,
+	"NewTextHandler": true, "NewJSONHandler": true,
 }
 
 // forbiddenTimeCalls read the real clock or block on it.
@@ -62,7 +76,7 @@ func TestPurityCheckerCatchesViolations(t *testing.T) {
 	want := []string{
 		`imports "os"`, `imports "math/rand"`, `imports "golang.org/x/sys/unix"`,
 		"time.Now", "time.Sleep", "time.After", "go statement", "select statement",
-		"sync.Pool", "range over map",
+		"sync.Pool", "range over map", `imports "log"`, "slog.Info", "slog.Logger",
 	}
 	joined := strings.Join(violations, "\n")
 	for _, w := range want {
@@ -146,6 +160,8 @@ func checkPackage(t *testing.T, paths []string) []string {
 				switch {
 				case obj.Pkg().Path() == "time" && forbiddenTimeCalls[obj.Name()]:
 					report(n.Pos(), "time.%s reads or waits on the real clock; use env.Clock", obj.Name())
+				case obj.Pkg().Path() == "log/slog" && forbiddenSlog[obj.Name()]:
+					report(n.Pos(), "slog.%s logs through a *slog.Logger, which reads the real clock; use env.Log", obj.Name())
 				case obj.Pkg().Path() == "sync" && obj.Name() == "Pool":
 					report(n.Pos(), "sync.Pool makes allocation reuse depend on the Go runtime")
 				}

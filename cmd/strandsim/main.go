@@ -241,13 +241,43 @@ func report(res cluster.Result, shape, out string) {
 		}
 		fmt.Printf("  violation: %s\n", v)
 	}
+	printNodeLogs(res)
 	dir := filepath.Join(out, fmt.Sprintf("seed-%d", res.Seed))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Printf("  cannot write %s: %v\n", dir, err)
 	} else {
+		writeNodeLogs(res, dir)
 		writeArtifacts(res, dir)
 	}
 	fmt.Printf("  reproduce: %s\n", reproduceCommand(res, shape))
+}
+
+// reportLogLinesMax is how many of each node's last log lines a failure
+// report prints; the files under out/seed-N/ hold all that were kept.
+const reportLogLinesMax = 8
+
+// printNodeLogs prints each node's last log lines: what it saw last
+// before the violation (leaderships, ISR changes, truncations, failures).
+func printNodeLogs(res cluster.Result) {
+	for _, nl := range res.NodeLogs {
+		lines := nl.Lines[max(len(nl.Lines)-reportLogLinesMax, 0):]
+		fmt.Printf("  node %d's last %d of %d log lines:\n", nl.Node, len(lines), nl.Logged)
+		for _, l := range lines {
+			fmt.Printf("    %s\n", l)
+		}
+	}
+}
+
+// writeNodeLogs writes each node's kept log lines to node-N.log in dir.
+func writeNodeLogs(res cluster.Result, dir string) {
+	for _, nl := range res.NodeLogs {
+		path := filepath.Join(dir, fmt.Sprintf("node-%d.log", nl.Node))
+		if err := os.WriteFile(path, []byte(strings.Join(nl.Lines, "\n")+"\n"), 0o644); err != nil {
+			fmt.Printf("  cannot write %s: %v\n", path, err)
+			continue
+		}
+		fmt.Printf("  log: %s\n", path)
+	}
 }
 
 func writeArtifacts(res cluster.Result, dir string) {

@@ -78,9 +78,9 @@ func (p *Partition) logISRChange(msg string, newISR []int32, attrs ...slog.Attr)
 	l.Info(msg, append(line, attrs...)...)
 }
 
-// logISRUpdated logs a committed ISR change, whether the AlterPartition
-// answer or the controller's pushed state brought it (Kafka's "ISR updated
-// to ... and version updated to ...").
+// logISRUpdated logs a committed ISR change on the leader, whether the
+// AlterPartition answer or the controller's pushed state brought it
+// (Kafka's "ISR updated to ... and version updated to ...").
 func (p *Partition) logISRUpdated() {
 	if !p.cfg.Log.Enabled(slog.LevelInfo) {
 		return

@@ -253,7 +253,7 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 	}
 	if newEpoch || roleBefore != t.Role {
 		p.logTransition(before, t)
-	} else if !slices.Equal(before.ISR, p.state.ISR) {
+	} else if t.Role == RoleLeader && !slices.Equal(before.ISR, p.state.ISR) {
 		p.logISRUpdated()
 	}
 	return t, nil

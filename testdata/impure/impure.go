@@ -2,6 +2,8 @@
 package impure
 
 import (
+	"log"
+	"log/slog"
 	"math/rand"
 	"os"
 	"sync"
@@ -11,6 +13,8 @@ import (
 )
 
 var pool sync.Pool
+
+var logger *slog.Logger
 
 func Sins(m map[string]int) int {
 	_ = os.Getpid()
@@ -28,5 +32,7 @@ func Sins(m map[string]int) int {
 		total += v
 	}
 	pool.Put(total)
+	log.Print(total)
+	slog.Info("total", slog.Int("total", total))
 	return total
 }
