@@ -40,7 +40,7 @@ type Config struct {
 	// incarnation. realnet starts serving the broker listeners then. It
 	// never runs on a node without the broker role.
 	OnInitialCatchUp func()
-	// Log receives the node's operator log lines (SPEC.md §7, "Logging"):
+	// Log receives the node's operator log lines (SPEC.md §2.4):
 	// the environment binds the node id and stamps the time. The zero Log
 	// discards them.
 	Log env.Log

@@ -1,5 +1,7 @@
 // Package env defines the three doors through which the deterministic core
-// reaches the outside world: a Clock, a Network and a Disk.
+// reaches the outside world: a Clock, a Network and a Disk; and a fourth,
+// out only, for its operator log lines: a Logger, which nothing flows back
+// through (SPEC.md §2.4).
 //
 // Everything under core/ sees time, messages and storage only through these
 // interfaces. Two environments implement them: sim/ (a seeded, single-threaded

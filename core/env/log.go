@@ -4,7 +4,7 @@ import "log/slog"
 
 // Logger is the fourth door: where the core writes the log lines an operator
 // reads (leader elections, ISR changes, truncations, storage failures, group
-// rebalances). See SPEC.md §7, "Logging".
+// rebalances). See SPEC.md §2.4.
 //
 // The core names a level, a constant message and key-value attributes; the
 // environment decides everything else. In particular it stamps the time:
