@@ -331,6 +331,9 @@ func (n *Node) reconcilePartitions() {
 	if !n.cfg.Broker.Roles.Broker || !n.caughtUpWithRegistration() {
 		return
 	}
+	if !n.initialCatchUpDone {
+		n.deleteStrayLogs()
+	}
 	n.noticeInitialCatchUp()
 	for _, p := range n.sortedPartitions() {
 		if t, ok := n.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {

@@ -104,7 +104,7 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 			m, disk = candidate, n.disks[i]
 		}
 	}
-	l, err := m.CreateLog(ltp, n.wallMs())
+	l, err := n.claimLog(m, disk, ltp, tp.TopicID)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
