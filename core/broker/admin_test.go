@@ -46,6 +46,64 @@ func TestDeleteRecordsMovesLogStartOnEveryReplica(t *testing.T) {
 	})
 }
 
+// TestDeleteRecordsWaitsForLiveFollowers: as Kafka's DelayedDeleteRecords,
+// the answer waits until every live replica's log start offset reached the
+// offset, and carries that low watermark; a live follower cut off from the
+// leader holds it until the timeout (REQUEST_TIMED_OUT, low watermark -1,
+// though the leader's log start moved); a fenced follower does not hold it.
+func TestDeleteRecordsWaitsForLiveFollowers(t *testing.T) {
+	c := threeNodes(t) // r-0 led by node 2, followers 1 and 3
+	for _, v := range []string{"a", "b", "c", "d"} {
+		if r := c.produce(2, "r", 0, -1, recordBatch(v)); r.ErrorCode != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	del := func(offset int64, timeoutMs int32) kmsg.DeleteRecordsResponseTopicPartition {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.SetVersion(2)
+		req.TimeoutMillis = timeoutMs
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = "r"
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Offset = offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.request(2, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+	}
+	logStart := func(id int32) int64 { return c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogStartOffset() }
+
+	if r := del(1, 10000); r.ErrorCode != 0 || r.LowWatermark != 1 {
+		t.Fatalf("delete to 1: %v, low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
+	}
+	if logStart(1) < 1 || logStart(3) < 1 {
+		t.Fatalf("answered before the followers moved: log starts %d and %d, want >= 1", logStart(1), logStart(3))
+	}
+
+	h2, h3 := c.nodes[2].nn.Host(), c.nodes[3].nn.Host()
+	c.net.Block(h2, h3)
+	c.net.Block(h3, h2)
+	if r := del(2, 2000); r.ErrorCode != kerr.RequestTimedOut.Code || r.LowWatermark != -1 {
+		t.Fatalf("delete to 2 with node 3 cut off: %v, low watermark %d; want REQUEST_TIMED_OUT, -1", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
+	}
+	if logStart(2) != 2 || logStart(3) != 1 {
+		t.Fatalf("log starts: leader %d, node 3 %d; want 2 and 1", logStart(2), logStart(3))
+	}
+	c.net.Unblock(h2, h3)
+	c.net.Unblock(h3, h2)
+	if r := del(2, 10000); r.ErrorCode != 0 || r.LowWatermark != 2 || logStart(3) != 2 {
+		t.Fatalf("delete to 2 healed: %v, low watermark %d, node 3 at %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark, logStart(3))
+	}
+
+	c.nodes[3].proc.Crash()
+	c.waitFor("node 3 fenced", 30000, func() bool {
+		b, _ := c.nodes[2].node.image.Broker(3)
+		return b.Fenced
+	})
+	if r := del(3, 10000); r.ErrorCode != 0 || r.LowWatermark != 3 {
+		t.Fatalf("delete to 3 with node 3 fenced: %v, low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
+	}
+}
+
 func TestDescribeConfigsAndCluster(t *testing.T) {
 	c := newCluster(t, 1, map[string]string{"log.retention.ms": "1000"})
 	c.waitRegistered()

@@ -272,4 +272,5 @@ func (n *Node) afterReplicaChange(p *partition) {
 		n.sendAlterPartition(p, ap)
 	}
 	n.wakeFetchWaiters(p)
+	n.completeDeleteRecords(p)
 }

@@ -50,6 +50,9 @@ type partition struct {
 	// last handed to ApplyState (-1 before the first).
 	appliedPartitionEpoch int32
 	appliedLeaderEpoch    int32
+	// deleteRecordsWaits are the DeleteRecords requests waiting for the
+	// low watermark (api_21_delete_records.go), oldest first.
+	deleteRecordsWaits []deleteRecordsWait
 	// fetchWaiters are the parked fetches waiting on this partition,
 	// oldest first; wakeQueued is set while it is in Node.wakeQueue.
 	fetchWaiters []*fetchWaiter

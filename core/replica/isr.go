@@ -30,6 +30,10 @@ type followerProgress struct {
 	lastCaughtUpTimeMs int64
 	// brokerEpoch is the broker epoch of its last fetch, or -1.
 	brokerEpoch int64
+	// logStartOffset is the log start offset its last fetch reported, or
+	// NoOffset before its first fetch in this leader epoch: it feeds the
+	// low watermark DeleteRecords waits on.
+	logStartOffset int64
 }
 
 // newFollowerProgress starts a leader epoch: LEOs unknown; ISR members are
@@ -50,7 +54,7 @@ func freshProgress(id int32, inISR bool, nowMs int64) followerProgress {
 	if inISR {
 		caughtUp = nowMs
 	}
-	return followerProgress{replicaID: id, logEndOffset: NoOffset, lastFetchLeaderLogEndOffset: NoOffset, lastCaughtUpTimeMs: caughtUp, brokerEpoch: -1}
+	return followerProgress{replicaID: id, logEndOffset: NoOffset, lastFetchLeaderLogEndOffset: NoOffset, lastCaughtUpTimeMs: caughtUp, brokerEpoch: -1, logStartOffset: NoOffset}
 }
 
 // reconcileFollowers keeps the progress of replicas still assigned and adds

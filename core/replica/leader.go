@@ -57,8 +57,8 @@ type FetchRequest struct {
 	// LastFetchedEpoch is the epoch of the follower's last batch (Fetch
 	// v12+), or NoEpoch when its log holds none.
 	LastFetchedEpoch int32
-	// LogStartOffset is the follower's log start offset. The leader does
-	// not use it yet: it feeds the low watermark of DeleteRecords.
+	// LogStartOffset is the follower's log start offset: it feeds the low
+	// watermark of DeleteRecords (LowWatermark).
 	LogStartOffset int64
 }
 
@@ -180,11 +180,31 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 		return d
 	}
 	f.onFetch(req.FetchOffset, leo, nowMs)
-	f.brokerEpoch = req.ReplicaEpoch
+	f.brokerEpoch, f.logStartOffset = req.ReplicaEpoch, req.LogStartOffset
 	p.maybeProposeExpand(*f, nowMs)
 	p.maybeAdvanceHighWatermark(nowMs)
 	d.HighWatermark = p.hw
 	return d
+}
+
+// LowWatermark is the leader's answer to how far DeleteRecords has reached
+// (Kafka's Partition.lowWatermarkIfLeader): the smallest log start offset
+// among this replica's and those its live followers reported in their latest
+// fetch of this leader epoch; a live follower that has not fetched yet holds
+// it at NoOffset. alive says which replicas count (registered, unfenced
+// brokers): a dead follower does not hold DeleteRecords up. ok is false on a
+// replica that is not the leader.
+func (p *Partition) LowWatermark(alive func(replicaID int32) bool) (lowWatermark int64, ok bool) {
+	if p.role != RoleLeader {
+		return NoOffset, false
+	}
+	lowWatermark = p.log.LogStartOffset()
+	for _, f := range p.leader.followers {
+		if alive(f.replicaID) {
+			lowWatermark = min(lowWatermark, f.logStartOffset)
+		}
+	}
+	return lowWatermark, true
 }
 
 // OnConsumerFetch decides the answer to a fetch from a non-replica: only the
