@@ -5,11 +5,14 @@
 //
 // # Goroutines
 //
-//   - The event loop (Loop): one goroutine per node owns the core. Every
-//     call into the node runs there, in the order it was posted: decoded
-//     requests, connection closes, timer fires, Sync completions from diskio,
+//   - The event loop (Loop) owns the core. Every call into the node runs
+//     on it, one at a time, in the order it was posted: decoded requests,
+//     connection closes, timer fires, Sync completions from diskio,
 //     responses to the node's own outgoing requests (core/env's event-loop
-//     contract).
+//     contract). It is a combining loop: the goroutine that posts into an
+//     idle loop runs it (a connection reader runs its own request), and the
+//     loop's own goroutine (Loop.Run) takes over long queues and the posts
+//     of diskio's Sync worker, which must not run the core.
 //   - Per listener, an accept goroutine. The broker listeners start only
 //     after the core's initial metadata catch-up (broker.Config.
 //     OnInitialCatchUp), as Kafka's do; the controller listeners at once.

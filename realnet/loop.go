@@ -10,19 +10,58 @@ import (
 // is the backpressure that keeps a busy core from being buried in work.
 const LoopEventsMax = 4096
 
-// Loop is a node's event loop: one goroutine that runs posted functions one
-// at a time, in the order they were posted. Everything that touches the core
-// node runs on it (core/env's event-loop contract).
+// loopInlineEventsMax bounds the events a posting goroutine runs as the
+// loop's executor before it hands the rest to Run's goroutine and goes back
+// to its own work: a connection reader that kept draining a queue other
+// readers keep filling would never read its own socket again.
+const loopInlineEventsMax = 32
+
+// Loop is a node's event loop: it runs posted functions one at a time, in
+// the order they were posted. Everything that touches the core node runs on
+// it (core/env's event-loop contract).
+//
+// It is a combining loop: a post that finds no goroutine running the loop
+// makes its caller the executor, which runs the queue on the spot (its own
+// event first, unless others are queued before it) and gives the role up
+// when the queue is empty; a post that finds an executor only queues. A
+// request read from a socket therefore reaches the core without waking
+// another goroutine, which on a request-per-round-trip load (acks=all
+// replication) was most of the node's context switches. Run's goroutine is
+// the executor of last resort: it takes over when an inline executor has
+// run loopInlineEventsMax events, and it runs what Enqueue posts.
+//
+// "One at a time" is the executing flag, set and cleared under mu together
+// with the queue: a poster that queues while an executor is about to give
+// up the role either sees the flag still set (and the executor, which
+// checks the queue under mu before clearing it, runs the event) or sees it
+// cleared and becomes the executor itself. No post is left unrun.
 type Loop struct {
-	events chan event
-	// stopped is closed by Stop; posts after it are dropped, releases kept
-	// (PostRelease).
-	stopped  chan struct{}
-	stopOnce sync.Once
-	// exited is closed when Run returns.
+	mu sync.Mutex
+	// room is signalled for posters waiting on a full queue.
+	room        sync.Cond
+	roomWaiters int
+	// idle is broadcast when an executor gives up the role after Stop.
+	idle sync.Cond
+	// ring holds the queued events, count of them from head.
+	ring        []event
+	head, count int
+	// executing is set while some goroutine holds the executor role,
+	// including a role handed to Run's goroutine (handedOff) and not yet
+	// taken up.
+	executing bool
+	handedOff bool
+	// wake tells Run's goroutine the role was handed to it.
+	wake chan struct{}
+	// stopped is set by Stop, under mu; stoppedCh is closed with it, for
+	// Run's select. Posts after it are dropped, releases kept (PostRelease).
+	stopped   bool
+	stoppedCh chan struct{}
+	stopOnce  sync.Once
+	// exited is closed when Run returns, which it does only once the loop
+	// is stopped and no executor is running an event.
 	exited chan struct{}
 	// deferred holds functions the loop posted to itself (Defer); only the
-	// loop goroutine touches it.
+	// executor touches it.
 	deferred []func()
 
 	// lateMu guards late and releasesRun.
@@ -41,16 +80,37 @@ type event struct {
 	release bool
 }
 
-// NewLoop returns a loop that is not running yet: call Run.
+// NewLoop returns a loop whose Run is not started yet. Posts run on their
+// posters before it is; Enqueue's events and long queues wait for it.
 func NewLoop() *Loop {
-	return &Loop{events: make(chan event, LoopEventsMax), stopped: make(chan struct{}), exited: make(chan struct{})}
+	l := &Loop{
+		ring:      make([]event, LoopEventsMax),
+		wake:      make(chan struct{}, 1),
+		stoppedCh: make(chan struct{}),
+		exited:    make(chan struct{}),
+	}
+	l.room.L = &l.mu
+	l.idle.L = &l.mu
+	return l
 }
 
-// Post queues fn to run on the loop. It must not be called from the loop
-// itself (use Defer there): when the queue is full it blocks until there is
-// room. After Stop it drops fn and returns false: the node is going away.
+// Post queues fn to run on the loop, and runs the loop on the caller's
+// goroutine if no other goroutine is running it: fn may have run, with
+// whatever was queued before it, by the time Post returns. So the caller
+// must not hold a lock that the core's calls into the Network, Clock or
+// Disk can take, and must not be a goroutine those calls can wait for
+// (Enqueue is for such callers). It must not be called from the loop itself
+// (use Defer there): when the queue is full it blocks until there is room.
+// After Stop it drops fn and returns false: the node is going away.
 func (l *Loop) Post(fn func()) bool {
-	return l.post(event{fn: fn})
+	return l.post(event{fn: fn}, true)
+}
+
+// Enqueue is Post without running the loop on the caller's goroutine: if
+// no executor is running, Run's goroutine is woken to run fn. For posters
+// that the core may wait on, such as diskio's Sync worker.
+func (l *Loop) Enqueue(fn func()) bool {
+	return l.post(event{fn: fn}, false)
 }
 
 // PostRelease is Post for a function that gives back what the node holds
@@ -62,7 +122,7 @@ func (l *Loop) Post(fn func()) bool {
 // running loop took it (false: kept for RunReleases); the signature is
 // Post's, so that writers take either.
 func (l *Loop) PostRelease(fn func()) bool {
-	if l.post(event{fn: fn, release: true}) {
+	if l.post(event{fn: fn, release: true}, true) {
 		return true
 	}
 	l.lateMu.Lock()
@@ -74,18 +134,78 @@ func (l *Loop) PostRelease(fn func()) bool {
 	return false
 }
 
-// post queues ev unless the loop has stopped.
-func (l *Loop) post(ev event) bool {
-	select {
-	case <-l.stopped:
-		return false
-	default:
+// post queues ev unless the loop has stopped, waiting for room in a full
+// queue; then, if no goroutine is executing the loop, it runs the loop
+// (inline) or hands it to Run's goroutine.
+func (l *Loop) post(ev event, inline bool) bool {
+	l.mu.Lock()
+	for !l.stopped && l.count == len(l.ring) {
+		l.roomWaiters++
+		l.room.Wait()
+		l.roomWaiters--
 	}
-	select {
-	case l.events <- ev:
-		return true
-	case <-l.stopped:
+	if l.stopped {
+		l.mu.Unlock()
 		return false
+	}
+	l.ring[(l.head+l.count)%len(l.ring)] = ev
+	l.count++
+	if l.executing {
+		l.mu.Unlock()
+		return true
+	}
+	l.executing = true
+	if !inline {
+		l.handOffLocked()
+		l.mu.Unlock()
+		return true
+	}
+	l.mu.Unlock()
+	l.execute(loopInlineEventsMax)
+	return true
+}
+
+// handOffLocked gives the executor role, held by the caller, to Run's
+// goroutine. With mu held.
+func (l *Loop) handOffLocked() {
+	if !l.executing || l.handedOff {
+		panic("realnet: loop handed off by a goroutine that is not its executor")
+	}
+	l.handedOff = true
+	select {
+	case l.wake <- struct{}{}:
+	default: // a wake is pending already (left from a hand-off Stop cut short)
+	}
+}
+
+// execute runs queued events, with the Defer'd functions of each after it,
+// until the queue is empty or the loop stopped (the role is given up), or
+// eventsMax events have run (the role is handed to Run's goroutine). The
+// caller holds the executor role.
+func (l *Loop) execute(eventsMax int) {
+	for ran := 0; ; ran++ {
+		l.mu.Lock()
+		if l.stopped || l.count == 0 {
+			l.executing = false
+			l.idle.Broadcast()
+			l.mu.Unlock()
+			return
+		}
+		if ran == eventsMax {
+			l.handOffLocked()
+			l.mu.Unlock()
+			return
+		}
+		ev := l.ring[l.head]
+		l.ring[l.head] = event{}
+		l.head = (l.head + 1) % len(l.ring)
+		l.count--
+		if l.roomWaiters > 0 {
+			l.room.Signal()
+		}
+		l.mu.Unlock()
+		ev.fn()
+		l.runDeferred()
 	}
 }
 
@@ -101,15 +221,18 @@ func (l *Loop) RunReleases() {
 	default:
 		panic("realnet: RunReleases while the loop runs")
 	}
-	for drained := false; !drained; {
-		select {
-		case ev := <-l.events:
-			if ev.release {
-				ev.fn()
-			}
-		default:
-			drained = true
+	l.mu.Lock()
+	var queued []func()
+	for ; l.count > 0; l.count-- {
+		if ev := l.ring[l.head]; ev.release {
+			queued = append(queued, ev.fn)
 		}
+		l.ring[l.head] = event{}
+		l.head = (l.head + 1) % len(l.ring)
+	}
+	l.mu.Unlock()
+	for _, fn := range queued {
+		fn()
 	}
 	l.lateMu.Lock()
 	late := l.late
@@ -121,9 +244,10 @@ func (l *Loop) RunReleases() {
 	}
 }
 
-// Defer queues fn to run on the loop after the current event. Only the loop
-// goroutine may call it; it never blocks, so the loop can hand itself a
-// callback (a Send that fails at once) without calling the core re-entrantly.
+// Defer queues fn to run on the loop after the current event. Only the
+// loop's executor may call it; it never blocks, so the loop can hand itself
+// a callback (a Send that fails at once) without calling the core
+// re-entrantly.
 func (l *Loop) Defer(fn func()) { l.deferred = append(l.deferred, fn) }
 
 // Call runs fn on the loop and waits for it to return. It reports false,
@@ -137,7 +261,7 @@ func (l *Loop) Call(fn func()) bool {
 	case <-done:
 		return true
 	case <-l.exited:
-		// Run drained the event or exited without it; tell which.
+		// The loop stopped with or without running it; tell which.
 		select {
 		case <-done:
 			return true
@@ -147,16 +271,33 @@ func (l *Loop) Call(fn func()) bool {
 	}
 }
 
-// Run runs posted functions until Stop. A panic in one propagates: it is a
-// broken invariant of the core, and the process must not limp on.
+// Run is the loop's own goroutine: it runs the queue whenever an executor
+// hands it over (or Enqueue wakes it), until Stop; then it waits for an
+// executor still in an event and returns. A panic in an event propagates,
+// on whichever goroutine ran it: it is a broken invariant of the core, and
+// the process must not limp on.
 func (l *Loop) Run() {
 	defer close(l.exited)
 	for {
 		select {
-		case ev := <-l.events:
-			ev.fn()
-			l.runDeferred()
-		case <-l.stopped:
+		case <-l.wake:
+			l.mu.Lock()
+			handedOff := l.handedOff
+			l.handedOff = false
+			l.mu.Unlock()
+			if handedOff {
+				l.execute(-1) // no bound: this goroutine has no other work
+			}
+		case <-l.stoppedCh:
+			l.mu.Lock()
+			if l.handedOff { // the role was Run's to take: give it up
+				l.handedOff = false
+				l.executing = false
+			}
+			for l.executing {
+				l.idle.Wait()
+			}
+			l.mu.Unlock()
 			return
 		}
 	}
@@ -173,14 +314,25 @@ func (l *Loop) runDeferred() {
 }
 
 // Stop stops the loop after the event it is running; queued events are
-// dropped, except releases (PostRelease). Safe from any goroutine, more than
-// once.
+// dropped, except releases (PostRelease). Posters waiting for room return
+// false. Safe from any goroutine, more than once.
 func (l *Loop) Stop() {
-	l.stopOnce.Do(func() { close(l.stopped) })
+	l.stopOnce.Do(func() {
+		l.mu.Lock()
+		l.stopped = true
+		l.room.Broadcast()
+		l.mu.Unlock()
+		close(l.stoppedCh)
+	})
 }
 
-// Wait blocks until Run has returned.
+// Wait blocks until Run has returned: the loop is stopped and no goroutine
+// runs an event any more.
 func (l *Loop) Wait() { <-l.exited }
 
 // String names the loop for panics and logs.
-func (l *Loop) String() string { return fmt.Sprintf("loop(%d queued)", len(l.events)) }
+func (l *Loop) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("loop(%d queued)", l.count)
+}

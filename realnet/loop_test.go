@@ -1,6 +1,9 @@
 package realnet
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,8 +79,9 @@ func TestLoopDropsPostsAfterStop(t *testing.T) {
 func TestLoopKeepsReleasesForRunReleases(t *testing.T) {
 	l := NewLoop()
 	go l.Run()
-	gate := make(chan struct{})
-	l.Post(func() { <-gate })
+	gate, started := make(chan struct{}), make(chan struct{})
+	go l.Post(func() { close(started); <-gate }) // the poster runs it
+	<-started
 	var queuedRuns, lateRuns, plainRuns atomic.Int32
 	if !l.PostRelease(func() { queuedRuns.Add(1) }) {
 		t.Fatal("PostRelease on a running loop reported it kept the release")
@@ -164,4 +168,238 @@ func TestClockTimes(t *testing.T) {
 	if d := c.WallMs() - time.Now().UnixMilli(); d < -1000 || d > 1000 {
 		t.Errorf("wall clock off the system's by %d ms", d)
 	}
+}
+
+// TestLoopRunsConcurrentPostsOneAtATimeInEachPostersOrder: many goroutines
+// post at once, so that they take turns as the executor and hand the loop
+// to Run; every event runs exactly once, never beside another, and each
+// poster's events run in its order.
+func TestLoopRunsConcurrentPostsOneAtATimeInEachPostersOrder(t *testing.T) {
+	l := startLoop(t)
+	const posters, perPoster = 8, 2000
+	var running atomic.Int32
+	var overlaps atomic.Int32
+	next := make([]int, posters) // touched only on the loop
+	var outOfOrder []string      // touched only on the loop
+	var wg sync.WaitGroup
+	for p := range posters {
+		wg.Go(func() {
+			for i := range perPoster {
+				post := l.Post
+				if i%7 == 3 {
+					post = l.Enqueue
+				}
+				post(func() {
+					if running.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					if next[p] != i {
+						outOfOrder = append(outOfOrder, fmt.Sprintf("poster %d: event %d ran when %d was due", p, i, next[p]))
+					}
+					next[p] = i + 1
+					if i%100 == 0 {
+						l.Defer(func() {
+							if running.Add(1) != 1 {
+								overlaps.Add(1)
+							}
+							running.Add(-1)
+						})
+					}
+					running.Add(-1)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	var got []int
+	var disorder []string
+	l.Call(func() { got, disorder = slices.Clone(next), slices.Clone(outOfOrder) })
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d events ran beside another", n)
+	}
+	for _, d := range disorder[:min(len(disorder), 5)] {
+		t.Error(d)
+	}
+	for p, n := range got {
+		if n != perPoster {
+			t.Errorf("poster %d: %d of %d events ran", p, n, perPoster)
+		}
+	}
+}
+
+// TestLoopPostRacingTheExecutorsExitRuns: with no Run goroutine to fall
+// back on, the only executors are posters; two posters racing, over and
+// over, one giving up the role as the other queues, must never leave an
+// event queued with nobody to run it.
+func TestLoopPostRacingTheExecutorsExitRuns(t *testing.T) {
+	l := NewLoop() // no Run: a lost wake-up is never rescued
+	const rounds = 20000
+	var ran atomic.Int32
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { l.Post(func() { ran.Add(1) }) })
+		}
+		wg.Wait()
+		if got := ran.Load(); got != int32(2*(round+1)) {
+			t.Fatalf("round %d: %d events ran after both posts returned, want %d", round, got, 2*(round+1))
+		}
+	}
+}
+
+// TestLoopPostBlocksOnAFullQueue: while the executor is held in an event,
+// LoopEventsMax posts queue and the next blocks until the loop makes room;
+// Stop releases a blocked poster with false.
+func TestLoopPostBlocksOnAFullQueue(t *testing.T) {
+	l := startLoop(t)
+	gate, started := make(chan struct{}), make(chan struct{})
+	go l.Post(func() { close(started); <-gate })
+	<-started
+	var order []int // touched only on the loop
+	for i := range LoopEventsMax {
+		l.Post(func() { order = append(order, i) })
+	}
+	blocked := make(chan bool)
+	go func() { blocked <- l.Post(func() { order = append(order, LoopEventsMax) }) }()
+	select {
+	case <-blocked:
+		t.Fatal("a post to a full queue returned before the loop made room")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	if !<-blocked {
+		t.Fatal("the blocked post reported the loop stopped")
+	}
+	var got []int
+	l.Call(func() { got = slices.Clone(order) })
+	if len(got) != LoopEventsMax+1 {
+		t.Fatalf("%d events ran, want %d", len(got), LoopEventsMax+1)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("position %d ran event %d", i, v)
+		}
+	}
+
+	// Full again, then stopped: the blocked poster gives up.
+	gate2, started2 := make(chan struct{}), make(chan struct{})
+	go l.Post(func() { close(started2); <-gate2 })
+	<-started2
+	for range LoopEventsMax {
+		l.Post(func() {})
+	}
+	go func() { blocked <- l.Post(func() {}) }()
+	time.Sleep(10 * time.Millisecond)
+	l.Stop()
+	if <-blocked {
+		t.Fatal("a post blocked on a full queue reported success after Stop")
+	}
+	close(gate2)
+}
+
+// TestLoopStopWaitsForTheRunningEvent: Stop while a poster executes an
+// event; Wait returns only once that event has returned, the events queued
+// behind it never run, and a queued release runs in RunReleases.
+func TestLoopStopWaitsForTheRunningEvent(t *testing.T) {
+	l := NewLoop()
+	go l.Run()
+	gate, started := make(chan struct{}), make(chan struct{})
+	var finished, queuedRan, releaseRan atomic.Bool
+	go l.Post(func() { close(started); <-gate; finished.Store(true) })
+	<-started
+	l.Post(func() { queuedRan.Store(true) })
+	l.PostRelease(func() { releaseRan.Store(true) })
+	l.Stop()
+	waited := make(chan struct{})
+	go func() { l.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while an event was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	<-waited
+	if !finished.Load() {
+		t.Fatal("Wait returned before the running event finished")
+	}
+	l.RunReleases()
+	if queuedRan.Load() || !releaseRan.Load() {
+		t.Fatalf("after Stop: queued event ran %v (want false), queued release ran %v (want true)", queuedRan.Load(), releaseRan.Load())
+	}
+}
+
+// TestLoopCallFromOutsideWhileAnotherExecutes: a Call made while another
+// goroutine executes the loop queues behind it and returns once its
+// function ran; after Stop, a Call reports false.
+func TestLoopCallFromOutsideWhileAnotherExecutes(t *testing.T) {
+	l := NewLoop()
+	go l.Run()
+	gate, started := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	go l.Post(func() { close(started); <-gate; first.Store(true) })
+	<-started
+	called := make(chan bool)
+	var sawFirst bool
+	go func() { called <- l.Call(func() { sawFirst = first.Load() }) }()
+	select {
+	case <-called:
+		t.Fatal("Call returned while the event before it was still running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate)
+	if !<-called || !sawFirst {
+		t.Fatal("Call did not run its function after the event queued before it")
+	}
+	l.Stop()
+	l.Wait()
+	if l.Call(func() {}) {
+		t.Fatal("Call after Stop reported success")
+	}
+}
+
+// TestLoopInlineExecutorHandsLongQueuesToRun: a poster runs at most
+// loopInlineEventsMax events before Run's goroutine takes over, so it gets
+// back to its own work while the queue is still busy (here: an event that
+// blocks far down the queue).
+func TestLoopInlineExecutorHandsLongQueuesToRun(t *testing.T) {
+	l := startLoop(t)
+	gate, started := make(chan struct{}), make(chan struct{})
+	returned := make(chan struct{})
+	go func() { l.Post(func() { close(started); <-gate }); close(returned) }()
+	<-started
+	block := make(chan struct{})
+	for i := range 4 * loopInlineEventsMax {
+		if i == 2*loopInlineEventsMax {
+			l.Post(func() { <-block })
+		} else {
+			l.Post(func() {})
+		}
+	}
+	close(gate)
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		close(block)
+		t.Fatal("the inline executor kept running the queue past its budget")
+	}
+	close(block)
+	if !l.Call(func() {}) {
+		t.Fatal("the loop stopped")
+	}
+}
+
+// TestLoopEnqueueNeverRunsOnTheCaller: Enqueue returns while its function
+// still runs, on Run's goroutine.
+func TestLoopEnqueueNeverRunsOnTheCaller(t *testing.T) {
+	l := startLoop(t)
+	gate, ran := make(chan struct{}), make(chan struct{})
+	returned := make(chan struct{})
+	go func() { l.Enqueue(func() { <-gate; close(ran) }); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Error("Enqueue ran its function on the caller")
+	}
+	close(gate)
+	<-ran
 }

@@ -91,7 +91,9 @@ func Start(opts Options) (*Node, error) {
 
 	envDisks := make([]env.Disk, 0, len(cfg.LogDirs))
 	for _, dir := range cfg.LogDirs {
-		d, err := diskio.New(dir, diskio.Options{Post: func(fn func()) { n.loop.Post(fn) }})
+		// Enqueue, not Post: the Sync worker must not run the core, which
+		// queues Syncs for it and whose completions must not wait behind it.
+		d, err := diskio.New(dir, diskio.Options{Post: func(fn func()) { n.loop.Enqueue(fn) }})
 		if err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", dir, err)
 		}

@@ -301,14 +301,20 @@ func (sc *serverConn) shutdown() {
 func (sc *serverConn) finish() {
 	sc.shutdown()
 	sc.mu.Lock()
+	var unwritten []func()
 	for _, s := range sc.slots {
 		if s.pieced.Release != nil {
-			sc.net.loop.PostRelease(s.pieced.Release) // never written
+			unwritten = append(unwritten, s.pieced.Release)
 		}
 	}
 	sc.slots = nil
 	sc.bufferedBytes = 0
 	sc.mu.Unlock()
+	// Posted without mu: a post may run the loop here, and the core's
+	// answers to this connection take mu.
+	for _, release := range unwritten {
+		sc.net.loop.PostRelease(release)
+	}
 	sc.net.forget(sc.id)
 	handler, id := sc.net.handler, sc.id
 	sc.net.loop.Post(func() { handler.HandleClosed(id) })
