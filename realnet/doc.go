@@ -23,11 +23,15 @@
 //     the voters' Raft Fetch), then the core's pure PrecheckRequest, which takes
 //     a Produce's decompression and record checks off the loop) and a
 //     writer that sends responses in request order; a Fetch's record
-//     batches go from the segment files with sendfile (framewriter.go).
+//     batches go from the segment files with sendfile (framewriter.go). A
+//     response made only of bytes that is next in line while the writer is
+//     idle is written by the loop itself, with one non-blocking writev;
+//     the writer finishes what the socket did not take.
 //   - Per peer and plane (controller RPCs, Raft traffic between voters,
 //     or inter-broker: peers.go), one outbound connection with a writer
-//     that dials, reconnects with backoff and pipelines, and a reader that
-//     matches responses by correlation id.
+//     that dials, reconnects with backoff and pipelines (a request that
+//     finds nothing queued is written by the loop, as above), and a
+//     reader that matches responses by correlation id.
 //
 // # Limits
 //

@@ -239,3 +239,63 @@ func (s slot) responseBytes() int64 {
 	}
 	return total
 }
+
+// writeNonBlocking writes what the socket takes of bufs now, with writev,
+// without waiting for it to become writable, and returns the rest (nil when
+// all was written): the event loop's direct writes, which must never wait
+// on a peer's receive window. The returned slices alias bufs' buffers.
+func writeNonBlocking(raw syscall.RawConn, bufs net.Buffers) (net.Buffers, error) {
+	for len(bufs) > 0 && len(bufs[0]) == 0 {
+		bufs = bufs[1:]
+	}
+	if len(bufs) == 0 {
+		return nil, nil
+	}
+	var writeErr error
+	err := raw.Write(func(fd uintptr) bool {
+		for len(bufs) > 0 {
+			n, err := unix.Writev(int(fd), bufs[:min(len(bufs), iovecsMax)])
+			if n > 0 {
+				bufs = consumeBuffers(bufs, n)
+			}
+			switch {
+			case err == unix.EINTR:
+			case err == unix.EAGAIN:
+				return true // the writer goroutine waits for room instead
+			case err != nil:
+				writeErr = err
+				return true
+			case n == 0:
+				writeErr = io.ErrShortWrite
+				return true
+			}
+		}
+		return true
+	})
+	if err = errors.Join(err, writeErr); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
+	}
+	if len(bufs) == 0 {
+		return nil, nil
+	}
+	return bufs, nil
+}
+
+// iovecsMax bounds the buffers one writev takes: Linux's IOV_MAX.
+const iovecsMax = 1024
+
+// consumeBuffers drops the first n bytes of bufs.
+func consumeBuffers(bufs net.Buffers, n int) net.Buffers {
+	for n > 0 {
+		if n < len(bufs[0]) {
+			bufs[0] = bufs[0][n:]
+			return bufs
+		}
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	for len(bufs) > 0 && len(bufs[0]) == 0 {
+		bufs = bufs[1:]
+	}
+	return bufs
+}

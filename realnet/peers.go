@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -205,6 +206,15 @@ type peerConn struct {
 	correlationNext int32
 	closed          bool
 	conn            net.Conn
+	// raw is conn's descriptor, for the loop's non-blocking writes; nil
+	// when conn is not TCP.
+	raw syscall.RawConn
+	// writing is set while a goroutine writes to conn outside mu: the
+	// writer, or the loop in writeDirect. unwritten is what the socket did
+	// not take of the loop's last direct write (its request is in
+	// inFlight already); the writer writes it before anything queued.
+	writing   bool
+	unwritten net.Buffers
 }
 
 func newPeerConn(n *Network, key peerKey) *peerConn {
@@ -213,22 +223,60 @@ func newPeerConn(n *Network, key peerKey) *peerConn {
 	return pc
 }
 
-// enqueue encodes req and queues it. Runs on the loop.
+// enqueue encodes req and queues it, or writes it at once when nothing is
+// queued or being written (writeDirect). Runs on the loop.
 func (pc *peerConn) enqueue(req kmsg.Request, done func(kmsg.Response, error)) {
 	pc.mu.Lock()
-	defer pc.mu.Unlock()
 	if pc.closed {
+		pc.mu.Unlock()
 		return
 	}
 	id := pc.correlationNext
 	pc.correlationNext++
 	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: id, ClientID: peerClientID}
-	pc.queue = append(pc.queue, &outRequest{
+	r := &outRequest{
 		correlationID: id, key: req.Key(), version: req.GetVersion(),
 		frame: wire.AppendRequest(nil, hdr, req), done: done,
 		replicaFetch: req.Key() == kmsg.Fetch.Int16() && !quorum.IsQuorumRequest(req),
-	})
+	}
+	if pc.conn != nil && pc.raw != nil && !pc.writing && len(pc.queue) == 0 && len(pc.unwritten) == 0 {
+		pc.writeDirect(r)
+		return
+	}
+	pc.queue = append(pc.queue, r)
+	pc.mu.Unlock()
 	pc.cond.Broadcast()
+}
+
+// writeDirect writes r on the loop, with one non-blocking write, so that a
+// request does not wait for the writer goroutine to be woken and scheduled
+// (a replica fetcher sends one request per round trip). Called with mu
+// held; returns with it released. What the socket did not take is left to
+// the writer (unwritten); a failed write closes the connection, whose
+// reader then ends it and run fails the requests in flight.
+func (pc *peerConn) writeDirect(r *outRequest) {
+	c, raw, frame := pc.conn, pc.raw, r.frame
+	r.frame = nil
+	pc.inFlight[r.correlationID] = r
+	pc.writing = true
+	pc.mu.Unlock()
+	rest, err := writeNonBlocking(raw, net.Buffers{frame})
+	pc.mu.Lock()
+	pc.writing = false
+	wake := false
+	switch {
+	case err != nil:
+		c.Close()
+	case len(rest) > 0 && pc.conn == c:
+		pc.unwritten = rest
+		wake = true
+	default:
+		wake = len(pc.queue) > 0
+	}
+	pc.mu.Unlock()
+	if wake {
+		pc.cond.Broadcast()
+	}
 }
 
 // run connects and writes until the connection set closes.
@@ -259,7 +307,7 @@ func (pc *peerConn) run() {
 		c.Close()
 		readErr := <-readerDone
 		pc.mu.Lock()
-		pc.conn = nil
+		pc.conn, pc.raw, pc.unwritten = nil, nil, nil // unwritten's request is in inFlight, failed below
 		pc.mu.Unlock()
 		cause := errors.Join(writeErr, readErr)
 		pc.mu.Lock()
@@ -304,6 +352,12 @@ func (pc *peerConn) attach(c net.Conn) bool {
 		return false
 	}
 	pc.conn = c
+	pc.raw = nil
+	if tc, ok := c.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			pc.raw = raw
+		}
+	}
 	return true
 }
 
@@ -314,14 +368,15 @@ func (pc *peerConn) writeLoop(c net.Conn) error {
 	var frames net.Buffers
 	for {
 		pc.mu.Lock()
-		for !pc.closed && pc.conn == c && len(pc.queue) == 0 {
+		for !pc.closed && pc.conn == c && (pc.writing || (len(pc.queue) == 0 && len(pc.unwritten) == 0)) {
 			pc.cond.Wait()
 		}
 		if pc.closed || pc.conn != c {
 			pc.mu.Unlock()
 			return nil
 		}
-		frames = frames[:0]
+		frames = append(frames[:0], pc.unwritten...)
+		pc.unwritten = nil
 		for _, r := range pc.queue {
 			pc.inFlight[r.correlationID] = r
 			frames = append(frames, r.frame)
@@ -329,9 +384,14 @@ func (pc *peerConn) writeLoop(c net.Conn) error {
 		}
 		clear(pc.queue)
 		pc.queue = pc.queue[:0]
+		pc.writing = true
 		pc.mu.Unlock()
 		toWrite := frames
-		if _, err := toWrite.WriteTo(c); err != nil {
+		_, err := toWrite.WriteTo(c)
+		pc.mu.Lock()
+		pc.writing = false
+		pc.mu.Unlock()
+		if err != nil {
 			return err
 		}
 		clear(frames)
@@ -344,7 +404,7 @@ func (pc *peerConn) readLoop(c net.Conn) error {
 	err := pc.readResponses(c)
 	pc.mu.Lock()
 	if pc.conn == c {
-		pc.conn = nil
+		pc.conn, pc.raw = nil, nil
 	}
 	pc.mu.Unlock()
 	pc.cond.Broadcast()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -42,26 +43,52 @@ type slot struct {
 
 // serverConn is one inbound connection: a reader goroutine that decodes
 // requests and hands them to the loop, and a writer goroutine that writes
-// responses in request order.
+// responses in request order. A response made only of bytes that is next in
+// line while the writer is idle is written by the loop itself, with one
+// non-blocking write (writeDirect): a produce answer then leaves without
+// waking the writer.
 type serverConn struct {
 	net      *Network
 	id       env.ConnID
 	listener string
 	c        net.Conn
+	// raw is c's descriptor, for the loop's non-blocking writes; nil when
+	// c is not TCP.
+	raw syscall.RawConn
 
-	mu   sync.Mutex
-	cond sync.Cond
+	mu sync.Mutex
+	// room is broadcast when requests or buffered bytes go (the reader
+	// waits on it); work is signalled when the writer has something to
+	// write.
+	room sync.Cond
+	work sync.Cond
 	// slots are the requests read and not yet written, in arrival order.
 	slots []slot
 	// bufferedBytes counts request frames until written back and response
 	// frames until written (strand.connection.buffered.bytes.max).
 	bufferedBytes int64
 	closed        bool
+	// writing is set while a goroutine writes responses outside mu: the
+	// writer, or the loop in writeDirect. The other does not write then.
+	writing bool
+	// unwritten is what the socket did not take of the loop's last direct
+	// write; the writer writes it before anything else, then frees
+	// unwrittenFreed buffered bytes.
+	unwritten      net.Buffers
+	unwrittenFreed int64
+	// direct is writeDirect's scratch list of frames (loop only).
+	direct net.Buffers
 }
 
 func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serverConn {
 	sc := &serverConn{net: n, id: id, listener: listener, c: c}
-	sc.cond.L = &sc.mu
+	sc.room.L = &sc.mu
+	sc.work.L = &sc.mu
+	if tc, ok := c.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			sc.raw = raw
+		}
+	}
 	return sc
 }
 
@@ -178,7 +205,7 @@ func (sc *serverConn) waitForRoom() bool {
 	defer sc.mu.Unlock()
 	for !sc.closed && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) ||
 		sc.bufferedBytes >= limits.ConnectionBufferedBytesMax) {
-		sc.cond.Wait()
+		sc.room.Wait()
 	}
 	return !sc.closed
 }
@@ -190,7 +217,7 @@ func (sc *serverConn) reserve(size int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for !sc.closed && sc.bufferedBytes > 0 && sc.bufferedBytes+size > sc.net.limits.ConnectionBufferedBytesMax {
-		sc.cond.Wait()
+		sc.room.Wait()
 	}
 	if sc.closed {
 		return false
@@ -203,7 +230,7 @@ func (sc *serverConn) unreserve(size int64) {
 	sc.mu.Lock()
 	sc.bufferedBytes -= size
 	sc.mu.Unlock()
-	sc.cond.Broadcast()
+	sc.room.Broadcast()
 }
 
 // push appends a slot whose request bytes are already reserved, plus
@@ -213,7 +240,9 @@ func (sc *serverConn) push(s slot, extraBytes int64) {
 	sc.slots = append(sc.slots, s)
 	sc.bufferedBytes += extraBytes
 	sc.mu.Unlock()
-	sc.cond.Broadcast()
+	if s.answered {
+		sc.work.Signal()
+	}
 }
 
 // answer fills the first unanswered slot for correlationID (frame nil:
@@ -244,28 +273,104 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 	}
 	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced = true, frame, pieced
 	sc.bufferedBytes += sc.slots[i].responseBytes()
-	ready := i == 0
+	switch {
+	case i != 0:
+		sc.mu.Unlock()
+	case sc.directWritableLocked():
+		sc.writeDirect()
+	default:
+		sc.mu.Unlock()
+		sc.work.Signal()
+	}
+}
+
+// writerHasWorkLocked reports whether the writer has something to write: the
+// rest of a direct write, or the oldest request's answer. With mu held.
+func (sc *serverConn) writerHasWorkLocked() bool {
+	return len(sc.unwritten) > 0 || (len(sc.slots) > 0 && sc.slots[0].answered)
+}
+
+// directWritableLocked reports whether the loop may write the answered
+// responses at the head itself: nobody else is writing or has bytes left
+// to write, and they are all plain frames (a frame with regions may have to
+// wait for the disk, and goes to the writer). With mu held.
+func (sc *serverConn) directWritableLocked() bool {
+	if sc.raw == nil || sc.writing || len(sc.unwritten) > 0 {
+		return false
+	}
+	for _, s := range sc.slots {
+		if !s.answered {
+			break
+		}
+		if s.pieced.Release != nil || len(s.pieced.Pieces) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// writeDirect writes the answered responses at the head on the loop, with
+// one non-blocking writev, and leaves what the socket did not take to the
+// writer. Called with mu held (directWritableLocked); returns with it
+// released. A failed write closes the connection, as the writer's would.
+func (sc *serverConn) writeDirect() {
+	frames := sc.direct[:0]
+	var freed int64
+	for len(sc.slots) > 0 && sc.slots[0].answered {
+		s := sc.slots[0]
+		sc.slots[0] = slot{}
+		sc.slots = sc.slots[1:]
+		freed += s.requestBytes + s.responseBytes()
+		if s.frame != nil {
+			frames = append(frames, s.frame)
+		}
+	}
+	sc.writing = true
 	sc.mu.Unlock()
-	if ready {
-		sc.cond.Broadcast()
+	rest, err := writeNonBlocking(sc.raw, frames)
+	sc.mu.Lock()
+	sc.writing = false
+	if len(rest) > 0 && err == nil && !sc.closed {
+		sc.unwritten = append(sc.unwritten[:0], rest...)
+		sc.unwrittenFreed = freed
+	} else {
+		sc.bufferedBytes -= freed
+	}
+	wake := sc.writerHasWorkLocked()
+	sc.mu.Unlock()
+	clear(frames)
+	sc.direct = frames[:0]
+	sc.room.Broadcast()
+	if err != nil {
+		sc.shutdown()
+		return
+	}
+	if wake {
+		sc.work.Signal()
 	}
 }
 
 // writeLoop writes answered responses in request order: it waits until the
-// oldest request is answered, then writes every answered one in a row.
+// oldest request is answered (or a direct write left bytes), then writes
+// every answered one in a row.
 func (sc *serverConn) writeLoop() {
 	defer sc.net.goroutines.Done()
 	out := newResponseWriter(sc.c)
 	for {
 		sc.mu.Lock()
-		for !sc.closed && (len(sc.slots) == 0 || !sc.slots[0].answered) {
-			sc.cond.Wait()
+		for !sc.closed && (sc.writing || !sc.writerHasWorkLocked()) {
+			sc.work.Wait()
 		}
 		if sc.closed {
 			sc.mu.Unlock()
 			return
 		}
-		var freed int64
+		freed := sc.unwrittenFreed
+		for _, b := range sc.unwritten {
+			out.add(slot{frame: b})
+		}
+		clear(sc.unwritten)
+		sc.unwritten, sc.unwrittenFreed = sc.unwritten[:0], 0
 		for len(sc.slots) > 0 && sc.slots[0].answered {
 			s := sc.slots[0]
 			sc.slots[0] = slot{}
@@ -273,6 +378,7 @@ func (sc *serverConn) writeLoop() {
 			freed += s.requestBytes + s.responseBytes()
 			out.add(s)
 		}
+		sc.writing = true
 		sc.mu.Unlock()
 		if out.queued() {
 			if err := out.run(sc.net.loop.PostRelease); err != nil {
@@ -281,9 +387,10 @@ func (sc *serverConn) writeLoop() {
 			}
 		}
 		sc.mu.Lock()
+		sc.writing = false
 		sc.bufferedBytes -= freed
 		sc.mu.Unlock()
-		sc.cond.Broadcast()
+		sc.room.Broadcast()
 	}
 }
 
@@ -292,7 +399,8 @@ func (sc *serverConn) shutdown() {
 	sc.mu.Lock()
 	sc.closed = true
 	sc.mu.Unlock()
-	sc.cond.Broadcast()
+	sc.room.Broadcast()
+	sc.work.Broadcast()
 	sc.c.Close()
 }
 

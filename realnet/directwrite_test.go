@@ -1,0 +1,162 @@
+package realnet
+
+import (
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"strand/core/config"
+	"strand/core/env"
+)
+
+// TestDirectWritesKeepResponseOrder answers a connection's requests out of
+// order from the loop, with plain responses (which the loop writes itself
+// when the writer is idle) and responses with a Release (which only the
+// writer writes) mixed, large enough that the client's unread socket fills
+// and direct writes are cut short. The client must read every response
+// once, whole, in request order, and every Release must run.
+func TestDirectWritesKeepResponseOrder(t *testing.T) {
+	cfg, _, err := config.FromProperties(map[string]string{
+		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
+		"listener.security.protocol.map":       "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"strand.connection.buffered.bytes.max": "1073741824",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n.handler = closedHandler{}
+	server, client := tcpPair(t)
+	// Small socket buffers: a direct write of one large response is cut
+	// short, and the writer must finish it.
+	if err := server.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	sc := newServerConn(n, 7, "test", server)
+	if sc.raw == nil {
+		t.Fatal("a TCP connection has no raw descriptor: direct writes are off, the test proves nothing")
+	}
+	n.conns[7] = sc
+	n.goroutines.Add(1)
+	go sc.writeLoop()
+	defer func() { sc.shutdown(); n.goroutines.Wait() }()
+
+	const requests = 200
+	rng := rand.New(rand.NewPCG(1, 2))
+	sizes := make([]int, requests)
+	for i := range sizes {
+		sizes[i] = 8 + rng.IntN(200<<10) // up to 200 KiB: the socket fills
+	}
+	response := func(i int) []byte {
+		b := make([]byte, sizes[i])
+		binary.BigEndian.PutUint32(b, uint32(sizes[i]-4))
+		binary.BigEndian.PutUint32(b[4:], uint32(i))
+		for k := 8; k < len(b); k++ {
+			b[k] = byte(i + k)
+		}
+		return b
+	}
+	for i := range requests {
+		sc.push(slot{correlationID: int32(i)}, 0)
+	}
+	released := make(chan int, requests)
+	order := rng.Perm(requests)
+	// Answer in bursts, so that some answers find the head ready and the
+	// writer idle, and others find it busy.
+	for start := 0; start < requests; start += 10 {
+		loop.Call(func() {
+			for _, i := range order[start:min(start+10, requests)] {
+				if i%5 == 4 {
+					n.ReplyFrame(7, int32(i), env.Frame{Pieces: []env.FramePiece{{Bytes: response(i)}}, Release: func() { released <- i }})
+				} else {
+					sc.answer(int32(i), response(i))
+				}
+			}
+		})
+	}
+	client.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := range requests {
+		var prefix [8]byte
+		if _, err := io.ReadFull(client, prefix[:]); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if got := int(binary.BigEndian.Uint32(prefix[4:])); got != i {
+			t.Fatalf("response %d arrived where %d was due", got, i)
+		}
+		if size := int(binary.BigEndian.Uint32(prefix[:4])) + 4; size != sizes[i] {
+			t.Fatalf("response %d: size %d, want %d", i, size, sizes[i])
+		}
+		rest := make([]byte, sizes[i]-8)
+		if _, err := io.ReadFull(client, rest); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		for k, b := range rest {
+			if b != byte(i+k+8) {
+				t.Fatalf("response %d: byte %d is %d, want %d", i, k+8, b, byte(i+k+8))
+			}
+		}
+	}
+	for range requests / 5 {
+		select {
+		case <-released:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a written response's Release never ran")
+		}
+	}
+	waitUntil(t, "every written response's bytes leave the buffered count", 5*time.Second, func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return len(sc.slots) == 0 && sc.bufferedBytes == 0
+	})
+}
+
+// TestLoopWritesAPlainResponseItself: with no writer goroutine at all, a
+// plain response next in line reaches the client, written by the loop;
+// a response with a Release behind it waits for the writer.
+func TestLoopWritesAPlainResponseItself(t *testing.T) {
+	cfg, _, err := config.FromProperties(map[string]string{
+		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	n := newNetwork(loop, cfg, testLogger(t, 1))
+	server, client := tcpPair(t)
+	sc := newServerConn(n, 7, "test", server)
+	n.conns[7] = sc
+	sc.push(slot{correlationID: 1}, 0)
+	sc.push(slot{correlationID: 2}, 0)
+	loop.Call(func() {
+		sc.answer(1, []byte("plain"))
+		n.ReplyFrame(7, 2, env.Frame{Pieces: []env.FramePiece{{Bytes: []byte("pieced")}}, Release: func() {}})
+	})
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, len("plain"))
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "plain" {
+		t.Fatalf("read %q, %v; want the plain response, written by the loop", got, err)
+	}
+	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if k, err := client.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("read %d more bytes: the loop wrote a response with a Release", k)
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.slots) != 1 || !sc.slots[0].answered {
+		t.Fatalf("%d slots left, want the pieced response still queued for the writer", len(sc.slots))
+	}
+}
