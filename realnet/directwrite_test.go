@@ -1,6 +1,7 @@
 package realnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 
 	"strand/core/config"
 	"strand/core/env"
+	"strand/diskio"
 )
 
 // TestDirectWritesKeepResponseOrder answers a connection's requests out of
@@ -158,5 +160,82 @@ func TestLoopWritesAPlainResponseItself(t *testing.T) {
 	defer sc.mu.Unlock()
 	if len(sc.slots) != 1 || !sc.slots[0].answered {
 		t.Fatalf("%d slots left, want the pieced response still queued for the writer", len(sc.slots))
+	}
+}
+
+// TestTailRegionsAreReadAndWrittenOnTheLoop: a Fetch answer whose regions
+// are small and end near their file's end (bytes just appended, still
+// queued in diskio or just written) is read on the loop, released at once
+// and written by the loop, with no writer goroutine; a region far from the
+// end, or one big enough for sendfile, is left to the writer.
+func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
+	cfg, _, err := config.FromProperties(map[string]string{
+		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	disk, err := diskio.New(t.TempDir(), diskio.Options{Post: func(fn func()) { loop.Enqueue(fn) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { disk.Close(); disk.Wait() }()
+	var file env.File
+	head := bytes.Repeat([]byte("old."), (loopReadTailBytes+sendfileBytesMin)/4)
+	loop.Call(func() {
+		if file, err = disk.Open("segment.log", env.OpenOptions{Create: true}); err == nil {
+			err = file.Append(head)
+		}
+		if err == nil {
+			err = file.Append([]byte("just-appended"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNetwork(loop, cfg, testLogger(t, 1))
+	server, client := tcpPair(t)
+	sc := newServerConn(n, 7, "test", server)
+	n.conns[7] = sc
+	for id := range int32(3) {
+		sc.push(slot{correlationID: id}, 0)
+	}
+	tail := int64(len(head))
+	var released [3]bool // touched only on the loop
+	frame := func(i int, r env.FileRegion) env.Frame {
+		return env.Frame{Pieces: []env.FramePiece{{Bytes: []byte("hdr:")}, {Region: r}}, Release: func() { released[i] = true }}
+	}
+	var releasedAtOnce bool
+	loop.Call(func() {
+		n.ReplyFrame(7, 0, frame(0, env.FileRegion{File: file, Position: tail, Bytes: 13}))
+		n.ReplyFrame(7, 1, frame(1, env.FileRegion{File: file, Position: 0, Bytes: 4}))                                      // far from the end
+		n.ReplyFrame(7, 2, frame(2, env.FileRegion{File: file, Position: tail - sendfileBytesMin, Bytes: sendfileBytesMin})) // sendfile size
+	})
+	loop.Call(func() { releasedAtOnce = released[0] && !released[1] && !released[2] })
+	if !releasedAtOnce {
+		t.Error("want only the tail region's frame released on the loop, before any write")
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	want := "hdr:just-appended"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != want {
+		t.Fatalf("read %q, %v; want %q, written by the loop", got, err, want)
+	}
+	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if k, err := client.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("read %d more bytes with no writer running: a region far from the end or of sendfile size went out on the loop", k)
+	}
+	n.goroutines.Add(1)
+	go sc.writeLoop()
+	defer func() { sc.shutdown(); n.goroutines.Wait() }()
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest := make([]byte, 4+4+4+sendfileBytesMin)
+	if _, err := io.ReadFull(client, rest); err != nil || string(rest[:8]) != "hdr:old." {
+		t.Fatalf("the writer's part: read %q..., %v", rest[:min(len(rest), 8)], err)
 	}
 }

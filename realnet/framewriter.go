@@ -34,6 +34,26 @@ import (
 // BenchmarkRegionSend for the measurements behind it.
 const sendfileBytesMin = 16 << 10
 
+// Fetches at the log's end (a follower's, a tailing consumer's) are answered
+// with regions of bytes appended moments ago. ReplyFrame reads those on the
+// loop instead (readTailOnLoop), with env.File's ReadAt: diskio serves
+// bytes still queued for its write worker from memory, and the rest were
+// just written, so they are in the page cache. The frame is then plain
+// bytes, released at once, and the loop writes it itself like any other
+// plain response: before, each such answer woke the connection's writer,
+// which then often waited for the write worker to write the region before
+// its pread. Only regions the writer would pread anyway (below
+// sendfileBytesMin) qualify, and a frame reads at most loopReadBytesMax on
+// the loop.
+const (
+	// loopReadBytesMax bounds the region bytes one frame reads on the loop.
+	loopReadBytesMax = 64 << 10
+	// loopReadTailBytes is how close to its file's logical end a region
+	// must end to be read on the loop: appended so recently that it is
+	// still queued or in the page cache, never a disk read.
+	loopReadTailBytes = 1 << 20
+)
+
 // sendfileChunkBytes caps one sendfile call, so that a huge region does not
 // hold the socket's poll registration for long in one call.
 const sendfileChunkBytes = 1 << 30
@@ -74,6 +94,44 @@ func materialiseOnLoop(frame env.Frame) (env.Frame, error) {
 		out.Pieces[i] = env.FramePiece{Bytes: data}
 	}
 	return out, nil
+}
+
+// readTailOnLoop returns frame with its regions replaced by their bytes,
+// read on the loop, when they are all small regions at their files' ends
+// (see loopReadTailBytes); otherwise it returns false and frame unchanged.
+// It runs on the event loop (env.File's goroutine).
+func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
+	var regionBytes int64
+	regions := 0
+	for _, p := range frame.Pieces {
+		r := p.Region
+		if r.File == nil {
+			continue
+		}
+		regions++
+		regionBytes += r.Bytes
+		if r.Bytes >= sendfileBytesMin || regionBytes > loopReadBytesMax || r.Position+r.Bytes < r.File.Size()-loopReadTailBytes {
+			return frame, false
+		}
+	}
+	if regions == 0 {
+		return frame, false
+	}
+	data := make([]byte, 0, regionBytes)
+	out := env.Frame{Pieces: make([]env.FramePiece, 0, len(frame.Pieces))}
+	for _, p := range frame.Pieces {
+		if p.Region.File == nil {
+			out.Pieces = append(out.Pieces, p)
+			continue
+		}
+		at := len(data)
+		var err error
+		if data, err = (env.Frame{Pieces: []env.FramePiece{p}}).AppendTo(data); err != nil {
+			return frame, false // the writer's read reports it
+		}
+		out.Pieces = append(out.Pieces, env.FramePiece{Bytes: data[at:len(data):len(data)]})
+	}
+	return out, true
 }
 
 // responseWriter writes a run of answered slots: byte pieces gathered into

@@ -172,6 +172,13 @@ func (n *Network) ReplyFrame(conn env.ConnID, correlationID int32, frame env.Fra
 		sc.shutdown()
 		return
 	}
+	if read, ok := readTailOnLoop(frame); ok {
+		// The bytes are copied: the regions need no pin any more.
+		if frame.Release != nil {
+			n.loop.Defer(frame.Release)
+		}
+		frame = read
+	}
 	sc.answerWith(correlationID, nil, frame)
 }
 

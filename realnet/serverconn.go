@@ -292,8 +292,9 @@ func (sc *serverConn) writerHasWorkLocked() bool {
 
 // directWritableLocked reports whether the loop may write the answered
 // responses at the head itself: nobody else is writing or has bytes left
-// to write, and they are all plain frames (a frame with regions may have to
-// wait for the disk, and goes to the writer). With mu held.
+// to write, and they are all plain bytes without a Release (a frame with
+// regions may have to wait for the disk, and goes to the writer, which
+// posts its Release). With mu held.
 func (sc *serverConn) directWritableLocked() bool {
 	if sc.raw == nil || sc.writing || len(sc.unwritten) > 0 {
 		return false
@@ -302,8 +303,13 @@ func (sc *serverConn) directWritableLocked() bool {
 		if !s.answered {
 			break
 		}
-		if s.pieced.Release != nil || len(s.pieced.Pieces) > 0 {
+		if s.pieced.Release != nil {
 			return false
+		}
+		for _, p := range s.pieced.Pieces {
+			if p.Region.File != nil {
+				return false
+			}
 		}
 	}
 	return true
@@ -323,6 +329,9 @@ func (sc *serverConn) writeDirect() {
 		freed += s.requestBytes + s.responseBytes()
 		if s.frame != nil {
 			frames = append(frames, s.frame)
+		}
+		for _, p := range s.pieced.Pieces {
+			frames = append(frames, p.Bytes)
 		}
 	}
 	sc.writing = true
