@@ -68,6 +68,8 @@ func checkAcceptedOrExplained(t *testing.T, b []byte) {
 			t.Fatalf("franz-go disagrees with an accepted header: %v, %+v", err, rb)
 		}
 	}
+	_, _, _, findErr := FindRecordByTimestamp(b, testNowMs, 0, fuzzLimits().DecompressedBytesMax)
+	mustBeBatchError(t, "FindRecordByTimestamp", findErr)
 	info, err := CheckProduced(b, fuzzLimits())
 	mustBeBatchError(t, "CheckProduced", err)
 	if !bytes.Equal(b, original) {
@@ -83,6 +85,14 @@ func checkAcceptedOrExplained(t *testing.T, b []byte) {
 		h.BaseOffset != 0 || h.IsControl() || info.MaxTimestampOffsetDelta < -1 || info.MaxTimestampOffsetDelta > h.LastOffsetDelta ||
 		(info.MaxTimestampOffsetDelta == -1) != (info.MaxTimestamp == NoTimestamp) {
 		t.Fatalf("CheckProduced accepted with inconsistent info %+v for header %+v", info, h)
+	}
+	// The record ListOffsets finds for the max timestamp is the one
+	// CheckProduced names: the first carrying it.
+	if info.MaxTimestamp != NoTimestamp && info.MaxTimestamp == h.MaxTimestamp {
+		offset, ts, found, err := FindRecordByTimestamp(b, info.MaxTimestamp, 0, fuzzLimits().DecompressedBytesMax)
+		if err != nil || !found || ts != info.MaxTimestamp || offset != h.BaseOffset+int64(info.MaxTimestampOffsetDelta) {
+			t.Fatalf("FindRecordByTimestamp(max %d) = (%d, %d, %v, %v), want offset delta %d", info.MaxTimestamp, offset, ts, found, err, info.MaxTimestampOffsetDelta)
+		}
 	}
 }
 

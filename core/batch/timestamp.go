@@ -29,6 +29,9 @@ func FindRecordByTimestamp(b []byte, timestampMs, minOffset int64, decompressedB
 	if h.MaxTimestamp < timestampMs || h.LastOffset() < minOffset {
 		return 0, 0, false, nil
 	}
+	if c := h.Codec(); c > CodecZstd {
+		return 0, 0, false, &Error{"attributes", fmt.Sprintf("unknown compression codec %d", c), codeUnsupportedCompression}
+	}
 	records := b[HeaderBytes:]
 	if h.Codec() != CodecNone {
 		if records, err = decompress(h.Codec(), records, decompressedBytesMax); err != nil {
