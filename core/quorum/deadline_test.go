@@ -54,6 +54,9 @@ func drawPeerMessage(t *rapid.T, r *Raft) Message {
 	if r.role == Leader && rapid.Bool().Draw(t, "toTheLeader") {
 		kind = rapid.SampledFrom([]int{3, 4, 4}).Draw(t, "leaderKind") // its followers' acknowledgements and fetches
 	}
+	if r.fetchOutstanding && r.leader > 1 && rapid.Bool().Draw(t, "answerTheFetch") {
+		kind, m.From = 5, r.leader // mostly its leader's answer to the fetch in flight
+	}
 	switch kind {
 	case 0:
 		m.Type, m.PreVote = MsgVote, rapid.Bool().Draw(t, "preVote")
@@ -77,7 +80,7 @@ func drawPeerMessage(t *rapid.T, r *Raft) Message {
 		}
 		m.MaxWaitMs = rapid.SampledFrom([]int64{0, DefaultFetchMaxWaitMs}).Draw(t, "maxWait")
 	case 5:
-		m.Type, m.Ref, m.LeaderID = MsgFetchResp, r.fetchRef, from
+		m.Type, m.Ref, m.LeaderID = MsgFetchResp, r.fetchRef, m.From
 		m.ErrorCode = rapid.SampledFrom([]int16{errNone, errNone, errNotLeaderOrFollower}).Draw(t, "fetchError")
 		m.HighWatermark = rapid.Int64Range(0, r.log.endOffset()+1).Draw(t, "hw")
 		for i := range rapid.IntRange(0, 2).Draw(t, "entries") {
@@ -115,16 +118,28 @@ func TestTickBeforeTheDeadlineDoesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		nowMs := int64(0)
-		if rapid.Bool().Draw(t, "elected") { // start as the leader, which random messages seldom make it
+		// Start unattached, or as a candidate or the leader, which random
+		// messages seldom make it.
+		start := rapid.SampledFrom([]Role{Follower, Candidate, Leader, Leader}).Draw(t, "start")
+		if start != Follower {
 			nowMs = r.NextDeadlineMs()
 			r.Tick(nowMs)
-			for _, preVote := range []bool{true, false} {
+			for _, preVote := range []bool{true, false}[:int(start-Prospective)] {
 				for _, v := range voters[1 : len(voters)/2+1] {
 					r.Step(nowMs, Message{Type: MsgVoteResp, From: v, To: 1, Epoch: r.Epoch(), LeaderID: -1, PreVote: preVote, Granted: true})
 				}
 			}
-			if r.Role() != Leader {
-				t.Fatalf("not elected: %v in epoch %d", r.Role(), r.Epoch())
+			if r.Role() != start {
+				t.Fatalf("%v in epoch %d, want %v", r.Role(), r.Epoch(), start)
+			}
+		}
+		if start == Leader {
+			if rapid.Bool().Draw(t, "parked") { // a caught-up follower's fetch waits
+				r.Step(nowMs, Message{Type: MsgFetch, From: 2, To: 1, Epoch: r.Epoch(), LeaderID: 1,
+					FetchOffset: r.EndOffset(), LastFetchedEpoch: r.Epoch(), MaxWaitMs: DefaultFetchMaxWaitMs})
+				if len(r.parked) != 1 {
+					t.Fatalf("a caught-up fetch was not parked: %d parked", len(r.parked))
+				}
 			}
 		}
 		tickEarly := func(atMs int64) {
