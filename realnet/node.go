@@ -36,6 +36,10 @@ type Options struct {
 	// of binding Config.Listeners' addresses: tests bind port 0 first so
 	// that the ports can be written into every node's configuration.
 	Listeners map[string]net.Listener
+	// ClusterID is the cluster.id the log directories were formatted
+	// with, which Metadata and DescribeCluster report; empty derives it
+	// from the quorum voters (broker.Config.ClusterID).
+	ClusterID string
 }
 
 // Node is one running Strand process: the core node on its event loop, its
@@ -136,7 +140,7 @@ func Start(opts Options) (*Node, error) {
 
 	var err error
 	n.loop.Call(func() {
-		coreCfg := broker.Config{Broker: cfg, OnInitialCatchUp: n.serveWaitingListeners, Log: newCoreLogger(logger)}
+		coreCfg := broker.Config{Broker: cfg, ClusterID: opts.ClusterID, OnInitialCatchUp: n.serveWaitingListeners, Log: newCoreLogger(logger)}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
 			n.net.setHandler(n.core, n.core.AdvertisedVersions(), n.core.AcceptedVersions())

@@ -21,7 +21,7 @@ const shutdownTimeout = 30 * time.Second
 // and returns.
 func runBroker(ctx context.Context, cfg config.Broker, clusterID string, logger *slog.Logger) error {
 	logger = logger.With("node.id", int32(cfg.NodeID))
-	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger})
+	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger, ClusterID: clusterID})
 	if err != nil {
 		return fmt.Errorf("starting node %d (cluster %s): %w", cfg.NodeID, clusterID, err)
 	}

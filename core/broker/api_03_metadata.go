@@ -15,8 +15,10 @@ package broker
 // LEADER_NOT_AVAILABLE. __consumer_offsets is marked internal; it is
 // created by FindCoordinator, never auto-created by Metadata.
 //
+// The cluster id (v2+) is Config.ClusterID (clusterID).
+//
 // Skipped: authorized operations (always -2147483648, "not requested"),
-// racks, the cluster id (nil until meta.properties carries one).
+// racks.
 
 import (
 	"slices"
@@ -24,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/metadata"
@@ -32,6 +35,8 @@ import (
 func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers, resp.ControllerID = n.liveBrokers()
+	clusterID := n.clusterID()
+	resp.ClusterID = &clusterID
 	if req.Topics == nil {
 		for _, t := range n.image.Topics() {
 			resp.Topics = append(resp.Topics, n.topicMetadata(t))
@@ -90,6 +95,16 @@ func (n *Node) liveBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 		}
 	}
 	return brokers, controllerID
+}
+
+// clusterID is the id Metadata and DescribeCluster report: Config.ClusterID,
+// else the one derived from the quorum voters, as `strand serve` formats
+// directories when given none.
+func (n *Node) clusterID() string {
+	if n.cfg.ClusterID != "" {
+		return n.cfg.ClusterID
+	}
+	return config.DeriveClusterID(n.cfg.Broker.QuorumVoters)
 }
 
 // lookupTopic finds a requested topic by name, or by id when no name is

@@ -4,11 +4,10 @@ package broker
 //
 // Served: the unfenced brokers with their endpoint on the first advertised
 // listener, and the controller id chosen as Metadata chooses it
-// (api_03_metadata.go). EndpointType 2 (controllers) is refused with
-// UNSUPPORTED_ENDPOINT_TYPE.
+// (api_03_metadata.go), and the cluster id as Metadata reports it.
+// EndpointType 2 (controllers) is refused with UNSUPPORTED_ENDPOINT_TYPE.
 //
-// Skipped: the cluster id (empty until meta.properties reaches the core),
-// authorized operations, racks, fenced brokers (v2).
+// Skipped: authorized operations, racks, fenced brokers (v2).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +26,7 @@ func (n *Node) handleDescribeCluster(conn env.ConnID, hdr env.RequestHeader, req
 	}
 	brokers, controllerID := n.liveBrokers()
 	resp.ControllerID = controllerID
+	resp.ClusterID = n.clusterID()
 	for _, b := range brokers {
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port

@@ -40,6 +40,13 @@ type Config struct {
 	// incarnation. realnet starts serving the broker listeners then. It
 	// never runs on a node without the broker role.
 	OnInitialCatchUp func()
+	// ClusterID is the cluster.id the node's log directories were
+	// formatted with (meta.properties), which Metadata (v2+) and
+	// DescribeCluster report, as Kafka's brokers do; clients such as
+	// kafka-go and sarama show it. Empty means the id an unformatted
+	// `strand serve` would derive from controller.quorum.voters
+	// (config.DeriveClusterID).
+	ClusterID string
 	// Log receives the node's operator log lines (SPEC.md §2.4):
 	// the environment binds the node id and stamps the time. The zero Log
 	// discards them.
