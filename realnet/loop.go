@@ -204,9 +204,26 @@ func (l *Loop) execute(eventsMax int) {
 			l.room.Signal()
 		}
 		l.mu.Unlock()
-		ev.fn()
-		l.runDeferred()
+		l.run(ev)
 	}
+}
+
+// run runs one event and what it deferred. An event that panics (a broken
+// invariant of the core) stops the loop on its way up: the goroutine it
+// unwinds may be a connection reader whose deferred cleanup posts, and with
+// their executor gone, posters waiting for room in a full queue would wait
+// forever, the panicking one among them, and the process would hang with
+// the panic unreported instead of crashing.
+func (l *Loop) run(ev event) {
+	completed := false
+	defer func() {
+		if !completed {
+			l.Stop()
+		}
+	}()
+	ev.fn()
+	l.runDeferred()
+	completed = true
 }
 
 // RunReleases runs, on the caller's goroutine, the releases the loop did
@@ -274,8 +291,8 @@ func (l *Loop) Call(fn func()) bool {
 // Run is the loop's own goroutine: it runs the queue whenever an executor
 // hands it over (or Enqueue wakes it), until Stop; then it waits for an
 // executor still in an event and returns. A panic in an event propagates,
-// on whichever goroutine ran it: it is a broken invariant of the core, and
-// the process must not limp on.
+// on whichever goroutine ran it, after stopping the loop (run): it is a
+// broken invariant of the core, and the process must not limp on.
 func (l *Loop) Run() {
 	defer close(l.exited)
 	for {
