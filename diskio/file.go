@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,6 +40,9 @@ type File struct {
 	poisoned bool
 	// writes is the file's queued appends (writer.go).
 	writes fileWrites
+	// lastAppend is when Append last took bytes (zero before any), for
+	// AppendedWithin. Append and its readers run on the event loop.
+	lastAppend time.Time
 }
 
 var _ env.File = (*File)(nil)
@@ -107,6 +111,9 @@ func (f *File) Append(p []byte) error {
 	if err != nil {
 		return err
 	}
+	if len(p) > 0 {
+		f.lastAppend = time.Now()
+	}
 	if queued {
 		f.size += int64(len(p))
 		return nil
@@ -121,6 +128,15 @@ func (f *File) Append(p []byte) error {
 		return wrapErr("append", f.path, fmt.Errorf("wrote %d of %d bytes: %w", n, len(p), err))
 	}
 	return nil
+}
+
+// AppendedWithin reports whether Append took bytes within the last d: the
+// file is being appended to, so the bytes near its end are queued or in the
+// page cache. realnet reads such tails on the event loop; a segment that
+// stopped growing long ago may be cold, and a read of it would stall the
+// loop on the device. Call it on the event loop, as Append.
+func (f *File) AppendedWithin(d time.Duration) bool {
+	return !f.lastAppend.IsZero() && time.Since(f.lastAppend) <= d
 }
 
 // WriteAt writes p at offset off, extending the file if needed; an empty p

@@ -239,3 +239,37 @@ func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 		t.Fatalf("the writer's part: read %q..., %v", rest[:min(len(rest), 8)], err)
 	}
 }
+
+// TestTailOfAFileNoLongerAppendedToIsLeftToTheWriter: only files appended
+// to lately have their tails read on the loop; the tail of a segment that
+// stopped growing (rolled, and read by a consumer catching up from far
+// behind) may be cold, and a read of it must not stall the loop.
+func TestTailOfAFileNoLongerAppendedToIsLeftToTheWriter(t *testing.T) {
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	disk, err := diskio.New(t.TempDir(), diskio.Options{Post: func(fn func()) { loop.Enqueue(fn) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { disk.Close(); disk.Wait() }()
+	var file env.File
+	loop.Call(func() {
+		if file, err = disk.Open("segment.log", env.OpenOptions{Create: true}); err == nil {
+			err = file.Append([]byte("tail"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := env.Frame{Pieces: []env.FramePiece{{Region: env.FileRegion{File: file, Position: 0, Bytes: 4}}}}
+	var readNow, readLater bool
+	loop.Call(func() { _, readNow = readTailOnLoop(frame) })
+	defer func(d time.Duration) { loopReadAppendedWithin = d }(loopReadAppendedWithin)
+	loopReadAppendedWithin = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	loop.Call(func() { _, readLater = readTailOnLoop(frame) })
+	if !readNow || readLater {
+		t.Fatalf("read on the loop just after the append: %v, %v after it stopped growing; want true, false", readNow, readLater)
+	}
+}

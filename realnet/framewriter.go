@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,18 @@ const (
 	loopReadTailBytes = 1 << 20
 )
 
+// loopReadAppendedWithin is how recently a file must have been appended to
+// for its tail to be read on the loop (tailFile): a segment rolled long ago,
+// whose tail a consumer catching up from far behind reads, may no longer be
+// in the page cache, and its read goes to the writer like any other.
+var loopReadAppendedWithin = 10 * time.Second
+
+// tailFile is a file that says whether it is being appended to: diskio's.
+// Regions of other files are never read on the loop.
+type tailFile interface {
+	AppendedWithin(d time.Duration) bool
+}
+
 // sendfileChunkBytes caps one sendfile call, so that a huge region does not
 // hold the socket's poll registration for long in one call.
 const sendfileChunkBytes = 1 << 30
@@ -97,8 +110,9 @@ func materialiseOnLoop(frame env.Frame) (env.Frame, error) {
 }
 
 // readTailOnLoop returns frame with its regions replaced by their bytes,
-// read on the loop, when they are all small regions at their files' ends
-// (see loopReadTailBytes); otherwise it returns false and frame unchanged.
+// read on the loop, when they are all small regions at the ends of files
+// appended to lately (see loopReadTailBytes, loopReadAppendedWithin);
+// otherwise it returns false and frame unchanged.
 // It runs on the event loop (env.File's goroutine).
 func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
 	var regionBytes int64
@@ -111,6 +125,9 @@ func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
 		regions++
 		regionBytes += r.Bytes
 		if r.Bytes >= sendfileBytesMin || regionBytes > loopReadBytesMax || r.Position+r.Bytes < r.File.Size()-loopReadTailBytes {
+			return frame, false
+		}
+		if tf, ok := r.File.(tailFile); !ok || !tf.AppendedWithin(loopReadAppendedWithin) {
 			return frame, false
 		}
 	}
