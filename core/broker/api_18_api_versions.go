@@ -1,10 +1,10 @@
 package broker
 
-// ApiVersions (key 18), versions 0..3.
+// ApiVersions (key 18), versions 0..4.
 //
 // Served: the advertised table (api_versions.go) for this node's roles;
-// KIP-511: a version above 3 gets a v0 body with UNSUPPORTED_VERSION and the
-// full table (node.go, HandleRequest), so the client retries with v3.
+// KIP-511: a version above 4 gets a v0 body with UNSUPPORTED_VERSION and the
+// full table (node.go, HandleRequest), so the client retries with v4.
 // ClientSoftwareName/Version (v3) are accepted and not validated.
 //
 // Skipped: finalized features (KIP-584) and throttling.

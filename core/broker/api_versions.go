@@ -35,7 +35,10 @@ type apiRange struct {
 //     CreatePartitions v0..v3, AlterConfigs v0..v2 and
 //     IncrementalAlterConfigs v0..v1, served by core/controller (forwarded
 //     by broker-only nodes).
-//   - ApiVersions v0..v3 (v3 is KIP-511's flexible version).
+//   - ApiVersions v0..v4 (v3 is KIP-511's flexible version; v4, Kafka
+//     3.9's, only lets a SupportedFeatures MinVersion be 0 (KAFKA-17011),
+//     and Strand lists no features: the body is v3's. sarama at its newest
+//     Version asks v4 first and retries v3 on every connection otherwise).
 //   - DeleteRecords v0..v2, DescribeConfigs v0..v4, DescribeCluster v0..v1:
 //     admin tools (kcat -L, kgo's kadm).
 //   - InitProducerId v0..v4 for the idempotent producer, kgo's and
@@ -51,7 +54,7 @@ var clientAPIs = []apiRange{
 	{kmsg.Fetch.Int16(), 4, fetchEncodedVersionMax},
 	{kmsg.ListOffsets.Int16(), 1, 7},
 	{kmsg.Metadata.Int16(), 1, 12},
-	{kmsg.ApiVersions.Int16(), 0, 3},
+	{kmsg.ApiVersions.Int16(), 0, 4},
 	{kmsg.CreateTopics.Int16(), 2, 7},
 	{kmsg.DeleteTopics.Int16(), 1, 6},
 	{kmsg.CreatePartitions.Int16(), 0, 3},
@@ -82,7 +85,7 @@ func groupAPIs() []apiRange {
 // listener advertises them. DescribeQuorum (55) is not served.
 var controllerAPIs = []apiRange{
 	{kmsg.Fetch.Int16(), 4, 12},
-	{kmsg.ApiVersions.Int16(), 0, 3},
+	{kmsg.ApiVersions.Int16(), 0, 4},
 	{kmsg.CreateTopics.Int16(), 2, 7},
 	{kmsg.DeleteTopics.Int16(), 1, 6},
 	{kmsg.CreatePartitions.Int16(), 0, 3},

@@ -57,7 +57,7 @@ func TestAPIVersionsAdvertisesWhatClientsNeed(t *testing.T) {
 	for _, k := range resp.ApiKeys {
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
-	want := map[int16][2]int16{0: {3, 11}, 1: {4, 16}, 2: {1, 7}, 3: {1, 12}, 18: {0, 3}, 19: {2, 7}, 23: {0, 4}}
+	want := map[int16][2]int16{0: {3, 11}, 1: {4, 16}, 2: {1, 7}, 3: {1, 12}, 18: {0, 4}, 19: {2, 7}, 23: {0, 4}}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("key %d: advertised %v, want %v", k, got[k], v)
@@ -65,6 +65,11 @@ func TestAPIVersionsAdvertisesWhatClientsNeed(t *testing.T) {
 	}
 	if _, ok := got[68]; ok {
 		t.Errorf("advertises ConsumerGroupHeartbeat (68), which is not served")
+	}
+	// sarama at its newest Version asks v4 first, as Kafka 3.9+ serves it.
+	req.SetVersion(4)
+	if v4 := c.request(1, req).(*kmsg.ApiVersionsResponse); v4.ErrorCode != 0 || len(v4.ApiKeys) != len(resp.ApiKeys) {
+		t.Errorf("ApiVersions v4: error %d, %d keys; want the v3 table of %d keys", v4.ErrorCode, len(v4.ApiKeys), len(resp.ApiKeys))
 	}
 	// kafka-go's fixed versions and kafkajs's maximums fall inside.
 	for _, kv := range [][2]int16{{1, 5}, {1, 10}, {0, 3}, {0, 7}, {3, 1}, {3, 6}, {2, 1}, {1, 11}, {2, 3}} {
@@ -77,14 +82,14 @@ func TestAPIVersionsAdvertisesWhatClientsNeed(t *testing.T) {
 func TestAPIVersionsKIP511Downgrade(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	req := kmsg.NewPtrApiVersionsRequest()
-	req.SetVersion(4) // kmsg knows v4; the node advertises up to v3
+	req.SetVersion(5) // kmsg knows v5 (KIP-1242); the node advertises up to v4
 	resp := c.request(1, req).(*kmsg.ApiVersionsResponse)
 	if resp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("error %d, want UNSUPPORTED_VERSION", resp.ErrorCode)
 	}
 	i := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == 18 })
-	if i < 0 || resp.ApiKeys[i].MaxVersion != 3 {
-		t.Fatalf("KIP-511 answer lacks ApiVersions v3: %+v", resp.ApiKeys)
+	if i < 0 || resp.ApiKeys[i].MaxVersion != 4 {
+		t.Fatalf("KIP-511 answer lacks ApiVersions v4: %+v", resp.ApiKeys)
 	}
 }
 
