@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -175,7 +176,9 @@ func (l *Log) persistEpochs(done func(error)) {
 	if l.epochs.version != l.epochVersionWritten {
 		l.epochVersionWritten = l.epochs.version
 		l.epochWriter.Write(checkpoint.EncodeEpochs(l.epochs.entries), func(err error) {
-			if err != nil {
+			// A write Close abandoned (the partition stopped, its topic
+			// deleted) reports env.ErrClosed: nothing failed.
+			if err != nil && !errors.Is(err, env.ErrClosed) {
 				_ = l.fail(err) // recorded; every later call reports it
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -1274,6 +1275,34 @@ func TestTornTimeIndexRewriteAfterRoll(t *testing.T) {
 	}
 	if got, found, err := l.OffsetForTimestamp(250, testDecompressedBytesMax); err != nil || !found || got.Offset != 2 {
 		t.Fatalf("OffsetForTimestamp(250) = %+v, %v, %v; want offset 2", got, found, err)
+	}
+}
+
+// TestCloseWithCheckpointWriteInFlightIsNoFailure: a log closed while its
+// leader-epoch-checkpoint write waits (a deleted topic's partition, as
+// sarama's DeleteRecords then DeleteTopic did on a 1-node cluster) must not
+// log a storage failure nor enter the failed state when the abandoned write
+// completes.
+func TestCloseWithCheckpointWriteInFlightIsNoFailure(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{NowMs: 1})
+	for disk.RunPending() > 0 {
+	}
+	var got lines
+	l.SetLogger(env.NewLog(&got))
+	appendLeader(t, l, 1, 100, 3) // a new epoch: a checkpoint write starts
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for disk.RunPending() > 0 {
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("closed log failed: %v", err)
+	}
+	for _, line := range got {
+		if line.level >= slog.LevelError {
+			t.Fatalf("closing logged %+v", line)
+		}
 	}
 }
 
