@@ -7,21 +7,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// deleteRecords asks node to delete topic's partition 0 up to offset (-1:
+// the HW) with DeleteRecords v2, waiting at most timeoutMs for the replicas.
+func (c *cluster) deleteRecords(node int32, topic string, offset int64, timeoutMs int32) kmsg.DeleteRecordsResponseTopicPartition {
+	c.t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.SetVersion(2)
+	req.TimeoutMillis = timeoutMs
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Offset = offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return c.request(node, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+}
+
 func TestDeleteRecordsMovesLogStartOnEveryReplica(t *testing.T) {
 	c := threeNodes(t)
 	for _, v := range []string{"a", "b", "c"} {
 		c.produce(2, "r", 0, -1, recordBatch(v))
 	}
 	del := func(offset int64) kmsg.DeleteRecordsResponseTopicPartition {
-		req := kmsg.NewPtrDeleteRecordsRequest()
-		req.SetVersion(2)
-		rt := kmsg.NewDeleteRecordsRequestTopic()
-		rt.Topic = "r"
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Offset = offset
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return c.request(2, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+		return c.deleteRecords(2, "r", offset, 15000)
 	}
 	if r := del(5); r.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("delete beyond the HW: %v", kerr.ErrorForCode(r.ErrorCode))
@@ -59,16 +67,7 @@ func TestDeleteRecordsWaitsForLiveFollowers(t *testing.T) {
 		}
 	}
 	del := func(offset int64, timeoutMs int32) kmsg.DeleteRecordsResponseTopicPartition {
-		req := kmsg.NewPtrDeleteRecordsRequest()
-		req.SetVersion(2)
-		req.TimeoutMillis = timeoutMs
-		rt := kmsg.NewDeleteRecordsRequestTopic()
-		rt.Topic = "r"
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Offset = offset
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return c.request(2, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+		return c.deleteRecords(2, "r", offset, timeoutMs)
 	}
 	logStart := func(id int32) int64 { return c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogStartOffset() }
 

@@ -85,18 +85,7 @@ func TestListOffsets(t *testing.T) {
 			t.Fatalf("produce: %d", r.ErrorCode)
 		}
 	}
-	ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.SetVersion(7)
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Timestamp = ts
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return c.request(1, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
-	}
+	ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition { return c.listOffset(1, "t", 0, ts) }
 	cases := []struct {
 		name   string
 		ts     int64
@@ -115,6 +104,23 @@ func TestListOffsets(t *testing.T) {
 	}
 }
 
+// listOffset asks node for partition p of topic at timestamp ts (or -1
+// latest, -2 earliest, -3 max timestamp) with ListOffsets v7, as a consumer
+// that knows no leader epoch.
+func (c *cluster) listOffset(node int32, topic string, p int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	c.t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(7)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return c.request(node, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+}
+
 // TestListOffsetsFindsTheRecord: a lookup by timestamp answers the exact
 // record inside a compressed batch, with that record's timestamp, as Kafka
 // does; MAX_TIMESTAMP the first record carrying the largest timestamp
@@ -131,18 +137,7 @@ func TestListOffsetsFindsTheRecord(t *testing.T) {
 	if r := c.produce(1, "t", 0, 1, batch.Build(spec)); r.ErrorCode != 0 {
 		t.Fatalf("produce: %d", r.ErrorCode)
 	}
-	ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.SetVersion(7)
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return c.request(1, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
-	}
+	ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition { return c.listOffset(1, "t", 0, ts) }
 	for _, tc := range []struct {
 		ts, offset, timestamp int64
 	}{
