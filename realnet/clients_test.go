@@ -151,19 +151,11 @@ func (l *memberLedger) distinct() int {
 	return len(l.by)
 }
 
-// consumedFrom returns the partitions member consumed from since the last
-// resetPartitions, sorted.
+// consumedFrom returns the partitions member consumed from, sorted.
 func (l *memberLedger) consumedFrom(member int) []int32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Sorted(maps.Keys(l.partitions[member]))
-}
-
-// resetPartitions forgets which partitions each member consumed from.
-func (l *memberLedger) resetPartitions() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partitions = map[int]map[int32]bool{}
 }
 
 // checkPhase waits until total distinct positions were consumed, then a

@@ -354,12 +354,12 @@ func saramaAdmin(t *testing.T, c interopCluster, version sarama.KafkaVersion, rf
 		t.Fatalf("list topics: %s's retention.ms is %v; want %s", topic, r, retention)
 	}
 
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
-	if err != nil {
-		t.Fatalf("describe config: %v", err)
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic}}, sarama.DescribeConfigsOptions{})
+	if err != nil || len(results) != 1 || results[0].ErrorCode != sarama.ErrNoError {
+		t.Fatalf("describe configs: %v, %+v", err, results)
 	}
 	byName := map[string]sarama.ConfigEntry{}
-	for _, e := range entries {
+	for _, e := range results[0].Configs {
 		byName[e.Name] = e
 	}
 	if e, ok := byName["retention.ms"]; !ok || e.Value != retention || e.Default {
