@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"strand/core/config"
 	"strand/core/env"
 	"strand/diskio"
 )
@@ -21,15 +20,7 @@ import (
 // and direct writes are cut short. The client must read every response
 // once, whole, in request order, and every Release must run.
 func TestDirectWritesKeepResponseOrder(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map":       "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"strand.connection.buffered.bytes.max": "1073741824",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, map[string]string{"strand.connection.buffered.bytes.max": "1073741824"})
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
@@ -126,14 +117,7 @@ func TestDirectWritesKeepResponseOrder(t *testing.T) {
 // plain response next in line reaches the client, written by the loop;
 // a response with a Release behind it waits for the writer.
 func TestLoopWritesAPlainResponseItself(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
@@ -169,14 +153,7 @@ func TestLoopWritesAPlainResponseItself(t *testing.T) {
 // and written by the loop, with no writer goroutine; a region far from the
 // end, or one big enough for sendfile, is left to the writer.
 func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()

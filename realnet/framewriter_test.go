@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -209,17 +210,27 @@ func TestMaterialiseOnLoopOnlyPlainFiles(t *testing.T) {
 	}
 }
 
-// A frame the writer never sends is still released, on the loop: answered
-// on a connection already closed, or queued when its connection ends.
-func TestUnsentFramesAreReleased(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
+// networkTestConfig is the configuration of a broker-only node 1 for tests
+// that build a Network by hand, with extra properties on top.
+func networkTestConfig(t *testing.T, extra map[string]string) config.Broker {
+	t.Helper()
+	props := map[string]string{
 		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
 		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	})
+	}
+	maps.Copy(props, extra)
+	cfg, _, err := config.FromProperties(props)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// A frame the writer never sends is still released, on the loop: answered
+// on a connection already closed, or queued when its connection ends.
+func TestUnsentFramesAreReleased(t *testing.T) {
+	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()

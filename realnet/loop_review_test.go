@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strand/core/config"
 	"strand/core/env"
 	"strand/core/wire"
 )
@@ -127,14 +126,7 @@ func (h *stressHandler) HandleClosed(conn env.ConnID) {
 // stressNetwork serves a Network with a stressHandler on a fresh loop.
 func stressNetwork(t *testing.T) (*Loop, *Network, *stressHandler, net.Addr) {
 	t.Helper()
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
 	go loop.Run()
 	n := newNetwork(loop, cfg, testLogger(t, 1))
@@ -320,14 +312,7 @@ func TestReviewLoopStressManyConnections(t *testing.T) {
 // every request whole and in correlation order, and every callback must
 // get its answer, once, in send order.
 func TestReviewPeerRequestsStayInOrder(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -442,15 +427,7 @@ func peerSoftwareName(i int32) string {
 // writer holds, stalling every connection of the node). Then the client
 // reads both, in order.
 func TestReviewLoopNeverWaitsOnASlowClient(t *testing.T) {
-	cfg, _, err := config.FromProperties(map[string]string{
-		"node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": "2@127.0.0.1:9",
-		"listener.security.protocol.map":       "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"strand.connection.buffered.bytes.max": "1073741824",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := networkTestConfig(t, map[string]string{"strand.connection.buffered.bytes.max": "1073741824"})
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
