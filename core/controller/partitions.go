@@ -4,11 +4,11 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/env"
 	"strand/core/metadata"
 	"strand/core/replica"
 )
@@ -105,24 +105,12 @@ func (c *Controller) logElection(tp metadata.TopicPartition, cur metadata.Partit
 	attrs := []slog.Attr{slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)),
 		slog.Int("previous_leader", int(cur.Leader)), slog.Int("leader", int(next.LeaderID)),
 		slog.Int("previous_leader_epoch", int(cur.LeaderEpoch)), slog.String("election", electionName(kind)),
-		slog.String("isr", idList(next.ISR))}
+		env.IDs("isr", next.ISR)}
 	if level == slog.LevelWarn {
 		c.cfg.Log.Warn("partition leader changed", attrs...)
 		return
 	}
 	c.cfg.Log.Info("partition leader changed", attrs...)
-}
-
-// idList formats replica ids as Kafka's logs do: "1,2,3".
-func idList(ids []int32) string {
-	var b strings.Builder
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(int(id)))
-	}
-	return b.String()
 }
 
 // electionName names how a leader was chosen, for the log.

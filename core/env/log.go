@@ -1,6 +1,10 @@
 package env
 
-import "log/slog"
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+)
 
 // Logger is the fourth door: where the core writes the log lines an operator
 // reads (leader elections, ISR changes, truncations, storage failures, group
@@ -79,4 +83,17 @@ func (l Log) log(level slog.Level, msg string, attrs []slog.Attr) {
 	line = append(line, l.bound...)
 	line = append(line, attrs...)
 	l.logger.Log(level, msg, line)
+}
+
+// IDs is an attribute holding broker or replica ids as Kafka's logs write
+// them: "1,2,3".
+func IDs(key string, ids []int32) slog.Attr {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(id)))
+	}
+	return slog.String(key, b.String())
 }

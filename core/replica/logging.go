@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/core/env"
 )
 
 // This file holds the partition's operator log lines (Config.Log), worded
@@ -26,7 +28,7 @@ func (p *Partition) logTransition(before PartitionState, t Transition) {
 		slog.Int("partition_epoch", int(p.state.PartitionEpoch)),
 		slog.Int64("log_end_offset", p.log.LogEndOffset()),
 		slog.Int64("high_watermark", p.hw),
-		slog.String("isr", idList(p.state.ISR)),
+		env.IDs("isr", p.state.ISR),
 		slog.Int("previous_leader", int(before.LeaderID)),
 		slog.Int("previous_leader_epoch", int(before.LeaderEpoch)),
 	}
@@ -36,7 +38,7 @@ func (p *Partition) logTransition(before PartitionState, t Transition) {
 		common = append(common, slog.Int64("truncate_to_offset", t.TruncateToOffset))
 	}
 	if t.Role == RoleLeader {
-		l.Info("became leader", append(common, slog.String("replicas", idList(p.state.Replicas)))...)
+		l.Info("became leader", append(common, env.IDs("replicas", p.state.Replicas))...)
 		return
 	}
 	l.Info("became follower", append(common, slog.Int("leader", int(p.state.LeaderID)))...)
@@ -68,8 +70,8 @@ func (p *Partition) logISRChange(msg string, newISR []int32, attrs ...slog.Attr)
 		return
 	}
 	line := []slog.Attr{
-		slog.String("isr", idList(p.state.ISR)),
-		slog.String("new_isr", idList(newISR)),
+		env.IDs("isr", p.state.ISR),
+		env.IDs("new_isr", newISR),
 		slog.Int("leader_epoch", int(p.state.LeaderEpoch)),
 		slog.Int("partition_epoch", int(p.state.PartitionEpoch)),
 		slog.Int64("high_watermark", p.hw),
@@ -85,7 +87,7 @@ func (p *Partition) logISRUpdated() {
 	if !p.cfg.Log.Enabled(slog.LevelInfo) {
 		return
 	}
-	p.cfg.Log.Info("ISR updated", slog.String("isr", idList(p.state.ISR)),
+	p.cfg.Log.Info("ISR updated", env.IDs("isr", p.state.ISR),
 		slog.Int("partition_epoch", int(p.state.PartitionEpoch)), slog.Int("leader_epoch", int(p.state.LeaderEpoch)))
 }
 
@@ -104,7 +106,7 @@ func (p *Partition) logAlterPartitionError(newISR []int32, code int16) {
 	if !p.cfg.Log.Enabled(level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("isr", idList(p.state.ISR)), slog.String("new_isr", idList(newISR)),
+	attrs := []slog.Attr{env.IDs("isr", p.state.ISR), env.IDs("new_isr", newISR),
 		slog.String("error", errorName(code)), slog.Int("leader_epoch", int(p.state.LeaderEpoch)),
 		slog.Int("partition_epoch", int(p.state.PartitionEpoch))}
 	if level == slog.LevelDebug {
@@ -152,16 +154,4 @@ func errorName(code int16) string {
 		return kerror.Message
 	}
 	return "error code " + strconv.Itoa(int(code))
-}
-
-// idList formats replica ids as Kafka's logs do: "1,2,3".
-func idList(ids []int32) string {
-	var b strings.Builder
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(int(id)))
-	}
-	return b.String()
 }
