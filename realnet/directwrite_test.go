@@ -157,24 +157,9 @@ func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	disk, err := diskio.New(t.TempDir(), diskio.Options{Post: func(fn func()) { loop.Enqueue(fn) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { disk.Close(); disk.Wait() }()
-	var file env.File
 	head := bytes.Repeat([]byte("old."), (loopReadTailBytes+sendfileBytesMin)/4)
-	loop.Call(func() {
-		if file, err = disk.Open("segment.log", env.OpenOptions{Create: true}); err == nil {
-			err = file.Append(head)
-		}
-		if err == nil {
-			err = file.Append([]byte("just-appended"))
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, closeDisk := appendedFile(t, loop, head, []byte("just-appended"))
+	defer closeDisk()
 	n := newNetwork(loop, cfg, testLogger(t, 1))
 	server, client := tcpPair(t)
 	sc := newServerConn(n, 7, "test", server)
@@ -225,20 +210,8 @@ func TestTailOfAFileNoLongerAppendedToIsLeftToTheWriter(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	disk, err := diskio.New(t.TempDir(), diskio.Options{Post: func(fn func()) { loop.Enqueue(fn) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { disk.Close(); disk.Wait() }()
-	var file env.File
-	loop.Call(func() {
-		if file, err = disk.Open("segment.log", env.OpenOptions{Create: true}); err == nil {
-			err = file.Append([]byte("tail"))
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, closeDisk := appendedFile(t, loop, []byte("tail"))
+	defer closeDisk()
 	frame := env.Frame{Pieces: []env.FramePiece{{Region: env.FileRegion{File: file, Position: 0, Bytes: 4}}}}
 	var readNow, readLater bool
 	loop.Call(func() { _, readNow = readTailOnLoop(frame) })
@@ -249,4 +222,26 @@ func TestTailOfAFileNoLongerAppendedToIsLeftToTheWriter(t *testing.T) {
 	if !readNow || readLater {
 		t.Fatalf("read on the loop just after the append: %v, %v after it stopped growing; want true, false", readNow, readLater)
 	}
+}
+
+// appendedFile opens segment.log on a diskio Disk of loop's and appends
+// chunks to it, on the loop; closeDisk closes the Disk and waits for it.
+func appendedFile(t *testing.T, loop *Loop, chunks ...[]byte) (file env.File, closeDisk func()) {
+	t.Helper()
+	disk, err := diskio.New(t.TempDir(), diskio.Options{Post: func(fn func()) { loop.Enqueue(fn) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop.Call(func() {
+		file, err = disk.Open("segment.log", env.OpenOptions{Create: true})
+		for _, chunk := range chunks {
+			if err == nil {
+				err = file.Append(chunk)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, func() { disk.Close(); disk.Wait() }
 }
