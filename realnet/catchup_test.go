@@ -15,10 +15,13 @@ import (
 // cluster's only node and restarts it on the same directories and ports,
 // then at once asks it for a topic created before the kill. Before its
 // initial metadata catch-up the node's image is empty, so a node serving
-// clients then answered UNKNOWN_TOPIC_OR_PARTITION for seconds; realnet now
-// serves the broker listener only after the catch-up (as Kafka enables its
-// listeners only after initialCatchUpFuture), so the request waits in the
-// listen backlog and gets the real answer.
+// clients then answered UNKNOWN_TOPIC_OR_PARTITION for seconds; and until
+// the controller unfenced it, its Metadata named no live broker and
+// controller -1, which kafkajs's admin took as "Broker -1 not found".
+// realnet now serves the broker listener only once the node is caught up
+// and unfenced (as Kafka enables its listeners only after
+// initialUnfenceFuture), so the request waits in the listen backlog and
+// gets the real answer.
 func TestRestartedBrokerServesOnlyAfterMetadataCatchUp(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	c.createTopic("kept", 2, 1)
@@ -46,7 +49,11 @@ func TestRestartedBrokerServesOnlyAfterMetadataCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topics := resp.(*kmsg.MetadataResponse).Topics
+	meta := resp.(*kmsg.MetadataResponse)
+	if len(meta.Brokers) != 1 || meta.Brokers[0].NodeID != 1 || meta.ControllerID != 1 {
+		t.Fatalf("Metadata right after the restart: brokers %+v, controller %d; want broker 1, the controller", meta.Brokers, meta.ControllerID)
+	}
+	topics := meta.Topics
 	if len(topics) != 1 || topics[0].ErrorCode != 0 || len(topics[0].Partitions) != 2 {
 		code := int16(-1)
 		if len(topics) == 1 {
@@ -54,9 +61,9 @@ func TestRestartedBrokerServesOnlyAfterMetadataCatchUp(t *testing.T) {
 		}
 		t.Fatalf("Metadata right after the restart: %d topics, error %v; want topic kept with 2 partitions", len(topics), kerr.ErrorForCode(code))
 	}
-	n.Call(func(b *broker.Node) { caughtUp = b.InitialCatchUpDone() })
+	n.Call(func(b *broker.Node) { caughtUp = b.InitialUnfenceDone() })
 	if !caughtUp {
-		t.Fatal("answered a client before the initial catch-up")
+		t.Fatal("answered a client before the broker was caught up and unfenced")
 	}
 	t.Logf("answered %v after the restart", time.Since(started).Round(time.Millisecond))
 }

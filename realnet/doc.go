@@ -14,8 +14,9 @@
 //     loop's own goroutine (Loop.Run) takes over long queues and the posts
 //     of diskio's Sync worker, which must not run the core.
 //   - Per listener, an accept goroutine. The broker listeners start only
-//     after the core's initial metadata catch-up (broker.Config.
-//     OnInitialCatchUp), as Kafka's do; the controller listeners at once.
+//     once the core has caught up with the metadata log and been unfenced
+//     (broker.Config.OnInitialUnfence), as Kafka's do; the controller
+//     listeners at once.
 //   - Per client connection, a reader (size prefix, socket.request.max.bytes
 //     checked before allocating, a fresh buffer per frame because kmsg's
 //     []byte fields alias it, wire.ParseRequest against the versions the

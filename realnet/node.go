@@ -69,11 +69,13 @@ type namedListener struct {
 // directory (its Sync completions posted to the loop), the listeners (all
 // bound at once), the core node (made on the loop), then it serves the
 // controller listeners. The broker listeners are served only once the core
-// reports its initial catch-up with the metadata log, as a Kafka broker
-// enables them only after lifecycleManager.initialCatchUpFuture: before it,
-// the node would answer from an image that may lack the cluster's topics.
-// Clients connecting meanwhile wait in the listen backlog. Start does not
-// wait for the catch-up. On error everything started is stopped.
+// reports the broker caught up with the metadata log and unfenced
+// (broker.Config.OnInitialUnfence), as a Kafka broker enables them only
+// after lifecycleManager's initialUnfenceFuture: before it, the node would
+// answer from an image that may lack the cluster's topics, or that names no
+// live broker and no controller. Clients connecting meanwhile wait in the
+// listen backlog. Start does not wait for it. On error everything started
+// is stopped.
 func Start(opts Options) (*Node, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -135,12 +137,12 @@ func Start(opts Options) (*Node, error) {
 		}
 	}
 	if len(n.waiting) > 0 {
-		logger.Info("broker listeners wait for the initial metadata catch-up")
+		logger.Info("broker listeners wait until the broker has caught up with the metadata log and been unfenced")
 	}
 
 	var err error
 	n.loop.Call(func() {
-		coreCfg := broker.Config{Broker: cfg, ClusterID: opts.ClusterID, OnInitialCatchUp: n.serveWaitingListeners, Log: newCoreLogger(logger)}
+		coreCfg := broker.Config{Broker: cfg, ClusterID: opts.ClusterID, OnInitialUnfence: n.serveWaitingListeners, Log: newCoreLogger(logger)}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
 			n.net.setHandler(n.core, n.core.AdvertisedVersions(), n.core.AcceptedVersions())
@@ -165,7 +167,7 @@ func Start(opts Options) (*Node, error) {
 }
 
 // serveWaitingListeners serves the broker listeners: the core's
-// OnInitialCatchUp, on the loop. It holds waitingMu while it serves them,
+// OnInitialUnfence, on the loop. It holds waitingMu while it serves them,
 // so that a concurrent Shutdown's closeWaitingListeners either finds them
 // served (and its CloseListeners closes them) or closes them unserved.
 func (n *Node) serveWaitingListeners() {
@@ -178,7 +180,7 @@ func (n *Node) serveWaitingListeners() {
 			n.logger.Warn("cannot serve listener", "listener", l.name, "err", err)
 			continue
 		}
-		n.logger.Info("caught up with the metadata log; listening", "listener", l.name, "address", l.ln.Addr().String())
+		n.logger.Info("caught up with the metadata log and unfenced; listening", "listener", l.name, "address", l.ln.Addr().String())
 	}
 }
 

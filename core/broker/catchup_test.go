@@ -2,17 +2,19 @@ package broker
 
 import "testing"
 
-// TestInitialCatchUpAfterRestart crashes and restarts a broker and checks
-// Config.OnInitialCatchUp, which realnet waits for before it serves the
+// TestReadyForClientsAfterRestart crashes and restarts a broker and checks
+// Config.OnInitialUnfence, which realnet waits for before it serves the
 // broker listeners: it runs once, only when the restarted incarnation's
-// registration is in its image, and by then the image knows the topics
-// created before the crash; before it, the restarted node does not (the
-// window in which a serving node answered UNKNOWN_TOPIC_OR_PARTITION).
-func TestInitialCatchUpAfterRestart(t *testing.T) {
+// registration is in its image and the image shows it unfenced (so the
+// Metadata it answers names a live broker and a controller), and by then
+// the image knows the topics created before the crash; before it, the
+// restarted node does not (the window in which a serving node answered
+// UNKNOWN_TOPIC_OR_PARTITION, or no broker at all).
+func TestReadyForClientsAfterRestart(t *testing.T) {
 	c := threeNodes(t)
 	for _, tn := range c.nodes {
-		if !tn.node.InitialCatchUpDone() {
-			t.Fatalf("node %d registered but not caught up", tn.id)
+		if !tn.node.InitialUnfenceDone() {
+			t.Fatalf("node %d registered but not ready for clients", tn.id)
 		}
 	}
 	tn := c.nodes[3]
@@ -20,25 +22,43 @@ func TestInitialCatchUpAfterRestart(t *testing.T) {
 	c.run(100)
 	tn.proc.Restart()
 	calls := 0
-	tn.cfg.OnInitialCatchUp = func() {
+	var caughtUpAtNs, readyAtNs int64
+	tn.cfg.OnInitialUnfence = func() {
 		calls++
+		readyAtNs = c.s.NowNs()
 		if !tn.node.caughtUpWithRegistration() {
-			t.Error("OnInitialCatchUp before the registration is in the image")
+			t.Error("OnInitialUnfence before the registration is in the image")
+		}
+		if b, _ := tn.node.image.Broker(tn.id); b.Fenced {
+			t.Error("OnInitialUnfence while the image shows the broker fenced")
+		}
+		if brokers, controller := tn.node.liveBrokers(); len(brokers) != 3 || controller < 0 {
+			t.Errorf("OnInitialUnfence with Metadata naming %d live brokers and controller %d", len(brokers), controller)
 		}
 		if _, ok := tn.node.image.TopicByName("r"); !ok {
-			t.Error("OnInitialCatchUp with an image that lacks topic r")
+			t.Error("OnInitialUnfence with an image that lacks topic r")
 		}
 	}
+	startedNs := c.s.NowNs()
 	c.start(tn)
-	if tn.node.InitialCatchUpDone() {
-		t.Fatal("a node just started reports its initial catch-up done")
+	if tn.node.InitialUnfenceDone() || tn.node.InitialCatchUpDone() {
+		t.Fatal("a node just started reports itself caught up or ready")
 	}
 	if _, ok := tn.node.image.TopicByName("r"); ok {
 		t.Fatal("test premise: the restarted node's image starts empty")
 	}
-	c.waitFor("initial catch-up after the restart", 30000, tn.node.InitialCatchUpDone)
+	for waitedMs := 0; !tn.node.InitialUnfenceDone(); waitedMs++ {
+		if waitedMs > 30000 {
+			t.Fatal("not ready for clients 30 s after the restart")
+		}
+		c.run(1)
+		if caughtUpAtNs == 0 && tn.node.InitialCatchUpDone() {
+			caughtUpAtNs = c.s.NowNs()
+		}
+	}
 	c.run(5000) // more metadata and heartbeats: the callback must not run again
 	if calls != 1 {
-		t.Fatalf("OnInitialCatchUp ran %d times, want once", calls)
+		t.Fatalf("OnInitialUnfence ran %d times, want once", calls)
 	}
+	t.Logf("ready %d ms after the restart, %d ms after the catch-up", (readyAtNs-startedNs)/1e6, (readyAtNs-caughtUpAtNs)/1e6)
 }

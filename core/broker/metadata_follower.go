@@ -57,13 +57,18 @@ func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 }
 
 // register sends BrokerRegistration, retrying until the controller accepts
-// it (a restarted broker is refused until its old session expires).
+// it (a restarted broker is refused until its old session expires). Retries
+// back off from 100 ms, as Kafka's BrokerLifecycleManager's do, doubling up
+// to 1 s (Kafka goes on to half the session timeout, which would make a
+// restarted broker wait up to 4.5 s past its old session's expiry).
 func (n *Node) register() {
 	n.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
 		if err != nil || r.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
-			n.after(replicaFetchBackoffMs, n.register)
+			n.registerBackoffMs = min(max(2*n.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
+			n.after(n.registerBackoffMs, n.register)
 			return
 		}
+		n.registerBackoffMs = 0
 		n.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
 		n.previousBrokerEpoch = -1 // spent: a later registration follows a crash
 		n.reconcilePartitions()
@@ -107,6 +112,9 @@ func (n *Node) heartbeat() {
 		if n.shutdownDone != nil {
 			interval = min(interval, shutdownHeartbeatIntervalMs)
 		}
+		if resp != nil && resp.ErrorCode == 0 && !resp.IsCaughtUp {
+			interval = min(interval, startingHeartbeatIntervalMs)
+		}
 		n.after(interval, n.heartbeat)
 	})
 }
@@ -148,7 +156,7 @@ func (n *Node) fetchMetadata() {
 		f.inFlight = false
 		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
 			if !f.inFlight { // unless a snapshot fetch took over
-				n.after(replicaFetchBackoffMs, n.fetchMetadata)
+				n.after(metadataFetchBackoffMs, n.fetchMetadata)
 			}
 			return
 		}
@@ -178,18 +186,18 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 		f.inFlight = false
 		resp, _ := r.(*kmsg.FetchSnapshotResponse)
 		if err != nil || resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			n.after(metadataFetchBackoffMs, n.fetchMetadata)
 			return
 		}
 		rp := resp.Topics[0].Partitions[0]
 		if rp.ErrorCode != 0 || rp.Position != int64(len(data)) || rp.Size < rp.Position+int64(len(rp.Bytes)) {
-			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			n.after(metadataFetchBackoffMs, n.fetchMetadata)
 			return
 		}
 		data = append(data, rp.Bytes...)
 		if int64(len(data)) < rp.Size {
 			if len(rp.Bytes) == 0 {
-				n.after(replicaFetchBackoffMs, n.fetchMetadata) // no progress
+				n.after(metadataFetchBackoffMs, n.fetchMetadata) // no progress
 				return
 			}
 			n.fetchMetadataSnapshot(endOffset, snapshotEpoch, leaderEpoch, data)
@@ -197,7 +205,7 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 		}
 		im, err := metadata.DecodeSnapshot(data)
 		if err != nil || im.Offset() != endOffset-1 {
-			n.after(replicaFetchBackoffMs, n.fetchMetadata)
+			n.after(metadataFetchBackoffMs, n.fetchMetadata)
 			return
 		}
 		usableBefore := n.usableBrokers()

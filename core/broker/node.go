@@ -31,15 +31,18 @@ type Config struct {
 	// QuorumObserver, if set, is given to the metadata quorum's Raft (the
 	// simulator's Raft checkers); nil in production.
 	QuorumObserver quorum.Observer
-	// OnInitialCatchUp, if set, runs once on the event loop when this
-	// broker has registered and applied the metadata log up to its
-	// registration: Kafka's initial catch-up
-	// (BrokerLifecycleManager.initialCatchUpFuture), before which a Kafka
-	// broker does not enable its broker listeners. Until then the image may
-	// lack topics the cluster has, or show leaderships of the previous
-	// incarnation. realnet starts serving the broker listeners then. It
+	// OnInitialUnfence, if set, runs once on the event loop when this
+	// broker is first ready for clients: it has registered, applied the
+	// metadata log up to its registration (its initial catch-up, before
+	// which the image may lack topics the cluster has, or show leaderships
+	// of the previous incarnation), and the controller has unfenced it, so
+	// the Metadata it answers names it among the live brokers. Kafka's
+	// broker enables its broker listeners at the same point, after
+	// BrokerLifecycleManager's initialUnfenceFuture; realnet starts serving
+	// them then. A client served earlier saw no live broker and no
+	// controller (kafkajs's admin failed with "Broker -1 not found"). It
 	// never runs on a node without the broker role.
-	OnInitialCatchUp func()
+	OnInitialUnfence func()
 	// ClusterID is the cluster.id the node's log directories were
 	// formatted with (meta.properties), which Metadata (v2+) and
 	// DescribeCluster report, as Kafka's brokers do; clients such as
@@ -86,6 +89,23 @@ const (
 	// shutdownHeartbeatIntervalMs paces heartbeats during a controlled
 	// shutdown, so leadership moves and the answer comes promptly.
 	shutdownHeartbeatIntervalMs = 100
+	// metadataFetchBackoffMs is the wait before a failed metadata-log fetch
+	// is sent again: controller.quorum.retry.backoff.ms, as a Kafka broker
+	// follows the metadata log as a Raft observer. replica.fetch.backoff.ms
+	// (1 s) made a broker that started before its controller was elected
+	// wait a second for its first metadata.
+	metadataFetchBackoffMs = 20
+	// registerBackoffMsMin is the first wait before a failed
+	// BrokerRegistration is sent again (Kafka's broker lifecycle backoff);
+	// it doubles up to registerBackoffMsMax.
+	registerBackoffMsMin = 100
+	registerBackoffMsMax = 1000
+	// startingHeartbeatIntervalMs paces heartbeats until the controller
+	// reports this incarnation caught up with the metadata log, as Kafka's
+	// BrokerLifecycleManager does in its STARTING state (10 ms), so that
+	// the heartbeat that gets the broker unfenced follows its catch-up at
+	// once instead of a whole broker.heartbeat.interval.ms later.
+	startingHeartbeatIntervalMs = 10
 	// hwCheckpointIntervalMs is replica.high.watermark.checkpoint.interval.ms.
 	hwCheckpointIntervalMs = 5000
 	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
@@ -110,6 +130,11 @@ type Node struct {
 	// initialCatchUpDone latches the first caughtUpWithRegistration
 	// (noticeInitialCatchUp).
 	initialCatchUpDone bool
+	// initialUnfenceDone latches Config.OnInitialUnfence (noticeReady).
+	initialUnfenceDone bool
+	// registerBackoffMs is the wait before the next BrokerRegistration
+	// retry (register); 0 after a success.
+	registerBackoffMs int64
 	// precheckDecompressedBytesMax is the pre-check's decompression bound
 	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
 	// goroutines, so it never changes after New.
@@ -248,20 +273,34 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 }
 
 // InitialCatchUpDone reports whether this broker has completed its initial
-// catch-up with the metadata log (Config.OnInitialCatchUp). It stays true
-// once set, whatever later registrations do.
+// catch-up with the metadata log. It stays true once set, whatever later
+// registrations do.
 func (n *Node) InitialCatchUpDone() bool { return n.initialCatchUpDone }
 
+// InitialUnfenceDone reports whether this broker has become ready for
+// clients (Config.OnInitialUnfence). It stays true once set.
+func (n *Node) InitialUnfenceDone() bool { return n.initialUnfenceDone }
+
 // noticeInitialCatchUp runs where the image has caught up with this
-// incarnation's registration; the first time, it reports the initial
-// catch-up.
+// incarnation's registration.
 func (n *Node) noticeInitialCatchUp() {
-	if n.initialCatchUpDone {
+	n.initialCatchUpDone = true
+	n.noticeReady()
+}
+
+// noticeReady reports the broker ready for clients (Config.OnInitialUnfence)
+// the first time its image, which Metadata answers from, has caught up and
+// shows this incarnation unfenced.
+func (n *Node) noticeReady() {
+	if n.initialUnfenceDone || !n.initialCatchUpDone || !n.caughtUpWithRegistration() {
 		return
 	}
-	n.initialCatchUpDone = true
-	if n.cfg.OnInitialCatchUp != nil {
-		n.cfg.OnInitialCatchUp()
+	if b, _ := n.image.Broker(n.id); b.Fenced {
+		return
+	}
+	n.initialUnfenceDone = true
+	if n.cfg.OnInitialUnfence != nil {
+		n.cfg.OnInitialUnfence()
 	}
 }
 
