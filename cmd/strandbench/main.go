@@ -64,6 +64,9 @@ func runSections() int {
 	if *kfakeServeFlag != 0 {
 		return serveKfake(*kfakeServeFlag)
 	}
+	if *nullServeFlag != 0 {
+		return serveNull(*nullServeFlag)
+	}
 
 	chosen, err := chooseSections(*sectionList)
 	if err == nil && *reps < 1 {
