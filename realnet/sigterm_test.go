@@ -2,6 +2,7 @@ package realnet
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -23,6 +24,15 @@ const sigtermExitMax = 10 * time.Second
 // Restarted, the cluster serves every record produced before.
 func TestWholeClusterSigtermExitsPromptly(t *testing.T) {
 	c := startProcCluster(t, 3, everyNodeVotes, nil)
+	// `strand serve` re-executes itself with sysmon kept out of its deep
+	// sleep (cmd/strand/sysmon.go), as the process's environment shows.
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c.nodes[0].cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(environ, []byte("GODEBUG=schedtrace=")) {
+		t.Errorf("node 1 runs without GODEBUG's schedtrace; its environment: %q", environ)
+	}
 	c.createTopic("sigterm", 3, 3)
 	want := produceKeyed(t, c.client(kgo.RequiredAcks(kgo.AllISRAcks())), "sigterm", 300)
 	c.sigtermAndWait(1, 2, 3)

@@ -6,5 +6,8 @@ package main
 import "os"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		reexecKeepingSysmonAwake() // see sysmon.go; the tools keep the default
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
