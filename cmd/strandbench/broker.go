@@ -24,11 +24,17 @@ package main
 // loopback limit (loopback.go), and kgo reads it once, decoding. Then, per
 // case, after a sync has written back the page cache the runs before left
 // dirty, 100-byte acks=all records at half the case's median 100-byte peak
-// with linger 0, for latency. Each broker's CPU seconds per million records
-// come from /proc/<pid>/stat around its produce runs; its RssAnon is sampled
-// every 50 ms for its whole life. The disk limit is raw sequential write of
-// 1 MiB writes without fsync (diskio.RawSequentialWrite, as the log
-// section's). Case (a) also runs the consumer groups figures: idempotent
+// with linger 0, for latency. Right before each Strand case's latency run
+// the same client at the same rate produces to the null broker
+// (nullbroker.go, a process of its own): the limit for latency, what the
+// client, loopback TCP and the 2 shared cores cost at that rate when the
+// broker answers at once. It has no storage and no replication, so it is
+// not a broker's target, only the floor beneath one: the goal stays p99 <=
+// 5 ms absolute, and the ratio to the floor is printed beside it. Each
+// broker's CPU seconds per million records come from /proc/<pid>/stat
+// around its produce runs; its RssAnon is sampled every 50 ms for its whole
+// life. The disk limit is raw sequential write of 1 MiB writes without fsync
+// (diskio.RawSequentialWrite, as the log section's). Case (a) also runs the consumer groups figures: idempotent
 // against non-idempotent produce, and the rebalance time of three members.
 
 import (
@@ -139,6 +145,7 @@ type caseResults struct {
 	rawConsume           [][]consumeResult
 	loopback             [][]run
 	latency              latencyResult
+	floor                latencyResult // the null broker's run at latency's rate, just before it (Strand cases only)
 	rssAnonMaxKiB        int64
 	profiles             []string
 	idempotenceRatio     float64
@@ -267,7 +274,13 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 		}
 		results = append(results, &caseResults{c: c, cl: cl})
 	}
-	if err := measureCases(results); err != nil {
+	fmt.Println("starting the null broker (the latency limit)")
+	null, err := startNull(env.root)
+	if err != nil {
+		return false, fmt.Errorf("null broker: %w", err)
+	}
+	defer func() { err = errors.Join(err, null.stop()) }()
+	if err := measureCases(results, null); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -275,8 +288,10 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 
 // measureCases runs the workload on every case, its produce runs
 // interleaved across the cases (a, b, c, a, b, c...) so that the ratios to
-// kfake pair runs made seconds apart on this shared machine.
-func measureCases(results []*caseResults) error {
+// kfake pair runs made seconds apart on this shared machine; the latency
+// runs of the Strand cases each follow a run at the same rate against the
+// null broker.
+func measureCases(results []*caseResults, null *cluster) error {
 	for size, valueBytes := range valueSizes {
 		topic := fmt.Sprintf("bench-%d", valueBytes)
 		for _, r := range results {
@@ -344,6 +359,11 @@ func measureCases(results []*caseResults) error {
 		}
 		rate := r.medianProduce(0, produceResult.recordsPerSec) / 2
 		var err error
+		if r.c.strand {
+			if r.floor, err = produceAtRate(null, "bench-latency", valueSizes[0], rate, latencyDuration, true); err != nil {
+				return err
+			}
+		}
 		if r.latency, err = produceAtRate(r.cl, "bench-latency", valueSizes[0], rate, latencyDuration, true); err != nil {
 			return err
 		}
@@ -491,11 +511,19 @@ func printBrokerTable(results []*caseResults) {
 	w.Flush()
 	fmt.Println()
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tacks=all, linger 0, at half the 100 B peak: rec/s (achieved)\tp50 ms\tp99 ms\tmax ms\tbroker RssAnon max MiB\t")
+	fmt.Fprintln(w, "case\tacks=all, linger 0, at half the 100 B peak: rec/s (achieved)\tp50 ms\tp99 ms\tmax ms\tp99/limit\tclient CPU s/s\tbroker CPU s/s\tbroker RssAnon max MiB\t")
 	for _, r := range results {
-		l := r.latency
-		fmt.Fprintf(w, "%s\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t%.1f\t\n", r.c.label, l.ratePerSec, l.achievedPerSec,
-			ms(l.p50), ms(l.p99), ms(l.pMax), float64(r.rssAnonMaxKiB)/1024)
+		l, f := r.latency, r.floor
+		if r.c.strand {
+			fmt.Fprintf(w, "limit: null broker at %s's rate\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t\t%.2f\t%.2f\t\t\n", r.c.label, f.ratePerSec, f.achievedPerSec,
+				ms(f.p50), ms(f.p99), ms(f.pMax), f.cores(f.clientCPU), f.cores(f.brokerCPU))
+		}
+		overLimit := "-"
+		if r.c.strand {
+			overLimit = fmt.Sprintf("%.2f", l.p99.Seconds()/f.p99.Seconds())
+		}
+		fmt.Fprintf(w, "%s\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.1f\t\n", r.c.label, l.ratePerSec, l.achievedPerSec,
+			ms(l.p50), ms(l.p99), ms(l.pMax), overLimit, l.cores(l.clientCPU), l.cores(l.brokerCPU), float64(r.rssAnonMaxKiB)/1024)
 	}
 	w.Flush()
 	fmt.Printf(`
@@ -505,6 +533,10 @@ func printBrokerTable(results []*caseResults) {
   runs, each right after a run of the loopback limit; raw/loopback is the median of those pairs' ratios. Broker CPU is utime+stime of every broker process of the case
   (3 for (b)) during the produce run; client CPU is strandbench's own (kgo). RssAnon excludes mapped
   segment and index pages (CLARIFICATIONS.md); kfake keeps every record on its heap.
+  The latency limit is the same client at the same rate against the null broker (run just before the
+  case's), which answers every Produce at once and stores and replicates nothing: what the client,
+  loopback TCP and the machine cost, the floor under any broker's p99, not a broker to match.
+  CPU s/s are CPU seconds per second of the run (2 cores: 2.00 is the whole machine).
 `, brokerFlags.reps, brokerFlags.duration, brokerFlags.reps)
 }
 
@@ -577,6 +609,8 @@ func printBrokerGoals(out io.Writer, results []*caseResults) bool {
 		}
 	}
 	verdict("(b) acks=all p99 at half peak", fmt.Sprintf("%.2f ms", ms(b.latency.p99)), fmt.Sprintf("<= %.0f ms", ms(latencyP99Max)), b.latency.p99 <= latencyP99Max)
+	info("(b) acks=all p99 / the null broker's at its rate", fmt.Sprintf("%.2f (limit p99 %.2f ms)", b.latency.p99.Seconds()/b.floor.p99.Seconds(), ms(b.floor.p99)),
+		"none (the limit: client and machine)")
 	for _, r := range results[:2] {
 		verdict(fmt.Sprintf("%s broker RssAnon", r.c.label), fmt.Sprintf("%.1f MiB", float64(r.rssAnonMaxKiB)/1024), "<= 256 MiB", r.rssAnonMaxKiB <= rssAnonMaxKiB)
 	}

@@ -192,7 +192,14 @@ type latencyResult struct {
 	records        int64
 	p50, p99, pMax time.Duration
 	achievedPerSec float64
+	// clientCPU is this process's CPU time (kgo's) and brokerCPU every
+	// broker process's, over elapsed, from the first timed record to the
+	// flush's end.
+	clientCPU, brokerCPU, elapsed time.Duration
 }
+
+// cores is d as a share of the run's elapsed time: CPU seconds per second.
+func (r latencyResult) cores(d time.Duration) float64 { return d.Seconds() / r.elapsed.Seconds() }
 
 // latencyTicksPerSec is how often the fixed-rate producer releases records:
 // each tick produces rate/latencyTicksPerSec of them, and a record's latency
@@ -201,7 +208,7 @@ const latencyTicksPerSec = 1000
 
 // produceAtRate produces 100-byte records at ratePerSec for duration with
 // linger 0 and acks=all, and measures each record's latency from Produce to
-// acknowledgement.
+// acknowledgement, and the client's and the brokers' CPU time.
 func produceAtRate(c *cluster, topic string, valueBytes int, ratePerSec float64, duration time.Duration, idempotent bool) (latencyResult, error) {
 	cl, err := kgo.NewClient(producerOpts(c.bootstrap, topic, produceSettings{acksAll: true, idempotent: idempotent, lingerZero: true})...)
 	if err != nil {
@@ -216,7 +223,11 @@ func produceAtRate(c *cluster, topic string, valueBytes int, ratePerSec float64,
 	latencies := make([]time.Duration, total)
 	acks := &ackCounter{}
 	ctx := context.Background()
-	start := time.Now()
+	brokerCPUStart, err := c.cpu()
+	if err != nil {
+		return latencyResult{}, err
+	}
+	start, clientCPUStart := time.Now(), processCPU()
 	var produced int64
 	for tick := int64(1); produced < total; tick++ {
 		due := min(total, int64(ratePerSec*float64(tick)/latencyTicksPerSec))
@@ -236,6 +247,11 @@ func produceAtRate(c *cluster, topic string, valueBytes int, ratePerSec float64,
 	if err := cl.Flush(ctx); err != nil {
 		return latencyResult{}, err
 	}
+	flushed, clientCPU := time.Since(start), processCPU()-clientCPUStart
+	brokerCPUEnd, err := c.cpu()
+	if err != nil {
+		return latencyResult{}, err
+	}
 	if err := acks.err(); err != nil {
 		return latencyResult{}, fmt.Errorf("produce to %s on %s: %w", topic, c.name, err)
 	}
@@ -243,6 +259,7 @@ func produceAtRate(c *cluster, topic string, valueBytes int, ratePerSec float64,
 	return latencyResult{
 		ratePerSec: ratePerSec, records: total, achievedPerSec: float64(total) / elapsed.Seconds(),
 		p50: percentile(latencies, 0.50), p99: percentile(latencies, 0.99), pMax: latencies[len(latencies)-1],
+		clientCPU: clientCPU, brokerCPU: brokerCPUEnd - brokerCPUStart, elapsed: flushed,
 	}, nil
 }
 

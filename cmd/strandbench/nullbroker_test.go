@@ -243,3 +243,25 @@ func TestCountRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceAtRateAgainstNullBroker runs the latency limit's measurement,
+// briefly and slowly, against an in-process null broker: every record is
+// timed, the percentiles are ordered, and the run's CPU and elapsed time
+// are counted.
+func TestProduceAtRateAgainstNullBroker(t *testing.T) {
+	c := &cluster{name: "null broker", bootstrap: []string{startNullInProcess(t, 1)}}
+	const rate, duration = 20_000, 250 * time.Millisecond
+	l, err := produceAtRate(c, "bench-latency", 100, rate, duration, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.records != rate*duration.Milliseconds()/1000 {
+		t.Errorf("%d records, want %d", l.records, rate*duration.Milliseconds()/1000)
+	}
+	if l.p50 <= 0 || l.p50 > l.p99 || l.p99 > l.pMax {
+		t.Errorf("p50 %v, p99 %v, max %v: not ordered and positive", l.p50, l.p99, l.pMax)
+	}
+	if l.elapsed < duration*9/10 || l.clientCPU <= 0 || l.cores(l.clientCPU) > 4 {
+		t.Errorf("elapsed %v, client CPU %v", l.elapsed, l.clientCPU)
+	}
+}
