@@ -186,8 +186,8 @@ func TestRawProducerAppendsWhatItCounts(t *testing.T) {
 // TestBrokerGoalsTreatSupersededGoalAsInfo: with every goal met and (a)'s
 // 100-byte throughput 1.2× kfake's (CLARIFICATIONS.md's ≥ 1× met, the
 // issue's superseded ≥ 2× not), the goals are met and the ≥ 2× line says
-// "info"; so does the line of (b)'s p99 over the null broker's (1 ms over
-// 0.5 ms); one goal missed (CPU per record) still fails the run.
+// "info"; so does the line of (b)'s p99 over the null broker's median
+// (1 ms over 0.5 ms); one goal missed (CPU per record) still fails the run.
 func TestBrokerGoalsTreatSupersededGoalAsInfo(t *testing.T) {
 	goals := func(kfakeCPUSec float64) (bool, string) {
 		produced := func(recordsPerSec, cpuSecPerMillion float64) []produceResult {
@@ -203,7 +203,7 @@ func TestBrokerGoalsTreatSupersededGoalAsInfo(t *testing.T) {
 		}
 		a := &caseResults{c: brokerCase{label: "(a)"}, rssAnonMaxKiB: 100 << 10, idempotenceCPURatio: 1}
 		b := &caseResults{c: brokerCase{label: "(b)"}, rssAnonMaxKiB: 100 << 10, latency: latencyResult{p99: time.Millisecond},
-			floor: latencyResult{p99: time.Millisecond / 2}}
+			floorRuns: []latencyResult{{p99: time.Millisecond / 4}, {p99: 2 * time.Millisecond}, {p99: time.Millisecond / 2}}}
 		kfake := &caseResults{c: brokerCase{label: "kfake"}}
 		for range valueSizes {
 			a.produce = append(a.produce, produced(1_200_000, 0.4))
