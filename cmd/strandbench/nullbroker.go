@@ -267,7 +267,8 @@ func (b *nullBroker) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse 
 		t.Topic, t.TopicID = kmsg.StringPtr(name), b.topicID(name)
 		for i := range b.partitions {
 			p := kmsg.NewMetadataResponseTopicPartition()
-			p.Partition, p.Leader, p.Replicas, p.ISR = i, nullNodeID, []int32{nullNodeID}, []int32{nullNodeID}
+			p.Partition, p.Leader, p.LeaderEpoch = i, nullNodeID, 0
+			p.Replicas, p.ISR = []int32{nullNodeID}, []int32{nullNodeID}
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
