@@ -83,6 +83,8 @@ type nullPartition struct {
 	partition int32
 }
 
+// newNullBroker is a null broker that names l's address as its own and
+// gives every topic partitions partitions.
 func newNullBroker(l net.Listener, partitions int32) *nullBroker {
 	address := l.Addr().(*net.TCPAddr)
 	return &nullBroker{host: address.IP.String(), port: int32(address.Port), partitions: partitions,
