@@ -148,10 +148,10 @@ func TestLoopWritesAPlainResponseItself(t *testing.T) {
 }
 
 // TestTailRegionsAreReadAndWrittenOnTheLoop: a Fetch answer whose regions
-// are small and end near their file's end (bytes just appended, still
-// queued in diskio or just written) is read on the loop, released at once
-// and written by the loop, with no writer goroutine; a region far from the
-// end, or one big enough for sendfile, is left to the writer.
+// end near their file's end (bytes just appended, still queued in diskio or
+// just written) is read on the loop, released at once and written by the
+// loop, with no writer goroutine, sendfile's sizes included; a region far
+// from the end, or more than the loop may copy, is left to the writer.
 func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
@@ -175,8 +175,8 @@ func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 	var releasedAtOnce bool
 	loop.Call(func() {
 		n.ReplyFrame(7, 0, frame(0, env.FileRegion{File: file, Position: tail, Bytes: 13}))
-		n.ReplyFrame(7, 1, frame(1, env.FileRegion{File: file, Position: 0, Bytes: 4}))                                      // far from the end
-		n.ReplyFrame(7, 2, frame(2, env.FileRegion{File: file, Position: tail - sendfileBytesMin, Bytes: sendfileBytesMin})) // sendfile size
+		n.ReplyFrame(7, 1, frame(1, env.FileRegion{File: file, Position: 0, Bytes: 4}))                                              // far from the end
+		n.ReplyFrame(7, 2, frame(2, env.FileRegion{File: file, Position: tail - loopReadBytesMax - 4, Bytes: loopReadBytesMax + 4})) // too big for the loop
 	})
 	loop.Call(func() { releasedAtOnce = released[0] && !released[1] && !released[2] })
 	if !releasedAtOnce {
@@ -190,13 +190,13 @@ func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 	}
 	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	if k, err := client.Read(make([]byte, 16)); err == nil {
-		t.Fatalf("read %d more bytes with no writer running: a region far from the end or of sendfile size went out on the loop", k)
+		t.Fatalf("read %d more bytes with no writer running: a region far from the end or too big went out on the loop", k)
 	}
 	n.goroutines.Add(1)
 	go sc.writeLoop()
 	defer func() { sc.shutdown(); n.goroutines.Wait() }()
 	client.SetReadDeadline(time.Now().Add(5 * time.Second))
-	rest := make([]byte, 4+4+4+sendfileBytesMin)
+	rest := make([]byte, 4+4+4+loopReadBytesMax+4)
 	if _, err := io.ReadFull(client, rest); err != nil || string(rest[:8]) != "hdr:old." {
 		t.Fatalf("the writer's part: read %q..., %v", rest[:min(len(rest), 8)], err)
 	}
@@ -214,11 +214,19 @@ func TestTailOfAFileNoLongerAppendedToIsLeftToTheWriter(t *testing.T) {
 	defer closeDisk()
 	frame := env.Frame{Pieces: []env.FramePiece{{Region: env.FileRegion{File: file, Position: 0, Bytes: 4}}}}
 	var readNow, readLater bool
-	loop.Call(func() { _, readNow = readTailOnLoop(frame) })
+	loop.Call(func() {
+		var buf *frameBuf
+		_, buf, readNow = readTailOnLoop(frame)
+		recycleTailRead(buf)
+	})
 	defer func(d time.Duration) { loopReadAppendedWithin = d }(loopReadAppendedWithin)
 	loopReadAppendedWithin = time.Millisecond
 	time.Sleep(5 * time.Millisecond)
-	loop.Call(func() { _, readLater = readTailOnLoop(frame) })
+	loop.Call(func() {
+		var buf *frameBuf
+		_, buf, readLater = readTailOnLoop(frame)
+		recycleTailRead(buf)
+	})
 	if !readNow || readLater {
 		t.Fatalf("read on the loop just after the append: %v, %v after it stopped growing; want true, false", readNow, readLater)
 	}
@@ -244,4 +252,78 @@ func appendedFile(t *testing.T, loop *Loop, chunks ...[]byte) (file env.File, cl
 		t.Fatal(err)
 	}
 	return file, func() { disk.Close(); disk.Wait() }
+}
+
+// TestTailReadBuffersGoBackOnlyOnceWritten: the buffer a tail region is read
+// into on the loop goes back to its pool when the loop's own write took all
+// of it, and, when the socket took only part (a client not reading), only
+// after the writer has written the rest: recycled frames are poisoned in
+// tests, so a buffer put back early would reach the client as garbage.
+func TestTailReadBuffersGoBackOnlyOnceWritten(t *testing.T) {
+	cfg := networkTestConfig(t, nil)
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	small := []byte("small tail")
+	big := make([]byte, loopReadBytesMax-len(small))
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	file, closeDisk := appendedFile(t, loop, big, small)
+	defer closeDisk()
+	n := newNetwork(loop, cfg, testLogger(t, 1))
+	server, client := tcpPair(t)
+	// Small socket buffers, so that the big answer does not fit at once.
+	server.(*net.TCPConn).SetWriteBuffer(4 << 10)
+	client.(*net.TCPConn).SetReadBuffer(4 << 10)
+	sc := newServerConn(n, 7, "test", server)
+	n.conns[7] = sc
+	sc.push(slot{correlationID: 0}, 0)
+	sc.push(slot{correlationID: 1}, 0)
+	region := func(pos, bytes int) env.Frame {
+		return env.Frame{Pieces: []env.FramePiece{{Region: env.FileRegion{File: file, Position: int64(pos), Bytes: int64(bytes)}}}}
+	}
+
+	before := tailReadFrames.recycled.Load()
+	loop.Call(func() { n.ReplyFrame(7, 0, region(len(big), len(small))) })
+	got := make([]byte, len(small))
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(client, got); err != nil || !bytes.Equal(got, small) {
+		t.Fatalf("read %q, %v; want %q", got, err, small)
+	}
+	if recycled := tailReadFrames.recycled.Load() - before; recycled != 1 {
+		t.Fatalf("%d tail-read buffers back after a whole direct write, want 1", recycled)
+	}
+
+	loop.Call(func() { n.ReplyFrame(7, 1, region(0, len(big)+len(small))) })
+	var unwritten int
+	loop.Call(func() {
+		sc.mu.Lock()
+		unwritten = len(sc.unwritten)
+		sc.mu.Unlock()
+	})
+	if unwritten == 0 {
+		t.Fatal("the loop's write took the whole answer; the test needs the socket to take only part of it")
+	}
+	if recycled := tailReadFrames.recycled.Load() - before; recycled != 1 {
+		t.Fatalf("%d tail-read buffers back with part of an answer unwritten, want still 1", recycled)
+	}
+	n.goroutines.Add(1)
+	go sc.writeLoop()
+	defer func() { sc.shutdown(); n.goroutines.Wait() }()
+	rest := make([]byte, len(big)+len(small))
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(client, rest); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rest, append(append([]byte(nil), big...), small...)) {
+		t.Fatal("the answer the writer finished differs from the file's bytes")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tailReadFrames.recycled.Load()-before != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tail-read buffers back after the writer finished, want 2", tailReadFrames.recycled.Load()-before)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

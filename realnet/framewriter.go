@@ -43,12 +43,16 @@ const sendfileBytesMin = 16 << 10
 // bytes, released at once, and the loop writes it itself like any other
 // plain response: before, each such answer woke the connection's writer,
 // which then often waited for the write worker to write the region before
-// its pread. Only regions the writer would pread anyway (below
-// sendfileBytesMin) qualify, and a frame reads at most loopReadBytesMax on
-// the loop.
+// its pread or sendfile. Regions of sendfile's size qualify too: a
+// follower's answer at the 3-node benchmark's half peak carries about
+// 35 KiB, and the copy costs the loop less than the writer's wake-up and
+// its wait for the write worker (SPEC.md §7). A frame reads at most
+// loopReadBytesMax on the loop, into a pooled buffer (tailReadFrames) that
+// goes back once written.
 const (
-	// loopReadBytesMax bounds the region bytes one frame reads on the loop.
-	loopReadBytesMax = 64 << 10
+	// loopReadBytesMax bounds the region bytes one frame reads on the loop:
+	// a copy of at most a few tens of microseconds.
+	loopReadBytesMax = 256 << 10
 	// loopReadTailBytes is how close to its file's logical end a region
 	// must end to be read on the loop: appended so recently that it is
 	// still queued or in the page cache, never a disk read.
@@ -109,12 +113,20 @@ func materialiseOnLoop(frame env.Frame) (env.Frame, error) {
 	return out, nil
 }
 
+// tailReadFrames is the process's pool of the buffers readTailOnLoop reads
+// regions into. A buffer goes back once its response is written, or its
+// connection failed (serverConn), never while a piece of it may still be
+// written; responses dropped on a closed connection leave theirs to the
+// garbage collector.
+var tailReadFrames framePool
+
 // readTailOnLoop returns frame with its regions replaced by their bytes,
-// read on the loop, when they are all small regions at the ends of files
-// appended to lately (see loopReadTailBytes, loopReadAppendedWithin);
-// otherwise it returns false and frame unchanged.
-// It runs on the event loop (env.File's goroutine).
-func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
+// read on the loop into buf (from tailReadFrames; the caller puts it back
+// once nothing refers to the bytes), when they are all at the ends of files
+// appended to lately and together at most loopReadBytesMax (see
+// loopReadTailBytes, loopReadAppendedWithin); otherwise it returns false
+// and frame unchanged. It runs on the event loop (env.File's goroutine).
+func readTailOnLoop(frame env.Frame) (read env.Frame, buf *frameBuf, ok bool) {
 	var regionBytes int64
 	regions := 0
 	for _, p := range frame.Pieces {
@@ -124,17 +136,18 @@ func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
 		}
 		regions++
 		regionBytes += r.Bytes
-		if r.Bytes >= sendfileBytesMin || regionBytes > loopReadBytesMax || r.Position+r.Bytes < r.File.Size()-loopReadTailBytes {
-			return frame, false
+		if regionBytes > loopReadBytesMax || r.Position+r.Bytes < r.File.Size()-loopReadTailBytes {
+			return frame, nil, false
 		}
 		if tf, ok := r.File.(tailFile); !ok || !tf.AppendedWithin(loopReadAppendedWithin) {
-			return frame, false
+			return frame, nil, false
 		}
 	}
 	if regions == 0 {
-		return frame, false
+		return frame, nil, false
 	}
-	data := make([]byte, 0, regionBytes)
+	buf = tailReadFrames.get(int(regionBytes))
+	data := buf.buf[:0]
 	out := env.Frame{Pieces: make([]env.FramePiece, 0, len(frame.Pieces))}
 	for _, p := range frame.Pieces {
 		if p.Region.File == nil {
@@ -144,11 +157,22 @@ func readTailOnLoop(frame env.Frame) (env.Frame, bool) {
 		at := len(data)
 		var err error
 		if data, err = (env.Frame{Pieces: []env.FramePiece{p}}).AppendTo(data); err != nil {
-			return frame, false // the writer's read reports it
+			recycleTailRead(buf)
+			return frame, nil, false // the writer's read reports it
 		}
 		out.Pieces = append(out.Pieces, env.FramePiece{Bytes: data[at:len(data):len(data)]})
 	}
-	return out, true
+	if int64(len(data)) != regionBytes || (regionBytes > 0 && &data[0] != &buf.buf[0]) {
+		panic("realnet: a tail read did not fill its buffer exactly")
+	}
+	return out, buf, true
+}
+
+// recycleTailRead puts back a buffer of readTailOnLoop's (nil: none).
+func recycleTailRead(buf *frameBuf) {
+	if buf != nil && buf.pooled {
+		tailReadFrames.put(buf)
+	}
 }
 
 // responseWriter writes a run of answered slots: byte pieces gathered into

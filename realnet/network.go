@@ -172,14 +172,15 @@ func (n *Network) ReplyFrame(conn env.ConnID, correlationID int32, frame env.Fra
 		sc.shutdown()
 		return
 	}
-	if read, ok := readTailOnLoop(frame); ok {
+	read, buf, ok := readTailOnLoop(frame)
+	if ok {
 		// The bytes are copied: the regions need no pin any more.
 		if frame.Release != nil {
 			n.loop.Defer(frame.Release)
 		}
 		frame = read
 	}
-	sc.answerWith(correlationID, nil, frame)
+	sc.answerWith(correlationID, nil, frame, buf)
 }
 
 // Skip marks a request answered without a response (acks=0).

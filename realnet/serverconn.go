@@ -39,6 +39,9 @@ type slot struct {
 	// pieced is a response with file regions (Fetch), written by
 	// responseWriter; its Release is posted once it is written or dropped.
 	pieced env.Frame
+	// recycle is the tailReadFrames buffer the response's pieces alias
+	// (readTailOnLoop), put back once they are written; nil for none.
+	recycle *frameBuf
 }
 
 // serverConn is one inbound connection: a reader goroutine that decodes
@@ -76,6 +79,12 @@ type serverConn struct {
 	// unwrittenFreed buffered bytes.
 	unwritten      net.Buffers
 	unwrittenFreed int64
+	// unwrittenRecycle are the tail-read buffers unwritten aliases, put
+	// back by the writer once it has written them.
+	unwrittenRecycle []*frameBuf
+	// directRecycle is writeDirect's scratch list of tail-read buffers
+	// (loop only).
+	directRecycle []*frameBuf
 	// direct is writeDirect's scratch list of frames (loop only).
 	direct net.Buffers
 }
@@ -249,12 +258,14 @@ func (sc *serverConn) push(s slot, extraBytes int64) {
 // skipped). An answer nobody waits for is a core bug on a live connection,
 // but after a close the slots are gone, so it is ignored.
 func (sc *serverConn) answer(correlationID int32, frame []byte) {
-	sc.answerWith(correlationID, frame, env.Frame{})
+	sc.answerWith(correlationID, frame, env.Frame{}, nil)
 }
 
-// answerWith is answer with a pieced response too. It runs on the event
-// loop, so a response dropped on a closed connection is released at once.
-func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.Frame) {
+// answerWith is answer with a pieced response too, whose pieces may alias a
+// tail-read buffer (recycle, put back once they are written). It runs on
+// the event loop, so a response dropped on a closed connection is released
+// at once.
+func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.Frame, recycle *frameBuf) {
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
@@ -271,7 +282,7 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		sc.mu.Unlock()
 		panic("realnet: the node answered a request that is not waiting on its connection")
 	}
-	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced = true, frame, pieced
+	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced, sc.slots[i].recycle = true, frame, pieced, recycle
 	sc.bufferedBytes += sc.slots[i].responseBytes()
 	switch {
 	case i != 0:
@@ -321,6 +332,7 @@ func (sc *serverConn) directWritableLocked() bool {
 // released. A failed write closes the connection, as the writer's would.
 func (sc *serverConn) writeDirect() {
 	frames := sc.direct[:0]
+	recycle := sc.directRecycle[:0]
 	var freed int64
 	for len(sc.slots) > 0 && sc.slots[0].answered {
 		s := sc.slots[0]
@@ -333,6 +345,9 @@ func (sc *serverConn) writeDirect() {
 		for _, p := range s.pieced.Pieces {
 			frames = append(frames, p.Bytes)
 		}
+		if s.recycle != nil {
+			recycle = append(recycle, s.recycle)
+		}
 	}
 	sc.writing = true
 	sc.mu.Unlock()
@@ -342,13 +357,19 @@ func (sc *serverConn) writeDirect() {
 	if len(rest) > 0 && err == nil && !sc.closed {
 		sc.unwritten = append(sc.unwritten[:0], rest...)
 		sc.unwrittenFreed = freed
+		sc.unwrittenRecycle = append(sc.unwrittenRecycle[:0], recycle...)
 	} else {
 		sc.bufferedBytes -= freed
+		for _, buf := range recycle { // written, or never to be
+			recycleTailRead(buf)
+		}
 	}
 	wake := sc.writerHasWorkLocked()
 	sc.mu.Unlock()
 	clear(frames)
 	sc.direct = frames[:0]
+	clear(recycle)
+	sc.directRecycle = recycle[:0]
 	sc.room.Broadcast()
 	if err != nil {
 		sc.shutdown()
@@ -365,6 +386,7 @@ func (sc *serverConn) writeDirect() {
 func (sc *serverConn) writeLoop() {
 	defer sc.net.goroutines.Done()
 	out := newResponseWriter(sc.c)
+	var recycle []*frameBuf
 	for {
 		sc.mu.Lock()
 		for !sc.closed && (sc.writing || !sc.writerHasWorkLocked()) {
@@ -380,20 +402,32 @@ func (sc *serverConn) writeLoop() {
 		}
 		clear(sc.unwritten)
 		sc.unwritten, sc.unwrittenFreed = sc.unwritten[:0], 0
+		recycle = append(recycle[:0], sc.unwrittenRecycle...)
+		clear(sc.unwrittenRecycle)
+		sc.unwrittenRecycle = sc.unwrittenRecycle[:0]
 		for len(sc.slots) > 0 && sc.slots[0].answered {
 			s := sc.slots[0]
 			sc.slots[0] = slot{}
 			sc.slots = sc.slots[1:]
 			freed += s.requestBytes + s.responseBytes()
 			out.add(s)
+			if s.recycle != nil {
+				recycle = append(recycle, s.recycle)
+			}
 		}
 		sc.writing = true
 		sc.mu.Unlock()
+		var err error
 		if out.queued() {
-			if err := out.run(sc.net.loop.PostRelease); err != nil {
-				sc.shutdown()
-				return
-			}
+			err = out.run(sc.net.loop.PostRelease)
+		}
+		for _, buf := range recycle { // written, or never to be
+			recycleTailRead(buf)
+		}
+		clear(recycle)
+		if err != nil {
+			sc.shutdown()
+			return
 		}
 		sc.mu.Lock()
 		sc.writing = false
