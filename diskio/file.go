@@ -1,6 +1,7 @@
 package diskio
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func newFile(d *Disk, filePath string, fd int, opts env.OpenOptions) (*File, err
 	}
 	f := &File{disk: d, path: filePath, fd: fd, size: st.Size}
 	f.refs.Store(1)
-	d.writer.startFile(f, st.Size)
+	preallocatedEnd := st.Size
 	if opts.PreallocateBytes > st.Size {
 		err := ignoringEINTR(func() error {
 			return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, opts.PreallocateBytes)
@@ -67,7 +68,11 @@ func newFile(d *Disk, filePath string, fd int, opts env.OpenOptions) (*File, err
 		if err != nil && err != unix.EOPNOTSUPP && err != unix.ENOSYS {
 			return nil, wrapErr("preallocate", filePath, err)
 		}
+		if err == nil {
+			preallocatedEnd = opts.PreallocateBytes
+		}
 	}
+	d.writer.startFile(f, st.Size, opts.MappedBytesMax == 0, preallocatedEnd)
 	if opts.MappedBytesMax > 0 {
 		if err := f.mapAtLeast(opts.MappedBytesMax); err != nil {
 			return nil, err
@@ -270,11 +275,28 @@ func (f *File) Close() error {
 	}
 	_ = f.disk.writer.drain(f) // a failed write was or will be reported by the calls that see it
 	f.closed = true
+	trimErr := f.releaseAllocatedAhead()
 	unmapErr := f.unmap()
 	if err := f.release(); err != nil {
 		return err
 	}
-	return unmapErr
+	return errors.Join(trimErr, unmapErr)
+}
+
+// releaseAllocatedAhead gives back the space allocated past the file's end
+// (OpenOptions.PreallocateBytes, writer.preallocateAhead): on ext4 an
+// ftruncate to the unchanged size frees the blocks past it. A crash before Close leaves them
+// allocated, at most allocateAheadBytesMax per file, until the file is
+// removed. f is drained.
+func (f *File) releaseAllocatedAhead() error {
+	if !f.disk.writer.allocatedPastEnd(f, f.size) {
+		return nil
+	}
+	if err := ignoringEINTR(func() error { return unix.Ftruncate(f.fd, f.size) }); err != nil {
+		return wrapErr("release preallocated space of", f.path, err)
+	}
+	f.disk.writer.wroteInPlace(f, f.size)
+	return nil
 }
 
 // release drops one owner of the descriptor and closes it with the last.

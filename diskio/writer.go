@@ -38,9 +38,12 @@ const WriteQueueBytesMaxDefault = 64 << 20
 // (nextRun): under a produce load the loop appends many small batches, and a
 // system call per batch was the worker's main cost.
 //
-// Everything below mu, and every File's writes field, is guarded by mu;
-// changed signals any change of the queue, of a file's written end, or of
-// its error.
+// A file that grows by appends gets disk space allocated ahead of its end
+// (preallocateAhead), so that its appends land in allocated blocks.
+//
+// Everything below mu, and every File's writes field but the two of
+// preallocateAhead (see fileWrites), is guarded by mu; changed signals any
+// change of the queue, of a file's written end, or of its error.
 type writer struct {
 	mu      sync.Mutex
 	changed sync.Cond
@@ -52,6 +55,9 @@ type writer struct {
 	// pwritev writes iovecs at an offset; internal tests replace it to
 	// inject errors or block a write.
 	pwritev func(fd int, iovs [][]byte, off int64) (int, error)
+	// fallocate allocates [off, off+length) of a file without changing its
+	// size; internal tests replace it to inject errors.
+	fallocate func(fd int, off, length int64) error
 	// syncFile hands a Sync to the sync worker once the writes before it
 	// are done; it must not block.
 	syncFile func(f *File, done func(error))
@@ -96,20 +102,49 @@ type fileWrites struct {
 	err error
 	// failed mirrors err != nil, so Size can tell without the lock.
 	failed atomic.Bool
+
+	// allocateAhead is set for files preallocateAhead serves: not memory
+	// mapped, and not yet refused by the file system. preallocatedEnd is
+	// where the file's allocated space ends, as far as this File knows:
+	// its size at open, or what PreallocateBytes or preallocateAhead
+	// allocated. preallocateAhead reads and writes both without mu on the
+	// writer goroutine, which owns them while the file has queued
+	// appends; the event loop changes them only under mu with the file
+	// drained, and mu orders the two.
+	allocateAhead   bool
+	preallocatedEnd int64
+}
+
+// Space allocated ahead of a file's end (preallocateAhead): a file is served
+// once its appends pass allocateAheadFromBytes, so that small files (a
+// checkpoint, a snapshot) never hold more space than they use, and then
+// keeps a quarter of its size allocated past its end, at least
+// allocateAheadFromBytes and at most allocateAheadBytesMax.
+const (
+	allocateAheadFromBytes = 1 << 20
+	allocateAheadBytesMax  = 8 << 20
+)
+
+// fallocateKeepSize allocates disk space without changing the file's size.
+func fallocateKeepSize(fd int, off, length int64) error {
+	return ignoringEINTR(func() error { return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, length) })
 }
 
 func newWriter(queuedBytesMax int64, pwritev func(int, [][]byte, int64) (int, error), syncFile func(*File, func(error)), onExit func()) *writer {
-	w := &writer{queuedBytesMax: queuedBytesMax, pwritev: pwritev, syncFile: syncFile, onExit: onExit}
+	w := &writer{queuedBytesMax: queuedBytesMax, pwritev: pwritev, fallocate: fallocateKeepSize, syncFile: syncFile, onExit: onExit}
 	w.changed.L = &w.mu
 	w.register()
 	go w.runLoop()
 	return w
 }
 
-// startFile records the size of a file just opened.
-func (w *writer) startFile(f *File, size int64) {
+// startFile records the size of a file just opened, whether space is to be
+// allocated ahead of its appends, and where its allocated space ends (past
+// size if it was opened with OpenOptions.PreallocateBytes).
+func (w *writer) startFile(f *File, size int64, allocateAhead bool, preallocatedEnd int64) {
 	w.mu.Lock()
 	f.writes.writtenEnd, f.writes.queuedEnd = size, size
+	f.writes.allocateAhead, f.writes.preallocatedEnd = allocateAhead, preallocatedEnd
 	w.mu.Unlock()
 }
 
@@ -188,11 +223,20 @@ func (w *writer) drain(f *File) error {
 
 // wroteInPlace records a write made on the caller's goroutine (WriteAt,
 // Truncate, an Append after the Disk closed) with f drained: the file now
-// ends at size.
+// ends at size. A truncation released the space allocated past size.
 func (w *writer) wroteInPlace(f *File, size int64) {
 	w.mu.Lock()
 	f.writes.writtenEnd, f.writes.queuedEnd = size, size
+	f.writes.preallocatedEnd = min(f.writes.preallocatedEnd, size)
 	w.mu.Unlock()
+}
+
+// allocatedPastEnd reports whether preallocateAhead allocated space past
+// f's end, size; f is drained.
+func (w *writer) allocatedPastEnd(f *File, size int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return f.writes.err == nil && f.writes.preallocatedEnd > size
 }
 
 // readQueued fills the part of p (read at off) that lies at or past f's
@@ -264,6 +308,8 @@ func (w *writer) runLoop() {
 			for _, job := range run {
 				w.iovs = append(w.iovs, job.p)
 			}
+			last := run[len(run)-1]
+			w.preallocateAhead(f, run[0].off, last.off+int64(len(last.p)))
 			n, err = w.pwritevAll(f.fd, w.iovs, run[0].off)
 			clear(w.iovs) // let written bytes go
 		}
@@ -301,6 +347,32 @@ func (w *writer) nextRun() ([]writeJob, bool) {
 		w.run = append(w.run, job)
 	}
 	return w.run, true
+}
+
+// preallocateAhead allocates disk space ahead of f's end before the writer
+// writes f's bytes [start, end), so that appends fill blocks already
+// allocated (as unwritten extents) instead of reserving and mapping
+// delayed-allocation blocks page by page: on ext4 here that bookkeeping
+// (ext4_da_get_block_prep, ext4_da_reserve_space) was about a quarter of the
+// CPU of a 1 MB buffered append into pages the host had backed (0.41 ns per
+// byte without, 0.30 with). The size does not change (FALLOC_FL_KEEP_SIZE);
+// Close releases what was not used. One call allocates a quarter of the size
+// ahead (allocateAheadFromBytes to allocateAheadBytesMax), so a file
+// appended to at 300 MB/s costs about 40 calls a second. A file system that
+// refuses (no support, no space) ends it for the file: its appends then
+// allocate as before, and report a shortage themselves. Writer goroutine.
+func (w *writer) preallocateAhead(f *File, start, end int64) {
+	if !f.writes.allocateAhead || end < allocateAheadFromBytes || end <= f.writes.preallocatedEnd {
+		return
+	}
+	ahead := min(max(end/4, allocateAheadFromBytes), allocateAheadBytesMax)
+	from := max(f.writes.preallocatedEnd, start)
+	to := end + ahead
+	if err := w.fallocate(f.fd, from, to-from); err != nil {
+		f.writes.allocateAhead = false
+		return
+	}
+	f.writes.preallocatedEnd = to
 }
 
 // pop removes the oldest job, which is job, from both queues; mu held.
