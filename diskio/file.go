@@ -285,9 +285,11 @@ func (f *File) Close() error {
 
 // releaseAllocatedAhead gives back the space allocated past the file's end
 // (OpenOptions.PreallocateBytes, writer.preallocateAhead): on ext4 an
-// ftruncate to the unchanged size frees the blocks past it. A crash before Close leaves them
-// allocated, at most allocateAheadBytesMax per file, until the file is
-// removed. f is drained.
+// ftruncate to the unchanged size frees the blocks past it (a file system
+// that ignores a truncation to the same size, as tmpfs does, keeps them
+// until the file is removed). A crash before Close leaves them allocated,
+// at most allocateAheadBytesMax per file, until the file is removed. f is
+// drained.
 func (f *File) releaseAllocatedAhead() error {
 	if !f.disk.writer.allocatedPastEnd(f, f.size) {
 		return nil
