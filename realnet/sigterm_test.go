@@ -30,7 +30,7 @@ func TestWholeClusterSigtermExitsPromptly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(environ, []byte("GODEBUG=schedtrace=")) {
+	if !godebugNamesSchedtrace(environ) {
 		t.Errorf("node 1 runs without GODEBUG's schedtrace; its environment: %q", environ)
 	}
 	c.createTopic("sigterm", 3, 3)
@@ -114,4 +114,22 @@ func (c *procCluster) sigtermAndWait(ids ...int) {
 			c.t.Errorf("node %d logged %d outcomes of its controlled shutdown, want 1:\n%s", id, outcomes, lastBytes(log, 4<<10))
 		}
 	}
+}
+
+// godebugNamesSchedtrace reports whether a /proc/PID/environ (NUL-separated)
+// sets GODEBUG with a schedtrace field, wherever it sits among the fields
+// the caller's own GODEBUG brought.
+func godebugNamesSchedtrace(environ []byte) bool {
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		value, ok := bytes.CutPrefix(kv, []byte("GODEBUG="))
+		if !ok {
+			continue
+		}
+		for _, field := range bytes.Split(value, []byte(",")) {
+			if key, _, _ := bytes.Cut(field, []byte("=")); string(bytes.TrimSpace(key)) == "schedtrace" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -22,8 +22,9 @@ import (
 // schedtrace's value is the interval of the scheduler summary it prints,
 // in ms; schedtraceMs is the largest the runtime takes (24.8 days), so the
 // summary is printed at most that often, once at start-up on a machine up
-// longer than that. A fatal runtime error also prints the scheduler's
-// state with it set.
+// longer than that. With it set, any panic that ends the process (and any
+// fatal runtime error) first prints the scheduler's state, one line per
+// goroutine, before the panic's own trace.
 const schedtraceMs = "2147483647"
 
 // reexecKeepingSysmonAwake replaces the process with itself, with
@@ -37,10 +38,10 @@ func reexecKeepingSysmonAwake() {
 	if !changed {
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return
-	}
+	// /proc/self/exe is the very file this process runs, even if the path
+	// it was started from has been replaced since (a rebuilt bin/strand);
+	// argv, argv[0] included, is kept as given.
+	const exe = "/proc/self/exe"
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GODEBUG=") {
