@@ -205,6 +205,50 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return want, nil
 }
 
+// ReadCachedAt fills p from offset off as ReadAt does, but only from memory:
+// the queued appends and pages already in the page cache (preadv2 with
+// RWF_NOWAIT). It reports false, with p's contents undefined, when any of
+// the bytes would have to come from the disk, when they reach past the
+// logical size, or when the kernel cannot tell (no RWF_NOWAIT support). The
+// event loop reads a Fetch answer's tail itself only when this succeeds
+// (realnet), so a cold read never stalls it: the connection's writer reads
+// those bytes instead. Mapped files are not read this way (a mapped read can
+// fault to the disk just the same).
+func (f *File) ReadCachedAt(p []byte, off int64) (bool, error) {
+	if f.closed {
+		return false, closedErr("readcached", f.path)
+	}
+	if off < 0 || off+int64(len(p)) > f.size {
+		return false, nil
+	}
+	if len(p) == 0 {
+		return true, nil
+	}
+	writtenEnd, err := f.disk.writer.readQueued(f, p, off)
+	if err != nil {
+		return false, err
+	}
+	fromFile := int(min(int64(len(p)), max(writtenEnd-off, 0)))
+	if fromFile == 0 {
+		return true, nil
+	}
+	if f.mapped != nil {
+		return false, nil
+	}
+	var n int
+	err = ignoringEINTR(func() (err error) {
+		n, err = unix.Preadv2(f.fd, [][]byte{p[:fromFile]}, off, unix.RWF_NOWAIT)
+		return err
+	})
+	switch {
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		return false, nil // not all in memory, or no way to tell
+	case err != nil:
+		return false, wrapErr("readcached", f.path, err)
+	}
+	return n == fromFile, nil // a short read: the rest is not in memory
+}
+
 // readFile fills p from offset off with pread. The bytes are below the
 // logical size, so running out of file means someone truncated it behind the
 // File's back: the bytes written are gone, which the core treats as ErrIO.

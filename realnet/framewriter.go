@@ -65,10 +65,14 @@ const (
 // in the page cache, and its read goes to the writer like any other.
 var loopReadAppendedWithin = 10 * time.Second
 
-// tailFile is a file that says whether it is being appended to: diskio's.
-// Regions of other files are never read on the loop.
+// tailFile is a file that says whether it is being appended to, and reads
+// only what memory holds: diskio's. Regions of other files are never read on
+// the loop.
 type tailFile interface {
 	AppendedWithin(d time.Duration) bool
+	// ReadCachedAt fills p from off from queued appends and the page
+	// cache only, reporting false if any byte would need the disk.
+	ReadCachedAt(p []byte, off int64) (bool, error)
 }
 
 // sendfileChunkBytes caps one sendfile call, so that a huge region does not
@@ -123,9 +127,10 @@ var tailReadFrames framePool
 // readTailOnLoop returns frame with its regions replaced by their bytes,
 // read on the loop into buf (from tailReadFrames; the caller puts it back
 // once nothing refers to the bytes), when they are all at the ends of files
-// appended to lately and together at most loopReadBytesMax (see
-// loopReadTailBytes, loopReadAppendedWithin); otherwise it returns false
-// and frame unchanged. It runs on the event loop (env.File's goroutine).
+// appended to lately, together at most loopReadBytesMax (see
+// loopReadTailBytes, loopReadAppendedWithin), and all in memory (queued or
+// in the page cache: tailFile.ReadCachedAt); otherwise it returns false and
+// frame unchanged. It runs on the event loop (env.File's goroutine).
 func readTailOnLoop(frame env.Frame) (read env.Frame, buf *frameBuf, ok bool) {
 	var regionBytes int64
 	regions := 0
@@ -155,10 +160,14 @@ func readTailOnLoop(frame env.Frame) (read env.Frame, buf *frameBuf, ok bool) {
 			continue
 		}
 		at := len(data)
-		var err error
-		if data, err = (env.Frame{Pieces: []env.FramePiece{p}}).AppendTo(data); err != nil {
+		data = data[:at+int(p.Region.Bytes)] // get sized buf for every region
+		// Only bytes in memory: a region whose pages left the page cache
+		// (the 10 s rule looks at the file's last append, not at the
+		// age of these bytes) goes to the writer, whose read may wait.
+		cached, err := p.Region.File.(tailFile).ReadCachedAt(data[at:], p.Region.Position)
+		if err != nil || !cached {
 			recycleTailRead(buf)
-			return frame, nil, false // the writer's read reports it
+			return frame, nil, false // the writer's read reports an error
 		}
 		out.Pieces = append(out.Pieces, env.FramePiece{Bytes: data[at:len(data):len(data)]})
 	}
