@@ -181,6 +181,13 @@ func startStrand(name, strandBin, dir string, nodes, voters int, profileDir stri
 // startKfake starts kfake in a process of its own: this binary again, with
 // -serve-kfake.
 func startKfake(dir string) (*cluster, error) {
+	return startSelf(dir, "kfake", "-serve-kfake")
+}
+
+// startSelf starts this binary again in a process of its own, serving a
+// one-broker cluster called name with serveFlag (-serve-kfake, -serve-null)
+// on a free port; its stderr goes to "<name>-stderr.log" in dir.
+func startSelf(dir, name, serveFlag string) (*cluster, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -189,9 +196,9 @@ func startKfake(dir string) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{name: "kfake", bootstrap: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}}
-	p := &brokerProcess{name: "kfake", logPath: filepath.Join(dir, "kfake-stderr.log")}
-	if err := p.start(self, "-serve-kfake", strconv.Itoa(ports[0])); err != nil {
+	c := &cluster{name: name, bootstrap: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}}
+	p := &brokerProcess{name: name, logPath: filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+"-stderr.log")}
+	if err := p.start(self, serveFlag, strconv.Itoa(ports[0])); err != nil {
 		return nil, err
 	}
 	c.processes = append(c.processes, p)

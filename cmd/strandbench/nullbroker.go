@@ -24,8 +24,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -379,23 +377,5 @@ func serveNull(port int) int {
 // startNull starts the null broker in a process of its own: this binary
 // again, with -serve-null.
 func startNull(dir string) (*cluster, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{name: "null broker", bootstrap: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}}
-	p := &brokerProcess{name: "null broker", logPath: filepath.Join(dir, "null-stderr.log")}
-	if err := p.start(self, "-serve-null", strconv.Itoa(ports[0])); err != nil {
-		return nil, err
-	}
-	c.processes = append(c.processes, p)
-	if err := c.awaitReady(1); err != nil {
-		return nil, errors.Join(err, c.stop())
-	}
-	c.startSampling()
-	return c, nil
+	return startSelf(dir, "null broker", "-serve-null")
 }
