@@ -216,6 +216,8 @@ func (p *brokerProcess) start(bin string, args ...string) error {
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// A benchmark interrupted or killed must not leave brokers running.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("start %s (%s): %w", p.name, bin, err)

@@ -26,9 +26,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // section is one part of the benchmark.
@@ -90,6 +92,7 @@ func runSections() int {
 		return 2
 	}
 	defer env.close()
+	removeOnInterrupt(env)
 	env.describe()
 
 	allMet := true
@@ -153,4 +156,19 @@ func startCPUProfile(path string) (stop func(), err error) {
 			fmt.Fprintln(os.Stderr, "strandbench: -cpuprofile:", err)
 		}
 	}, nil
+}
+
+// removeOnInterrupt removes what the benchmark wrote when it is interrupted
+// (SIGINT, SIGTERM) and exits: the deferred cleanup would not run, and the
+// brokers' data would stay in the benchmark directory. The brokers
+// themselves die with this process (brokerProcess.start's Pdeathsig).
+func removeOnInterrupt(env *benchEnv) {
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-interrupted
+		fmt.Fprintf(os.Stderr, "strandbench: %v: removing %s\n", sig, env.root)
+		env.close()
+		os.Exit(130)
+	}()
 }
