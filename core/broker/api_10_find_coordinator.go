@@ -9,11 +9,14 @@ package broker
 // (coordinators.go). v4 answers a batch of CoordinatorKeys (KIP-699).
 // The endpoint is the leader's first advertised listener, as Metadata gives.
 //
-// Skipped: transaction coordinators (key type 1) answer
-// COORDINATOR_NOT_AVAILABLE, since Strand has no transactions; other key
-// types get INVALID_REQUEST.
+// Skipped: transaction coordinators (key type 1) answer INVALID_REQUEST
+// with a message saying Strand has no transactions (not the retriable
+// COORDINATOR_NOT_AVAILABLE, which left a transactional producer retrying
+// until its timeout); other key types get INVALID_REQUEST naming key_type.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,6 +29,10 @@ const (
 	coordinatorKeyGroup       = 0
 	coordinatorKeyTransaction = 1
 )
+
+// transactionsUnsupported is the error message of the requests only a
+// transaction coordinator would serve.
+const transactionsUnsupported = "transactions are not supported: Strand has no transaction coordinator (idempotent producing works without a transactional.id)"
 
 // batchedCoordinatorKeysVersion is the first version with CoordinatorKeys.
 const batchedCoordinatorKeysVersion = 4
@@ -49,17 +56,20 @@ func (n *Node) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req
 func (n *Node) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key, c.NodeID, c.Port = key, -1, -1
-	fail := func(err *kerr.Error) kmsg.FindCoordinatorResponseCoordinator {
-		msg := err.Message
+	failWith := func(err *kerr.Error, msg string) kmsg.FindCoordinatorResponseCoordinator {
 		c.ErrorCode, c.ErrorMessage = err.Code, &msg
 		return c
 	}
+	fail := func(err *kerr.Error) kmsg.FindCoordinatorResponseCoordinator { return failWith(err, err.Message) }
 	switch keyType {
 	case coordinatorKeyGroup:
 	case coordinatorKeyTransaction:
-		return fail(kerr.CoordinatorNotAvailable)
+		// Not retriable: a transactional producer fails at once with the
+		// reason, instead of retrying COORDINATOR_NOT_AVAILABLE until its
+		// timeout.
+		return failWith(kerr.InvalidRequest, transactionsUnsupported)
 	default:
-		return fail(kerr.InvalidRequest)
+		return failWith(kerr.InvalidRequest, fmt.Sprintf("FindCoordinator: unknown key_type %d (0 is a group, 1 a transaction)", keyType))
 	}
 	if _, ok := n.image.TopicByName(offsetsTopic); !ok {
 		n.ensureOffsetsTopic()

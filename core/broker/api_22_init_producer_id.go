@@ -44,7 +44,9 @@ func (n *Node) handleInitProducerID(conn env.ConnID, hdr env.RequestHeader, req 
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil && *req.TransactionalID != "" {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		// As FindCoordinator's transaction keys: refused for good
+		// (transactionsUnsupported; InitProducerId has no message field).
+		resp.ErrorCode = kerr.InvalidRequest.Code
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -322,7 +323,8 @@ func TestIdempotentRestartDedups(t *testing.T) {
 
 // TestInitProducerID: ids come from the controller's blocks, so two
 // brokers never hand out the same one; a transactional id is refused with
-// COORDINATOR_NOT_AVAILABLE (transactions are not implemented).
+// INVALID_REQUEST (transactions are not implemented), and FindCoordinator
+// for a transaction says so in its message.
 func TestInitProducerID(t *testing.T) {
 	c := newCluster(t, 2, nil)
 	c.waitRegistered()
@@ -339,8 +341,24 @@ func TestInitProducerID(t *testing.T) {
 	req.SetVersion(4)
 	txn := "txn-1"
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch = &txn, -1, -1
-	if resp := c.request(2, req).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.CoordinatorNotAvailable.Code || resp.ProducerID != -1 {
-		t.Fatalf("transactional InitProducerId: %v id %d, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID)
+	if resp := c.request(2, req).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.InvalidRequest.Code || resp.ProducerID != -1 {
+		t.Fatalf("transactional InitProducerId: %v id %d, want INVALID_REQUEST", kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID)
+	}
+	for _, version := range []int16{1, 4} { // one key, and v4's batch
+		find := kmsg.NewPtrFindCoordinatorRequest()
+		find.SetVersion(version)
+		find.CoordinatorType, find.CoordinatorKey, find.CoordinatorKeys = 1, txn, []string{txn}
+		resp := c.request(2, find).(*kmsg.FindCoordinatorResponse)
+		code, msg := resp.ErrorCode, resp.ErrorMessage
+		if version >= 4 {
+			if len(resp.Coordinators) != 1 {
+				t.Fatalf("FindCoordinator v4 for a transaction: %d coordinators, want 1", len(resp.Coordinators))
+			}
+			code, msg = resp.Coordinators[0].ErrorCode, resp.Coordinators[0].ErrorMessage
+		}
+		if code != kerr.InvalidRequest.Code || msg == nil || !strings.Contains(*msg, "transactions are not supported") {
+			t.Fatalf("FindCoordinator v%d for a transaction: %v %v, want INVALID_REQUEST saying transactions are not supported", version, kerr.ErrorForCode(code), msg)
+		}
 	}
 }
 
