@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
@@ -16,7 +17,11 @@ import (
 // fetcher is the replica fetcher for one leader broker (Kafka's
 // ReplicaFetcherThread): it sends Fetch v12 for every partition this node
 // follows on that leader, with one request in flight, and performs what
-// each partition's replica decides about the answer.
+// each partition's replica decides about the answer. It holds a fetch
+// session with the leader (KIP-227, as Kafka's fetchers do), so that a
+// partition whose fetch did not change since the last request is not named
+// again and, without news, not answered: with many idle partitions most of
+// the encoding, decoding and per-partition work is saved on both sides.
 type fetcher struct {
 	leader     int32
 	partitions map[partitionKey]*partition
@@ -25,6 +30,50 @@ type fetcher struct {
 	keys     []partitionKey
 	inFlight bool
 	backoff  env.Timer
+	session  replicaFetchSession
+}
+
+// replicaFetchSession is the follower's side of its fetch session with a
+// leader (Kafka's FetchSessionHandler).
+type replicaFetchSession struct {
+	// id is the leader's session id, 0 for none.
+	id int32
+	// epoch is the epoch of the next request: fetchSessionInitialEpoch
+	// makes it a full fetch, which closes session id (if any) and asks for
+	// a new one.
+	epoch int32
+	// asked is, in partition order, every partition of the leader's
+	// session with what it was last asked: the partitions of the last
+	// answered request.
+	asked sentFetches
+}
+
+// incremental reports whether the next request may name only what changed.
+func (s *replicaFetchSession) incremental() bool {
+	return s.epoch != fetchSessionInitialEpoch
+}
+
+// answered moves the session on after the leader answered a request that
+// fetched sent: a full fetch takes the session the answer names (none if
+// the leader's cache had no room: the next fetch is full again), an
+// incremental one moves to the next epoch.
+func (s *replicaFetchSession) answered(sent sentFetches, sessionID int32) {
+	if !s.incremental() {
+		s.id = sessionID
+		if sessionID == 0 {
+			s.asked = nil
+			return
+		}
+	}
+	s.epoch = nextFetchSessionEpoch(s.epoch)
+	s.asked = sent
+}
+
+// reset makes the next request a full fetch that closes the session and
+// asks for a new one: after a failed request or a session error, the
+// leader's view of the session is unknown.
+func (s *replicaFetchSession) reset() {
+	s.epoch, s.asked = fetchSessionInitialEpoch, nil
 }
 
 // add starts fetching p (replacing a partition of the same key).
@@ -109,10 +158,25 @@ func (n *Node) runFetcher(f *fetcher) {
 	n.send(f.leader, req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil {
+			f.session.reset()
 			n.backoffFetcher(f)
 			return
 		}
-		if !n.onReplicaFetched(f, sent, r.(*kmsg.FetchResponse)) {
+		resp := r.(*kmsg.FetchResponse)
+		switch resp.ErrorCode {
+		case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+			// The leader lost or moved on from the session (a restart,
+			// an eviction): a full fetch at once, which no session error
+			// answers, so this cannot repeat.
+			f.session.reset()
+			n.runFetcher(f)
+			return
+		case 0:
+			f.session.answered(sent, resp.SessionID)
+		default:
+			f.session.reset()
+		}
+		if !n.onReplicaFetched(f, sent, resp) {
 			n.backoffFetcher(f)
 			return
 		}
@@ -146,7 +210,9 @@ func (s sentFetches) find(key partitionKey) (sentFetch, bool) {
 }
 
 // buildReplicaFetch builds the Fetch for every partition that wants one,
-// in partition order.
+// in partition order, and returns them all in sent. In an incremental
+// session the request names only the partitions whose fetch changed (or
+// that are new to the session), and forgets those no longer fetched.
 func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
@@ -154,7 +220,11 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
+	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
+	incremental := f.session.incremental()
+	asked := f.session.asked // sorted: walked beside f.keys
 	sent := make(sentFetches, 0, len(f.keys))
+	var forgotten []partitionKey
 	// Sized for every partition, one backing array for all topics'
 	// partitions: this runs for every replica fetch.
 	req.Topics = make([]kmsg.FetchRequestTopic, 0, topicCount(f.keys))
@@ -165,6 +235,21 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		leader, fr, ok := p.replica.NextFetch()
 		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) {
 			continue
+		}
+		sent = append(sent, sentFetch{p: p, req: fr})
+		unchanged := false
+		if incremental {
+			for len(asked) > 0 && asked[0].p.key.less(k) {
+				forgotten = append(forgotten, asked[0].p.key)
+				asked = asked[1:]
+			}
+			if len(asked) > 0 && asked[0].p.key == k {
+				unchanged = asked[0].p == p && asked[0].req == fr
+				asked = asked[1:]
+			}
+		}
+		if unchanged {
+			continue // the leader's session still holds this fetch
 		}
 		if len(req.Topics) == 0 || req.Topics[len(req.Topics)-1].Topic != k.topic {
 			t := kmsg.NewFetchRequestTopic()
@@ -181,9 +266,30 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		fp.PartitionMaxBytes = replicaFetchMaxBytes
 		partitions = append(partitions, fp) // within capacity: never moves
 		req.Topics[len(req.Topics)-1].Partitions = partitions[topicStart:len(partitions):len(partitions)]
-		sent = append(sent, sentFetch{p: p, req: fr})
+	}
+	if incremental {
+		for _, a := range asked {
+			forgotten = append(forgotten, a.p.key)
+		}
+		req.ForgottenTopics = forgottenTopics(forgotten)
 	}
 	return req, sent
+}
+
+// forgottenTopics names keys, in partition order, as a Fetch's
+// ForgottenTopics.
+func forgottenTopics(keys []partitionKey) []kmsg.FetchRequestForgottenTopic {
+	var topics []kmsg.FetchRequestForgottenTopic
+	for _, k := range keys {
+		if len(topics) == 0 || topics[len(topics)-1].Topic != k.topic {
+			t := kmsg.NewFetchRequestForgottenTopic()
+			t.Topic = k.topic
+			topics = append(topics, t)
+		}
+		last := &topics[len(topics)-1]
+		last.Partitions = append(last.Partitions, k.index)
+	}
+	return topics
 }
 
 // topicCount is the number of topics keys name; keys are sorted, so a
