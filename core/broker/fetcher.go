@@ -46,6 +46,22 @@ type replicaFetchSession struct {
 	// session with what it was last asked: the partitions of the last
 	// answered request.
 	asked sentFetches
+	// spare is a list no request refers to any more (the asked before
+	// the last), reused for the next request's: a fetcher of many
+	// partitions builds one per fetch.
+	spare sentFetches
+}
+
+// takeSpare returns an empty list for a request's partitions, with room
+// for capacity of them.
+func (s *replicaFetchSession) takeSpare(capacity int) sentFetches {
+	spare := s.spare
+	s.spare = nil
+	if cap(spare) < capacity {
+		return make(sentFetches, 0, capacity)
+	}
+	clear(spare[:cap(spare)]) // drops the partitions it pointed to
+	return spare[:0]
 }
 
 // incremental reports whether the next request may name only what changed.
@@ -66,7 +82,7 @@ func (s *replicaFetchSession) answered(sent sentFetches, sessionID int32) {
 		}
 	}
 	s.epoch = nextFetchSessionEpoch(s.epoch)
-	s.asked = sent
+	s.spare, s.asked = s.asked, sent
 }
 
 // reset makes the next request a full fetch that closes the session and
@@ -223,12 +239,16 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	incremental := f.session.incremental()
 	asked := f.session.asked // sorted: walked beside f.keys
-	sent := make(sentFetches, 0, len(f.keys))
+	sent := f.session.takeSpare(len(f.keys))
 	var forgotten []partitionKey
-	// Sized for every partition, one backing array for all topics'
-	// partitions: this runs for every replica fetch.
-	req.Topics = make([]kmsg.FetchRequestTopic, 0, topicCount(f.keys))
-	partitions := make([]kmsg.FetchRequestTopicPartition, 0, len(f.keys))
+	// A full fetch names every partition: sized for all, one backing
+	// array for all topics' partitions. An incremental one names the few
+	// that changed.
+	var partitions []kmsg.FetchRequestTopicPartition
+	if !incremental {
+		req.Topics = make([]kmsg.FetchRequestTopic, 0, topicCount(f.keys))
+		partitions = make([]kmsg.FetchRequestTopicPartition, 0, len(f.keys))
+	}
 	topicStart := 0
 	for _, k := range f.keys {
 		p := f.partitions[k]
@@ -264,7 +284,7 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		fp.LastFetchedEpoch = fr.LastFetchedEpoch
 		fp.LogStartOffset = fr.LogStartOffset
 		fp.PartitionMaxBytes = replicaFetchMaxBytes
-		partitions = append(partitions, fp) // within capacity: never moves
+		partitions = append(partitions, fp) // a move leaves earlier topics' slices intact
 		req.Topics[len(req.Topics)-1].Partitions = partitions[topicStart:len(partitions):len(partitions)]
 	}
 	if incremental {
