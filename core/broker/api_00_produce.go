@@ -265,12 +265,19 @@ func (n *Node) completeAcks(results []replica.AckResult) {
 // afterReplicaChange performs what a replica decided as a side effect of any
 // input: answer completed acks, send an ISR change to the controller, and
 // re-check parked fetches (the HW or LEO may have moved).
-func (n *Node) afterReplicaChange(p *partition) {
+func (n *Node) afterReplicaChange(p *partition) { n.settleReplicaChange(p, true) }
+
+// settleReplicaChange is afterReplicaChange; with wake false it leaves the
+// parked fetches alone, for a caller that knows nothing they watch has
+// moved (afterFollowerFetch).
+func (n *Node) settleReplicaChange(p *partition, wake bool) {
 	n.completeAcks(p.replica.TakeAckResults())
 	n.syncCoordinator(p)
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
 		n.sendAlterPartition(p, ap)
 	}
-	n.wakeFetchWaiters(p)
+	if wake {
+		n.wakeFetchWaiters(p)
+	}
 	n.completeDeleteRecords(p)
 }

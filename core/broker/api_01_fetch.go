@@ -210,12 +210,13 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 	}
 	var d replica.FetchDecision
 	if replicaID >= 0 {
+		hwBefore := p.replica.HighWatermark()
 		d = p.replica.OnFollowerFetch(replica.FetchRequest{
 			// Fetch v12 carries no broker epoch (ReplicaState is v15+).
 			ReplicaID: replicaID, ReplicaEpoch: -1, FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
 			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
 		}, n.nowMs())
-		defer n.afterReplicaChange(p)
+		defer n.afterFollowerFetch(p, hwBefore)
 	} else {
 		d = p.replica.OnConsumerFetch(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	}
@@ -244,6 +245,17 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 	return rp, records
 }
 
+// afterFollowerFetch is afterReplicaChange after a follower's fetch of p.
+// Of what a parked fetch watches (fetchReady: role, leader epoch, LEO, HW,
+// log failure), a follower's fetch moves at most the HW, so the parked
+// fetches on p are re-checked only when it moved. A replica fetch names
+// every partition the two brokers share; waking each one re-checked the
+// other followers' parked fetches, each walking its own partitions: with
+// 333 idle partitions, about 10^5 partition checks per fetch.
+func (n *Node) afterFollowerFetch(p *partition, hwBefore int64) {
+	n.settleReplicaChange(p, p.replica.HighWatermark() != hwBefore)
+}
+
 // parkFetch waits for data, for at most MaxWaitMillis; partitions are the
 // hosted partitions req names, in order (fetchAnswer.partitions).
 func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, use fetchSessionUse, partitions []*partition) {
@@ -256,7 +268,9 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, us
 				p = n.partitions[p.key]
 			}
 			if p != nil {
-				if !w.waitsOn(p) { // a partition named twice is watched once
+				// A partition named twice is watched once: w is then the
+				// last of its waiters, as nothing else parks meanwhile.
+				if last := len(p.fetchWaiters) - 1; last < 0 || p.fetchWaiters[last] != w {
 					p.fetchWaiters = append(p.fetchWaiters, w)
 				}
 				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
@@ -270,16 +284,6 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, us
 		}
 	})
 	n.fetchWaiters = append(n.fetchWaiters, w)
-}
-
-// waitsOn reports whether w already watches p.
-func (w *fetchWaiter) waitsOn(p *partition) bool {
-	for _, pp := range w.parts {
-		if pp.p == p {
-			return true
-		}
-	}
-	return false
 }
 
 // purgatoryFull reports whether parking a fetch of partitions (the hosted
@@ -361,6 +365,7 @@ func (n *Node) drainWakes() {
 	defer func() { n.waking = false }()
 	for {
 		var candidates []*fetchWaiter
+		var woken *partition
 		switch {
 		case n.wakeAll:
 			n.wakeAll = false
@@ -377,12 +382,13 @@ func (n *Node) drainWakes() {
 				n.wakeQueue = n.wakeQueue[:0:cap(n.wakeQueue)]
 			}
 			p.wakeQueued = false
+			woken = p
 			candidates = append(candidates, p.fetchWaiters...)
 		default:
 			return
 		}
 		for _, w := range candidates {
-			if w.parked && n.fetchReady(w) && n.removeFetchWaiter(w) {
+			if w.parked && n.fetchReady(w, woken) && n.removeFetchWaiter(w) {
 				w.timer.Stop()
 				n.answerFetch(w)
 			}
@@ -393,39 +399,68 @@ func (n *Node) drainWakes() {
 // fetchReady reports whether a parked fetch should be answered now. It
 // only reads, and stops at the first partition that settles it: it runs
 // on every wake of every parked fetch, so it avoids log reads where the
-// log's offsets decide (the fetch runs again when answered).
-func (n *Node) fetchReady(w *fetchWaiter) bool {
+// log's offsets decide (the fetch runs again when answered). woken, when
+// not nil, is the partition whose change caused the check: it is looked
+// at first, as it is the one likely to have become ready. Only the cost
+// depends on the order: every partition that settles the answer settles
+// it as ready, and the bytes only add up.
+func (n *Node) fetchReady(w *fetchWaiter, woken *partition) bool {
 	minBytes := max(int64(w.req.MinBytes), 1) // an empty answer never counts
 	var bytes int64
-	for _, pp := range w.parts {
-		p := pp.p
-		if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
-			return true
+	first := -1
+	if woken != nil {
+		for i, pp := range w.parts {
+			if pp.p == woken {
+				ready, b := n.partitionReady(w, pp, minBytes)
+				if ready || b >= minBytes {
+					return true
+				}
+				first, bytes = i, b
+				break
+			}
 		}
-		leo := p.log.LogEndOffset()
-		bound := leo
-		if w.req.ReplicaID < 0 {
-			bound = p.replica.HighWatermark()
+	}
+	for i, pp := range w.parts {
+		if i == first {
+			continue // counted above
 		}
-		if bound <= pp.fetchOffset {
-			continue
-		}
-		if minBytes == 1 && bound == leo {
-			// The batch holding fetchOffset ends below the LEO, a batch
-			// boundary, so the read would return it (or fail: the fetch
-			// offset fell below the log start): ready either way. A HW
-			// below the LEO may cut a batch, so that case reads.
-			return true
-		}
-		res, err := p.log.Read(pp.fetchOffset, max(pp.maxBytes, 1), bound, true)
-		if err != nil {
-			return true
-		}
-		if bytes += res.Bytes(); bytes >= minBytes {
+		ready, b := n.partitionReady(w, pp, minBytes)
+		if bytes += b; ready || bytes >= minBytes {
 			return true
 		}
 	}
 	return false
+}
+
+// partitionReady looks at one partition of a parked fetch: ready is set
+// when it alone makes the fetch ready (it changed role, epoch or log, or
+// has data and minBytes is 1); otherwise bytes is what a read of it would
+// return now (0 when nothing is above the fetch offset).
+func (n *Node) partitionReady(w *fetchWaiter, pp parkedPartition, minBytes int64) (ready bool, bytes int64) {
+	p := pp.p
+	if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
+		return true, 0
+	}
+	leo := p.log.LogEndOffset()
+	bound := leo
+	if w.req.ReplicaID < 0 {
+		bound = p.replica.HighWatermark()
+	}
+	if bound <= pp.fetchOffset {
+		return false, 0
+	}
+	if minBytes == 1 && bound == leo {
+		// The batch holding fetchOffset ends below the LEO, a batch
+		// boundary, so the read would return it (or fail: the fetch
+		// offset fell below the log start): ready either way. A HW
+		// below the LEO may cut a batch, so that case reads.
+		return true, 0
+	}
+	res, err := p.log.Read(pp.fetchOffset, max(pp.maxBytes, 1), bound, true)
+	if err != nil {
+		return true, 0
+	}
+	return false, res.Bytes()
 }
 
 // fetchError answers every partition of req with code.
