@@ -49,10 +49,9 @@ func nextHighWatermark(current, candidate int64, isrSize, minISR int, ignoreMinI
 
 // hwHolders appends to holders the LEOs of the followers that hold the HW
 // back: members of the maximal ISR, and caught-up, ISR-eligible assigned
-// replicas outside it. (The caller passes a small stack buffer: this runs
-// on every follower fetch and every append.)
-func (p *Partition) hwHolders(holders []int64, nowMs int64) []int64 {
-	leo := p.log.LogEndOffset()
+// replicas outside it; leo is the leader's. (The caller passes a small
+// stack buffer: this runs on every follower fetch and every append.)
+func (p *Partition) hwHolders(holders []int64, leo, nowMs int64) []int64 {
 	isr := p.maximalISR()
 	for _, f := range p.leader.followers {
 		waitToJoin := f.caughtUp(leo, nowMs, p.cfg.ReplicaLagTimeMaxMs) && p.isrEligible(f.replicaID, nowMs)
@@ -69,10 +68,18 @@ func (p *Partition) maybeAdvanceHighWatermark(nowMs int64) bool {
 	if p.role != RoleLeader {
 		return false
 	}
-	p.clampHighWatermarkToLog()
-	leo := p.log.LogEndOffset()
+	return p.advanceHighWatermarkAt(p.log.LogEndOffset(), nowMs)
+}
+
+// advanceHighWatermarkAt is maybeAdvanceHighWatermark on a leader whose
+// log's LEO is leo, for a caller that has read it already (OnFollowerFetch).
+func (p *Partition) advanceHighWatermarkAt(leo, nowMs int64) bool {
+	if p.role != RoleLeader {
+		panic(fmt.Sprintf("replica %d: high watermark advanced as %v", p.cfg.ReplicaID, p.role))
+	}
+	p.hw = min(p.hw, leo) // clampHighWatermarkToLog, with the LEO read once
 	var holdersBuf [8]int64
-	candidate := highWatermarkCandidate(leo, p.hwHolders(holdersBuf[:0], nowMs))
+	candidate := highWatermarkCandidate(leo, p.hwHolders(holdersBuf[:0], leo, nowMs))
 	next := nextHighWatermark(p.hw, candidate, len(p.state.ISR), p.effectiveMinISR(), p.cfg.Bugs.ISRMinIgnored)
 	if next < p.hw || next > leo {
 		panic(fmt.Sprintf("replica %d: high watermark would move from %d to %d with LEO %d", p.cfg.ReplicaID, p.hw, next, leo))

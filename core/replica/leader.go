@@ -182,7 +182,7 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 	f.onFetch(req.FetchOffset, leo, nowMs)
 	f.brokerEpoch, f.logStartOffset = req.ReplicaEpoch, req.LogStartOffset
 	p.maybeProposeExpand(*f, nowMs)
-	p.maybeAdvanceHighWatermark(nowMs)
+	p.advanceHighWatermarkAt(leo, nowMs)
 	d.HighWatermark = p.hw
 	return d
 }
@@ -247,9 +247,9 @@ func (p *Partition) checkRequestEpoch(requestEpoch int32) int16 {
 // leader's epoch cache, or the answer is DivergingEpoch with the largest
 // epoch <= LastFetchedEpoch that the leader knows and where it ends.
 func (p *Partition) checkFetchPosition(fetchOffset int64, lastFetchedEpoch int32, leo int64) FetchDecision {
-	d := p.failedFetch(codeNone)
+	d := p.fetchDecisionAt(codeNone, leo)
 	if lastFetchedEpoch != NoEpoch {
-		epoch, end := p.leaderEndOffsetForEpoch(lastFetchedEpoch)
+		epoch, end := p.leaderEndOffsetForEpoch(lastFetchedEpoch, leo)
 		if epoch == NoEpoch || end == NoOffset || fetchOffset < d.LogStartOffset {
 			d.Error = codeOffsetOutOfRange
 			return d
@@ -267,18 +267,19 @@ func (p *Partition) checkFetchPosition(fetchOffset int64, lastFetchedEpoch int32
 	return d
 }
 
-// leaderEndOffsetForEpoch is the leader's epoch-cache lookup. Kafka's
+// leaderEndOffsetForEpoch is the leader's epoch-cache lookup, leo the log's
+// LEO. Kafka's
 // makeLeader writes (leader epoch, LEO) into the cache at election so that a
 // follower holding epochs this leader never saw gets a bounded answer
 // (KIP-279). This package does not write the log, so it overlays that entry
 // instead: until the first append in this epoch, the log's cache lacks it.
-func (p *Partition) leaderEndOffsetForEpoch(requested int32) (int32, int64) {
+func (p *Partition) leaderEndOffsetForEpoch(requested int32, leo int64) (int32, int64) {
 	current := p.state.LeaderEpoch
 	switch {
 	case requested == NoEpoch || requested > current:
 		return NoEpoch, NoOffset
 	case requested == current:
-		return current, p.log.LogEndOffset()
+		return current, leo
 	}
 	epoch, end := p.log.EndOffsetForEpoch(requested)
 	if epoch != NoEpoch {
@@ -293,10 +294,17 @@ func (p *Partition) leaderEndOffsetForEpoch(requested int32) (int32, int64) {
 
 // failedFetch is a decision carrying code and the leader's offsets.
 func (p *Partition) failedFetch(code int16) FetchDecision {
+	return p.fetchDecisionAt(code, p.log.LogEndOffset())
+}
+
+// fetchDecisionAt is failedFetch for a caller that has read the log's LEO
+// already: a follower's fetch runs for every partition it names, so it
+// reads the LEO once.
+func (p *Partition) fetchDecisionAt(code int16, leo int64) FetchDecision {
 	return FetchDecision{
 		Error:          code,
 		HighWatermark:  p.hw,
 		LogStartOffset: p.log.LogStartOffset(),
-		LogEndOffset:   p.log.LogEndOffset(),
+		LogEndOffset:   leo,
 	}
 }

@@ -288,7 +288,7 @@ func TestPropLeaderEpochOverlay(t *testing.T) {
 		n.apply(state(1, current, current, []int32{1}, []int32{1}), 0)
 		kafkaCache := append(log.epochs(), EpochEndOffset{Epoch: current, EndOffset: log.LogEndOffset()})
 		for requested := NoEpoch; requested <= current+1; requested++ {
-			gotEpoch, gotEnd := n.p.leaderEndOffsetForEpoch(requested)
+			gotEpoch, gotEnd := n.p.leaderEndOffsetForEpoch(requested, n.p.log.LogEndOffset())
 			wantEpoch, wantEnd := endOffsetFor(kafkaCache, requested, log.LogEndOffset())
 			if gotEpoch != wantEpoch || gotEnd != wantEnd {
 				rt.Fatalf("epoch %d: (%d, %d), Kafka's cache answers (%d, %d); cache %v", requested, gotEpoch, gotEnd, wantEpoch, wantEnd, kafkaCache)
