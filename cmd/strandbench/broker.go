@@ -556,12 +556,13 @@ func printBrokerTable(results []*caseResults) {
   runs, each right after a run of the loopback limit; raw/loopback is the median of those pairs' ratios. Broker CPU is utime+stime of every broker process of the case
   (3 for (b)) during the produce run; client CPU is strandbench's own (kgo). RssAnon excludes mapped
   segment and index pages (CLARIFICATIONS.md); kfake keeps every record on its heap.
+  Each latency run measures %s at the fixed rate after an unmeasured warm-up of %s at that rate.
   The latency limit is the same client at the same rate against the null broker, which answers every
   Produce at once and stores and replicates nothing: what the client, loopback TCP and the machine cost,
   the floor under any broker's p99, not a broker to match. Its row is the run with the median p99 of %d
   right after the case's; their p99s:%s. CPU s/s are CPU seconds per second of
   the run (2 cores: 2.00 is the whole machine).
-`, brokerFlags.reps, brokerFlags.duration, brokerFlags.reps, latencyLimitRuns, limitP99s(results))
+`, brokerFlags.reps, brokerFlags.duration, brokerFlags.reps, latencyDuration, latencyWarmup, latencyLimitRuns, limitP99s(results))
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }

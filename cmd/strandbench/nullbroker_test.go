@@ -264,4 +264,7 @@ func TestProduceAtRateAgainstNullBroker(t *testing.T) {
 	if l.elapsed < duration*9/10 || l.clientCPU <= 0 || l.cores(l.clientCPU) > 4 {
 		t.Errorf("elapsed %v, client CPU %v", l.elapsed, l.clientCPU)
 	}
+	if l.elapsed >= latencyWarmup {
+		t.Errorf("elapsed %v of a %v run: the %v warm-up was counted", l.elapsed, duration, latencyWarmup)
+	}
 }
