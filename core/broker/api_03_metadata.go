@@ -37,7 +37,8 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 	resp.Brokers, resp.ControllerID = n.liveBrokers()
 	clusterID := n.clusterID()
 	resp.ClusterID = &clusterID
-	if req.Topics == nil {
+	// All topics: a null list, or in v0 (which has no null) an empty one.
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, t := range n.image.Topics() {
 			resp.Topics = append(resp.Topics, n.topicMetadata(t))
 		}

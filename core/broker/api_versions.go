@@ -27,7 +27,13 @@ type apiRange struct {
 //     ReplicaDirectoryId) is not served. kafka-go's Fetch v2 would need the
 //     magic 0/1 message format, which Strand does not store: kafka-go then
 //     picks v5 or v10, both inside the range. Sessions (KIP-227) from v7.
-//   - Metadata v1..v12 (kafka-go v1, kafkajs v6, sarama v11).
+//   - Metadata v0..v12 (kafka-go v1, kafkajs v6, sarama v11). v0 only for
+//     kafka-python 2.0 (Debian's python3-kafka): its version probe sends
+//     ApiVersions v0 and, 100 ms later on the same connection, Metadata v0;
+//     a connection closed for the second drops the first's answer unread
+//     whenever both arrive together (the client discards the bytes it read
+//     with the end of the stream), and the client then takes the broker
+//     for Kafka 0.9 and refuses zstd and its admin client.
 //   - ListOffsets v1..v7: v0 answers with a list of old-style offsets, v8 adds
 //     KIP-405 tiered timestamps.
 //   - OffsetForLeaderEpoch v0..v4 (kgo uses it from v2).
@@ -53,7 +59,7 @@ var clientAPIs = []apiRange{
 	{kmsg.Produce.Int16(), 3, 11},
 	{kmsg.Fetch.Int16(), 4, fetchEncodedVersionMax},
 	{kmsg.ListOffsets.Int16(), 1, 7},
-	{kmsg.Metadata.Int16(), 1, 12},
+	{kmsg.Metadata.Int16(), 0, 12},
 	{kmsg.ApiVersions.Int16(), 0, 4},
 	{kmsg.CreateTopics.Int16(), 2, 7},
 	{kmsg.DeleteTopics.Int16(), 1, 6},

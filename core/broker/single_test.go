@@ -57,7 +57,7 @@ func TestAPIVersionsAdvertisesWhatClientsNeed(t *testing.T) {
 	for _, k := range resp.ApiKeys {
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
-	want := map[int16][2]int16{0: {3, 11}, 1: {4, 16}, 2: {1, 7}, 3: {1, 12}, 18: {0, 4}, 19: {2, 7}, 23: {0, 4}}
+	want := map[int16][2]int16{0: {3, 11}, 1: {4, 16}, 2: {1, 7}, 3: {0, 12}, 18: {0, 4}, 19: {2, 7}, 23: {0, 4}}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("key %d: advertised %v, want %v", k, got[k], v)
