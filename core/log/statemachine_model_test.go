@@ -102,9 +102,16 @@ func (m *logModel) isIncarnation(b []byte) bool {
 
 // forgetGhosts is called once every change is durable (Writeback): only the
 // batches now in the log can come back after a crash, and all of them must.
-func (m *logModel) forgetGhosts() {
+// But a truncation inside a pinned segment is done on the file only once the
+// pins are released (cutPending): until then the truncated batches are still
+// in the file, written back with the rest, and a crash may bring them back,
+// as a crash before its truncation reached the disk would. Those ghosts are
+// kept while a cut is pending.
+func (m *logModel) forgetGhosts(cutPending bool) {
 	m.durable = true
-	m.incarnations = map[int64][][]byte{}
+	if !cutPending {
+		m.incarnations = map[int64][][]byte{}
+	}
 	for _, b := range m.batches {
 		m.remember(b)
 	}

@@ -598,7 +598,11 @@ func (sm *logMachine) runSomeCompletions(t *rapid.T) {
 // crash.
 func (sm *logMachine) writeback(t *rapid.T) {
 	sm.disk.Writeback()
-	sm.m.forgetGhosts()
+	cutPending := false
+	for _, s := range sm.log.segments {
+		cutPending = cutPending || s.cutPending
+	}
+	sm.m.forgetGhosts(cutPending)
 }
 
 func (sm *logMachine) advanceTime(t *rapid.T) {
