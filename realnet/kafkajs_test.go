@@ -26,8 +26,10 @@ var kafkajsCodecs = []string{"none", "gzip", "snappy"}
 // kafkajsDir holds the script, its package.json and package-lock.json.
 const kafkajsDir = "testdata/kafkajs"
 
-// kafkajsResult is the summary line interop.js prints on success.
-type kafkajsResult struct {
+// interopSummary is the summary line an interop script (kafkajs's
+// interop.js, kafka-python's interop.py) prints on success, after
+// "RESULT ".
+type interopSummary struct {
 	Brokers    int `json:"brokers"`
 	Produced   int `json:"produced"`
 	Consumed   int `json:"consumed"`
@@ -51,7 +53,7 @@ func TestKafkajsEachCodec(t *testing.T) {
 			for _, codec := range kafkajsCodecs {
 				t.Run(codec, func(t *testing.T) {
 					res := runKafkajs(t, node, c.bootstrap(), "kafkajs-"+codec, clientRecords, codec, cluster.size)
-					want := kafkajsResult{Brokers: cluster.size, Produced: clientRecords, Consumed: clientRecords, Partitions: 3}
+					want := interopSummary{Brokers: cluster.size, Produced: clientRecords, Consumed: clientRecords, Partitions: 3}
 					if res != want {
 						t.Fatalf("kafkajs summary %+v, want %+v", res, want)
 					}
@@ -86,29 +88,36 @@ func kafkajsInstalled(t *testing.T) string {
 
 // runKafkajs runs interop.js against bootstrap and returns its summary;
 // the script's own checks failing fails the test with its reason.
-func runKafkajs(t *testing.T, node string, bootstrap []string, topic string, records int, codec string, replicationFactor int) kafkajsResult {
+func runKafkajs(t *testing.T, node string, bootstrap []string, topic string, records int, codec string, replicationFactor int) interopSummary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "interop.js", strings.Join(bootstrap, ","), topic, strconv.Itoa(records), codec, strconv.Itoa(replicationFactor))
 	cmd.Dir = kafkajsDir
 	cmd.Env = append(os.Environ(), "KAFKAJS_NO_PARTITIONER_WARNING=1")
+	return runInteropScript(t, cmd, "kafkajs "+codec)
+}
+
+// runInteropScript runs an interop script and returns its summary line;
+// the script failing (its own checks print why) fails the test.
+func runInteropScript(t *testing.T, cmd *exec.Cmd, what string) interopSummary {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	started := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kafkajs (%s, %d records, %s): %v\nstderr:\n%s\nstdout:\n%s", topic, records, codec, err, stderr.String(), stdout.String())
+		t.Fatalf("%s (%v): %v\nstderr:\n%s\nstdout:\n%s", what, cmd.Args, err, stderr.String(), stdout.String())
 	}
 	for line := range strings.Lines(stdout.String()) {
 		if summary, ok := strings.CutPrefix(strings.TrimSpace(line), "RESULT "); ok {
-			var res kafkajsResult
+			var res interopSummary
 			if err := json.Unmarshal([]byte(summary), &res); err != nil {
-				t.Fatalf("kafkajs summary %q: %v", summary, err)
+				t.Fatalf("%s: summary %q: %v", what, summary, err)
 			}
-			t.Logf("kafkajs %s: %+v in %v", codec, res, time.Since(started).Round(time.Millisecond))
+			t.Logf("%s: %+v in %v", what, res, time.Since(started).Round(time.Millisecond))
 			return res
 		}
 	}
-	t.Fatalf("kafkajs printed no summary line\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	return kafkajsResult{}
+	t.Fatalf("%s printed no summary line\nstdout:\n%s\nstderr:\n%s", what, stdout.String(), stderr.String())
+	return interopSummary{}
 }

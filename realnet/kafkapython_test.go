@@ -1,9 +1,7 @@
 package realnet
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,14 +25,6 @@ const kafkaPython = "/usr/bin/python3"
 // python3-zstandard give kafka-python the three that need a library.
 var kafkaPythonCodecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
-// kafkaPythonResult is the summary line interop.py prints on success.
-type kafkaPythonResult struct {
-	Brokers    int `json:"brokers"`
-	Produced   int `json:"produced"`
-	Consumed   int `json:"consumed"`
-	Partitions int `json:"partitions"`
-}
-
 // TestKafkaPythonEachCodec drives both clientClusters with kafka-python. Per
 // codec the script checks describe_cluster (every broker, the controller
 // among them); creates a 3-partition topic (replication factor the
@@ -55,7 +45,7 @@ func TestKafkaPythonEachCodec(t *testing.T) {
 			for _, codec := range kafkaPythonCodecs {
 				t.Run(codec, func(t *testing.T) {
 					res := runKafkaPython(t, c.bootstrap(), "kafka-python-"+codec, clientRecords, codec, cluster.size)
-					want := kafkaPythonResult{Brokers: cluster.size, Produced: clientRecords, Consumed: clientRecords, Partitions: 3}
+					want := interopSummary{Brokers: cluster.size, Produced: clientRecords, Consumed: clientRecords, Partitions: 3}
 					if res != want {
 						t.Fatalf("kafka-python summary %+v, want %+v", res, want)
 					}
@@ -80,27 +70,10 @@ func kafkaPythonInstalled(t *testing.T) {
 
 // runKafkaPython runs interop.py against bootstrap and returns its summary;
 // the script's own checks failing fails the test with its reason.
-func runKafkaPython(t *testing.T, bootstrap []string, topic string, records int, codec string, replicationFactor int) kafkaPythonResult {
+func runKafkaPython(t *testing.T, bootstrap []string, topic string, records int, codec string, replicationFactor int) interopSummary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kafkaPython, "testdata/kafkapython/interop.py", strings.Join(bootstrap, ","), topic, strconv.Itoa(records), codec, strconv.Itoa(replicationFactor))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	started := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kafka-python (%s, %d records, %s): %v\nstderr:\n%s\nstdout:\n%s", topic, records, codec, err, stderr.String(), stdout.String())
-	}
-	for line := range strings.Lines(stdout.String()) {
-		if summary, ok := strings.CutPrefix(strings.TrimSpace(line), "RESULT "); ok {
-			var res kafkaPythonResult
-			if err := json.Unmarshal([]byte(summary), &res); err != nil {
-				t.Fatalf("kafka-python summary %q: %v", summary, err)
-			}
-			t.Logf("kafka-python %s: %+v in %v", codec, res, time.Since(started).Round(time.Millisecond))
-			return res
-		}
-	}
-	t.Fatalf("kafka-python printed no summary line\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	return kafkaPythonResult{}
+	return runInteropScript(t, cmd, "kafka-python "+codec)
 }
