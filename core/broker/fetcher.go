@@ -337,17 +337,26 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 			if !ok || s.p.retired {
 				continue
 			}
-			if !n.applyReplicaFetch(s, rp) {
-				again = false
+			partitionAgain, applied := n.applyReplicaFetch(s, rp)
+			again = again && partitionAgain
+			if !applied {
+				// The leader's session now counts this answer's HW and
+				// log start as told, and names the partition again only
+				// when they change: a follower that truncated, ignored
+				// or failed the answer would wait for that with a stale
+				// HW and log start. A full fetch makes the leader tell
+				// them again.
+				f.session.reset()
 			}
 		}
 	}
 	return again
 }
 
-// applyReplicaFetch performs the follower's decision for one partition; it
-// reports false when the partition asked to back off.
-func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) bool {
+// applyReplicaFetch performs the follower's decision for one partition. It
+// reports whether the partition may fetch again at once (false: back off),
+// and whether the answer was applied as an append, HW and log start with it.
+func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, applied bool) {
 	p := s.p
 	decision := replica.FetchDecision{
 		Error:          rp.ErrorCode,
@@ -394,10 +403,10 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 			}
 		}
 	case replica.ActionBackoff:
-		return false
+		return false, false
 	}
 	n.logFollowerAppendError(p, action, err)
-	return err == nil
+	return err == nil, err == nil && action.Kind == replica.ActionAppend
 }
 
 // logFollowerAppendError logs, at ERROR, a failure to apply the leader's
