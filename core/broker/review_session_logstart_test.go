@@ -10,15 +10,14 @@ import (
 
 // TestReviewFollowerLearnsLogStartAfterDivergingFullFetch: a stale leader
 // (cut off, it wrote acks=1 records the cluster never saw) rejoins as a
-// follower. Its first fetch of the new leader is a full fetch that sets up
-// a fetch session; the answer says DivergingEpoch, and carries the leader's
-// log start offset, which DeleteRecords moved while the old leader was
-// away. The follower truncates and does not apply that answer's log start
-// (ActionTruncate), but the leader's session now counts the log start as
-// told: with nothing produced afterwards, no later incremental answer names
-// the partition, so the follower keeps records DeleteRecords deleted, and
-// holds the DeleteRecords low watermark back (a DeleteRecords to the same
-// offset again times out).
+// follower. Its first fetch of the new leader is answered DivergingEpoch,
+// with the leader's log start offset, which DeleteRecords moved while the
+// old leader was away. The follower truncates (ActionTruncate) and does not
+// apply that answer's log start, but the leader's fetch session counts it
+// as told and, with nothing produced, would not name the partition again:
+// the follower must still learn it (56dc28a: the next fetch is full), or it
+// keeps records DeleteRecords deleted and holds the DeleteRecords low
+// watermark back (a DeleteRecords to the same offset again timed out).
 func TestReviewFollowerLearnsLogStartAfterDivergingFullFetch(t *testing.T) {
 	c := threeNodes(t)
 	for _, v := range []string{"a", "b"} {
