@@ -247,13 +247,15 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 
 // afterFollowerFetch is afterReplicaChange after a follower's fetch of p.
 // Of what a parked fetch watches (fetchReady: role, leader epoch, LEO, HW,
-// log failure), a follower's fetch moves at most the HW, so the parked
-// fetches on p are re-checked only when it moved. A replica fetch names
-// every partition the two brokers share; waking each one re-checked the
-// other followers' parked fetches, each walking its own partitions: with
-// 333 idle partitions, about 10^5 partition checks per fetch.
+// log failure), a follower's fetch moves at most the HW, or fails the log
+// when its read hits an I/O error, so the parked fetches on p are
+// re-checked only then (a failed log answers them KAFKA_STORAGE_ERROR at
+// once, not at their MaxWait). A replica fetch names every partition the
+// two brokers share; waking each one re-checked the other followers'
+// parked fetches, each walking its own partitions: with 333 idle
+// partitions, about 10^5 partition checks per fetch.
 func (n *Node) afterFollowerFetch(p *partition, hwBefore int64) {
-	n.settleReplicaChange(p, p.replica.HighWatermark() != hwBefore)
+	n.settleReplicaChange(p, p.replica.HighWatermark() != hwBefore || p.storageFailed())
 }
 
 // parkFetch waits for data, for at most MaxWaitMillis; partitions are the

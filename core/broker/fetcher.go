@@ -337,9 +337,9 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 			if !ok || s.p.retired {
 				continue
 			}
-			partitionAgain, applied := n.applyReplicaFetch(s, rp)
+			partitionAgain, inStep := n.applyReplicaFetch(s, rp)
 			again = again && partitionAgain
-			if !applied {
+			if !inStep {
 				// The leader's session now counts this answer's HW and
 				// log start as told, and names the partition again only
 				// when they change: a follower that truncated, ignored
@@ -355,8 +355,11 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 
 // applyReplicaFetch performs the follower's decision for one partition. It
 // reports whether the partition may fetch again at once (false: back off),
-// and whether the answer was applied as an append, HW and log start with it.
-func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, applied bool) {
+// and whether the leader's session is in step with it: the answer was
+// applied as an append, HW and log start with it, or was an error, after
+// which the session answers the partition again once the error clears (its
+// HW counts as untold). Otherwise (truncated, ignored, failed) it is not.
+func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, inStep bool) {
 	p := s.p
 	decision := replica.FetchDecision{
 		Error:          rp.ErrorCode,
@@ -403,10 +406,10 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 			}
 		}
 	case replica.ActionBackoff:
-		return false, false
+		return false, rp.ErrorCode != 0
 	}
 	n.logFollowerAppendError(p, action, err)
-	return err == nil, err == nil && action.Kind == replica.ActionAppend
+	return err == nil, err == nil && (action.Kind == replica.ActionAppend || rp.ErrorCode != 0)
 }
 
 // logFollowerAppendError logs, at ERROR, a failure to apply the leader's
