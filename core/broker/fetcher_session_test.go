@@ -33,6 +33,22 @@ func namesOnly(named []partitionKey, allowed partitionKey) bool {
 	return true
 }
 
+// idleSessionCluster is threeNodes (r-0 led by node 2) with a topic "idle"
+// of idlePartitions more, run for 3 s: by then node 3's fetcher of node 2
+// (returned with both nodes) holds an incremental session.
+func idleSessionCluster(t *testing.T, idlePartitions int32) (c *cluster, leader, follower *Node, f *fetcher) {
+	t.Helper()
+	c = threeNodes(t)
+	c.createTopic(1, "idle", idlePartitions, 3)
+	c.run(3000)
+	leader, follower = c.nodes[2].node, c.nodes[3].node
+	f = follower.fetchers[2]
+	if f == nil || f.session.id == 0 || !f.session.incremental() {
+		t.Fatalf("after 3 s node 3 has no incremental fetch session with node 2 (fetcher %v)", f != nil)
+	}
+	return c, leader, follower, f
+}
+
 // TestReplicaFetcherUsesIncrementalSessions: a follower fetches through a
 // fetch session (KIP-227, as Kafka's replica fetchers do). Once the session
 // is set up, a fetch names only the partitions whose fetch changed, so with
@@ -41,17 +57,7 @@ func namesOnly(named []partitionKey, allowed partitionKey) bool {
 // forgotten; and when the leader loses the session, the follower falls back
 // to a full fetch and replication goes on.
 func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
-	c := threeNodes(t)
-	c.createTopic(1, "idle", 12, 3)
-	c.run(3000)
-	leader, follower := c.nodes[2].node, c.nodes[3].node
-	f := follower.fetchers[2]
-	if f == nil {
-		t.Fatal("node 3 has no fetcher for leader 2")
-	}
-	if f.session.id == 0 || !f.session.incremental() {
-		t.Fatalf("after 3 s the fetcher has session id %d epoch %d: want an incremental session", f.session.id, f.session.epoch)
-	}
+	c, leader, follower, f := idleSessionCluster(t, 12)
 	named, fetched, forgotten := requestedPartitions(f, follower)
 	if fetched < 5 || len(named) != 0 || len(forgotten) != 0 {
 		t.Fatalf("idle fetch: names %v, forgets %v, of %d fetched; want none and none of at least 5 (r-0 and the idle ones node 2 leads)", named, forgotten, fetched)

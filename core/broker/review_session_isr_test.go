@@ -13,14 +13,7 @@ import (
 // the follower would ask for (r-0's moved by records produced after the
 // session was set up).
 func TestReviewIdleIncrementalFetchesKeepFollowersInISR(t *testing.T) {
-	c := threeNodes(t)
-	c.createTopic(1, "idle", 6, 3)
-	c.run(3000)
-	leader, follower := c.nodes[2].node, c.nodes[3].node
-	f := follower.fetchers[2]
-	if f == nil || !f.session.incremental() {
-		t.Fatal("node 3 has no incremental fetch session with node 2")
-	}
+	c, leader, _, f := idleSessionCluster(t, 6)
 	// Records produced now move r-0's fetch position through incremental
 	// fetches that name it: the leader must cache the new position.
 	for i := range 3 {
