@@ -207,9 +207,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 
 // ReadCachedAt fills p from offset off as ReadAt does, but only from memory:
 // the queued appends and pages already in the page cache (cachestat, then
-// preadv2 with RWF_NOWAIT). It reports false, with p's contents undefined, when any of
-// the bytes would have to come from the disk, when they reach past the
-// logical size, or when the kernel cannot tell (no RWF_NOWAIT support). The
+// preadv2 with RWF_NOWAIT). It reports false, with p's contents undefined,
+// when any of the bytes would have to come from the disk, when they reach
+// past the logical size, or when the kernel cannot tell (no RWF_NOWAIT
+// support). The
 // event loop reads a Fetch answer's tail itself only when this succeeds
 // (realnet), so a cold read never stalls it: the connection's writer reads
 // those bytes instead. Mapped files are not read this way (a mapped read can
