@@ -83,6 +83,10 @@ type sessionPartition struct {
 	// gotRecords marks the partitions given records in the answer being
 	// filtered (fetchSession.answer); false between answers.
 	gotRecords bool
+	// logStartUntold is the planted bug session-log-start-untold
+	// (Bugs.SessionLogStartUntold): a changed log start is counted as told
+	// without naming the partition.
+	logStartUntold bool
 }
 
 // askFrom records the request fields of fp.
@@ -113,7 +117,8 @@ func (sp *sessionPartition) mustAnswer(rp *kmsg.FetchResponseTopicPartition, rec
 		sp.lastStableOffset, must = rp.LastStableOffset, true
 	}
 	if sp.logStartSent != rp.LogStartOffset {
-		sp.logStartSent, must = rp.LogStartOffset, true
+		sp.logStartSent = rp.LogStartOffset
+		must = must || !sp.logStartUntold
 	}
 	if rp.DivergingEpoch.Epoch >= 0 || rp.PreferredReadReplica >= 0 || rp.CurrentLeader.LeaderID >= 0 || rp.SnapshotID.Epoch >= 0 {
 		must = true
@@ -151,6 +156,9 @@ type fetchSession struct {
 	index      map[fetchSessionKey]*sessionPartition
 	createdMs  int64
 	lastUsedMs int64
+	// logStartUntold is the planted bug session-log-start-untold, given to
+	// every partition of the session.
+	logStartUntold bool
 }
 
 // keyOf is the session key of a request partition of topic t.
@@ -167,7 +175,7 @@ func (s *fetchSession) add(key fetchSessionKey) (sp *sessionPartition, added boo
 	if sp := s.index[key]; sp != nil {
 		return sp, false
 	}
-	sp = &sessionPartition{key: key, highWatermark: -1, lastStableOffset: -1, logStartSent: -1}
+	sp = &sessionPartition{key: key, highWatermark: -1, lastStableOffset: -1, logStartSent: -1, logStartUntold: s.logStartUntold}
 	s.partitions = append(s.partitions, sp)
 	s.index[key] = sp
 	return sp, true
@@ -265,6 +273,9 @@ type fetchSessionCache struct {
 	idCount uint64
 	// stats counts what the cache has done (FetchSessionStats).
 	stats FetchSessionStats
+	// logStartUntold is the planted bug session-log-start-untold
+	// (Bugs.SessionLogStartUntold), given to every session created.
+	logStartUntold bool
 }
 
 // FetchSessionStats counts what a node's fetch sessions (KIP-227) have
@@ -330,13 +341,14 @@ func (c *fetchSessionCache) create(nowMs int64, owner fetchSessionOwner, usesTop
 	s := &fetchSession{
 		id: c.newID(), epoch: nextFetchSessionEpoch(fetchSessionInitialEpoch), privileged: privileged, owner: owner,
 		usesTopicIDs: usesTopicIDs, partitions: parts, index: make(map[fetchSessionKey]*sessionPartition, len(parts)),
-		createdMs: nowMs, lastUsedMs: nowMs,
+		createdMs: nowMs, lastUsedMs: nowMs, logStartUntold: c.logStartUntold,
 	}
 	for _, sp := range parts {
 		if s.index[sp.key] != nil {
 			panic("broker: a new fetch session names a partition twice")
 		}
 		s.index[sp.key] = sp
+		sp.logStartUntold = c.logStartUntold
 	}
 	c.sessions[s.id] = s
 	c.partitions += len(parts)

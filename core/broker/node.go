@@ -71,6 +71,11 @@ type Bugs struct {
 	// Quorum are the planted Raft bugs (core/quorum), given to this node's
 	// metadata quorum voter.
 	Quorum quorum.Bugs
+	// SessionLogStartUntold: the leader's fetch sessions (KIP-227) count a
+	// changed log start offset as told without naming the partition in an
+	// incremental answer (fetch_session.go), so a follower learns a
+	// DeleteRecords log start only when its HW moves or records come.
+	SessionLogStartUntold bool
 }
 
 // IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a
@@ -243,6 +248,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	}
 	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
 	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
+	n.fetchSessions.logStartUntold = cfg.Bugs.SessionLogStartUntold
 	if err := n.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
