@@ -155,6 +155,33 @@ func (n *Node) unfollow(p *partition) {
 	for _, f := range n.fetchers { // order-independent: deletes only
 		f.remove(p.key)
 	}
+	n.endFetchBackoff(p)
+}
+
+// delayFetch leaves p out of its fetcher's requests for
+// replica.fetch.backoff.ms, after an error of its own (Kafka's
+// AbstractFetcherThread.delayPartitions): the fetcher goes on fetching its
+// other partitions meanwhile, and fetches again when the delay ends.
+func (n *Node) delayFetch(p *partition) {
+	if p.fetchBackoff != nil {
+		return
+	}
+	p.fetchBackoff = n.after(replicaFetchBackoffMs, func() {
+		p.fetchBackoff = nil
+		if f := n.fetcherOf(p); f != nil {
+			n.runFetcher(f)
+		}
+	})
+}
+
+// endFetchBackoff ends p's delay, if any: it stopped following, or follows
+// a new leader epoch, whose fetches start afresh (as Kafka's fetcher state
+// of a partition added again does).
+func (n *Node) endFetchBackoff(p *partition) {
+	if p.fetchBackoff != nil {
+		p.fetchBackoff.Stop()
+		p.fetchBackoff = nil
+	}
 }
 
 // runFetcher sends the fetcher's next request unless one is in flight or
@@ -172,34 +199,42 @@ func (n *Node) runFetcher(f *fetcher) {
 		return // idle until a partition is added or its state changes
 	}
 	n.send(f.leader, req, func(r kmsg.Response, err error) {
-		f.inFlight = false
-		if err != nil {
-			f.session.reset()
-			n.backoffFetcher(f)
-			return
-		}
-		resp := r.(*kmsg.FetchResponse)
-		switch resp.ErrorCode {
-		case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
-			// The leader lost or moved on from the session (a restart,
-			// an eviction): a full fetch at once, which no session error
-			// answers, so this cannot repeat.
-			f.session.reset()
-			n.runFetcher(f)
-			return
-		case 0:
-			f.session.answered(sent, resp.SessionID)
-		default:
-			f.session.reset()
-		}
-		if !n.onReplicaFetched(f, sent, resp) {
-			n.backoffFetcher(f)
-			return
-		}
-		n.runFetcher(f)
+		n.onReplicaFetchAnswer(f, sent, r, err)
 	})
 }
 
+// onReplicaFetchAnswer performs the leader's answer to the fetch that
+// asked sent, and fetches again. A failed request or an error of the whole
+// answer backs off the whole fetcher; a partition's own error, only that
+// partition (delayFetch).
+func (n *Node) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Response, err error) {
+	f.inFlight = false
+	if err != nil {
+		f.session.reset()
+		n.backoffFetcher(f)
+		return
+	}
+	resp := r.(*kmsg.FetchResponse)
+	switch resp.ErrorCode {
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+		// The leader lost or moved on from the session (a restart, an
+		// eviction): a full fetch at once, which no session error answers,
+		// so this cannot repeat.
+		f.session.reset()
+		n.runFetcher(f)
+		return
+	case 0:
+		f.session.answered(sent, resp.SessionID)
+		n.onReplicaFetched(f, sent, resp)
+		n.runFetcher(f)
+	default:
+		f.session.reset()
+		n.backoffFetcher(f)
+	}
+}
+
+// backoffFetcher holds every partition of f back for
+// replica.fetch.backoff.ms.
 func (n *Node) backoffFetcher(f *fetcher) {
 	f.backoff = n.after(replicaFetchBackoffMs, func() {
 		f.backoff = nil
@@ -253,7 +288,7 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	for _, k := range f.keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
-		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) {
+		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) || p.fetchBackoff != nil {
 			continue
 		}
 		sent = append(sent, sentFetch{p: p, req: fr})
@@ -325,20 +360,27 @@ func topicCount(keys []partitionKey) int {
 }
 
 // onReplicaFetched performs each partition's decision on the leader's
-// answer. It reports whether the fetcher may fetch again at once.
-func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) bool {
-	if resp.ErrorCode != 0 {
-		return false
-	}
-	again := true
+// answer (which carries no error of its own), and delays the partitions
+// that must back off.
+func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) {
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			s, ok := sent.find(partitionKey{t.Topic, rp.Partition})
-			if !ok || s.p.retired {
+			if !ok {
 				continue
 			}
-			partitionAgain, inStep := n.applyReplicaFetch(s, rp)
-			again = again && partitionAgain
+			if s.p.retired {
+				// Its topic was deleted while the fetch ran. The leader's
+				// session counts the answer as told; a new topic of the
+				// same name would be named afresh, but answered only on
+				// news. A full fetch leaves nothing to chance.
+				f.session.reset()
+				continue
+			}
+			again, inStep := n.applyReplicaFetch(s, rp)
+			if !again {
+				n.delayFetch(s.p)
+			}
 			if !inStep {
 				// The leader's session now counts this answer's HW and
 				// log start as told, and names the partition again only
@@ -350,7 +392,6 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 			}
 		}
 	}
-	return again
 }
 
 // applyReplicaFetch performs the follower's decision for one partition. It

@@ -402,6 +402,9 @@ func (n *Node) applyPartitionState(p *partition, state metadata.PartitionState) 
 	if err != nil {
 		return // older than what the replica already holds
 	}
+	if state.LeaderEpoch != p.appliedLeaderEpoch {
+		n.endFetchBackoff(p)
+	}
 	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
 	if tr.TruncateToOffset != replica.NoOffset {
 		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls

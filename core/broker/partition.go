@@ -66,6 +66,11 @@ type partition struct {
 	// success: a follower stuck on one error logs it once. Only logging
 	// reads it.
 	followerAppendErrLogged string
+	// fetchBackoff is set while this follower partition waits out
+	// replica.fetch.backoff.ms after an error of its own (fetcher.go
+	// delayFetch): its fetcher leaves it out of its requests meanwhile and
+	// goes on fetching the others, as Kafka's delayed partitions do.
+	fetchBackoff env.Timer
 }
 
 // partitionLog is the node's Log with the partition's topic and index bound.
