@@ -60,10 +60,31 @@ type Fetch struct {
 	HighWatermark int64
 }
 
+// DeleteRecords is one DeleteRecords request for one partition, as its
+// client saw it: a request to move the log start offset up to Offset.
+type DeleteRecords struct {
+	Client int
+	TP     TopicPartition
+	// Offset is the offset asked for, at or below a high watermark the
+	// client saw.
+	Offset int64
+	// CallNs and ReturnNs as for Produce: NeverReturnedNs if no answer
+	// came (the log start may have moved anyway).
+	CallNs, ReturnNs int64
+	// Completed: the answer carried no error, so the leader's low
+	// watermark (the smallest log start offset among its live replicas)
+	// had reached LowWatermark ≥ Offset. A REQUEST_TIMED_OUT or other
+	// error says nothing: the leader may have moved its log start anyway.
+	Completed    bool
+	LowWatermark int64
+}
+
 // History is everything the clients did in one run.
 type History struct {
 	Produces []Produce
 	Fetches  []Fetch
+	// DeleteRecords are the clients' DeleteRecords requests.
+	DeleteRecords []DeleteRecords
 }
 
 // Violation is one broken guarantee.

@@ -108,8 +108,11 @@ type Batch struct {
 
 // ReplicaLog is one replica's log after the run.
 type ReplicaLog struct {
-	Node    int32
-	Batches []Batch
+	Node int32
+	// LogStartOffset is the replica's log start offset: DeleteRecords
+	// moves it, and batches below it may or may not still be stored.
+	LogStartOffset int64
+	Batches        []Batch
 }
 
 // PartitionFinal is a partition's state after the liveness phase.
@@ -117,6 +120,8 @@ type PartitionFinal struct {
 	// Leader is the leader every node agrees on, or -1.
 	Leader        int32
 	HighWatermark int64
+	// LogStartOffset is the leader's log start offset.
+	LogStartOffset int64
 	// Replicas are the logs of every replica in the assignment.
 	Replicas []ReplicaLog
 }
@@ -128,6 +133,12 @@ type FinalOptions struct {
 	// records are then reported as loss over budget, not as violations;
 	// convergence is still required.
 	OverBudget bool
+	// LogStartMayRegress: crashes the budget does not bound (an
+	// over-budget run, or a shape where every crash goes ahead) may have
+	// taken every replica's log start back to its last checkpoint, below a
+	// completed DeleteRecords, as in Kafka (the log start offset checkpoint
+	// is written periodically).
+	LogStartMayRegress bool
 }
 
 // FinalReport is CheckFinal's answer.
@@ -139,8 +150,13 @@ type FinalReport struct {
 }
 
 // CheckFinal checks the converged cluster: every partition has a leader,
-// every replica's log is identical byte for byte and ends at the high
-// watermark, and every acks=all-acknowledged record is at its offset.
+// every replica starts at the leader's log start offset, holds the same
+// batches byte for byte from there on and ends at the high watermark, and
+// every acks=all-acknowledged record is at its offset unless DeleteRecords
+// deleted it (it lies below the log start, which some DeleteRecords asked
+// for). The log start itself must be explained by DeleteRecords: above
+// every offset asked for, records vanished from the front; below the low
+// watermark of one that completed, the deletion was undone.
 func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOptions) FinalReport {
 	var rep FinalReport
 	tps := make([]TopicPartition, 0, len(final))
@@ -148,16 +164,34 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		tps = append(tps, tp)
 	}
 	sortTPs(tps)
+	deletes := deletesByTP(h.DeleteRecords)
 	valueAt := map[TopicPartition]logValues{}
+	// deletedBelow is, per partition, the log start below which missing
+	// acknowledged records were deleted, not lost.
+	deletedBelow := map[TopicPartition]int64{}
 	for _, tp := range tps {
 		pf := final[tp]
 		if pf.Leader < 0 {
 			rep.Violations = append(rep.Violations, Violation{Check: "convergence", TP: tp, Detail: "no leader after healing"})
 		}
-		rep.Violations = append(rep.Violations, compareReplicas(tp, pf)...)
+		d := deletes[tp]
+		switch {
+		case pf.LogStartOffset > d.requestedMax:
+			rep.Violations = append(rep.Violations, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
+				"the log starts at %d, but no DeleteRecords asked for more than %d: records vanished from its front",
+				pf.LogStartOffset, d.requestedMax)})
+		default:
+			deletedBelow[tp] = pf.LogStartOffset
+		}
+		if d.completed && pf.LogStartOffset < d.completedLW && !opts.LogStartMayRegress {
+			rep.Violations = append(rep.Violations, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
+				"client %d's DeleteRecords to %d completed with low watermark %d (t=%dns), but the log starts at %d: deleted records came back",
+				d.completedBy.Client, d.completedBy.Offset, d.completedLW, d.completedBy.ReturnNs, pf.LogStartOffset)})
+		}
+		rep.Violations = append(rep.Violations, compareReplicas(tp, pf, d.requestedMax)...)
 		var values logValues
 		if len(pf.Replicas) > 0 {
-			values = newLogValues(pf.Replicas[0])
+			values = newLogValues(leaderLog(pf))
 		}
 		valueAt[tp] = values
 	}
@@ -171,6 +205,9 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		}
 		for j, v := range p.Values {
 			o := p.BaseOffset + int64(j)
+			if o < deletedBelow[p.TP] {
+				continue // deleted by DeleteRecords
+			}
 			if got := values.at(o); got != v {
 				if opts.OverBudget {
 					rep.LostOverBudget++
@@ -228,35 +265,112 @@ func (lv logValues) at(offset int64) string {
 	return lv.others[offset]
 }
 
-// compareReplicas checks that every replica holds the same batches, byte
-// for byte, and that the logs end at the high watermark.
-func compareReplicas(tp TopicPartition, pf PartitionFinal) []Violation {
+// compareReplicas checks that every replica's log starts at or above the
+// leader's log start offset (above: a former leader may have moved its own
+// for a DeleteRecords that never completed, but not past any offset asked
+// for, requestedMax), holds the same batches byte for byte as the leader
+// from the one holding the higher of the two on (a replica may still store
+// batches below its log start, or not), and ends at the high watermark.
+func compareReplicas(tp TopicPartition, pf PartitionFinal, requestedMax int64) []Violation {
 	var out []Violation
 	if len(pf.Replicas) == 0 {
 		return []Violation{{Check: "convergence", TP: tp, Detail: "no replica logs"}}
 	}
-	ref := pf.Replicas[0]
+	ref := leaderLog(pf)
 	for _, r := range pf.Replicas {
 		end := logEnd(r)
 		if end != pf.HighWatermark {
 			out = append(out, Violation{Check: "convergence", TP: tp, Detail: fmt.Sprintf(
 				"replica %d ends at %d, high watermark is %d", r.Node, end, pf.HighWatermark)})
 		}
+		if r.LogStartOffset < pf.LogStartOffset || (r.LogStartOffset > pf.LogStartOffset && r.LogStartOffset > requestedMax) {
+			out = append(out, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
+				"replica %d's log starts at %d, the leader's (%d) at %d, and no DeleteRecords asked for more than %d",
+				r.Node, r.LogStartOffset, pf.Leader, pf.LogStartOffset, requestedMax)})
+		}
 		if r.Node == ref.Node {
 			continue
 		}
-		if d := firstDifference(ref, r); d != "" {
+		from := max(r.LogStartOffset, pf.LogStartOffset)
+		if d := firstDifference(fromOffset(ref, from), fromOffset(r, from)); d != "" {
 			out = append(out, Violation{Check: "replicas-identical", TP: tp, Detail: d})
 		}
 	}
 	return out
 }
 
+// logEnd is one past the replica's last offset: its log start offset when
+// it holds no batch (a log restarted empty there).
 func logEnd(r ReplicaLog) int64 {
 	if len(r.Batches) == 0 {
-		return 0
+		return r.LogStartOffset
 	}
 	return r.Batches[len(r.Batches)-1].LastOffset + 1
+}
+
+// leaderLog is the leader's replica of pf (the first replica if none is):
+// the reference the others are compared with, and the one that holds
+// every record from the log start on.
+func leaderLog(pf PartitionFinal) ReplicaLog {
+	for _, r := range pf.Replicas {
+		if r.Node == pf.Leader {
+			return r
+		}
+	}
+	return pf.Replicas[0]
+}
+
+// fromOffset is r without the batches wholly below offset.
+func fromOffset(r ReplicaLog, offset int64) ReplicaLog {
+	for i, b := range r.Batches {
+		if b.LastOffset >= offset {
+			r.Batches = r.Batches[i:]
+			return r
+		}
+	}
+	r.Batches = nil
+	return r
+}
+
+// partitionDeletes sums up one partition's DeleteRecords requests.
+type partitionDeletes struct {
+	// requestedMax is the highest offset any request asked for, answered
+	// or not (0 if none).
+	requestedMax int64
+	// completed: some request completed; completedLW is the highest low
+	// watermark answered, completedBy that request.
+	completed   bool
+	completedLW int64
+	completedBy DeleteRecords
+}
+
+func deletesByTP(ops []DeleteRecords) map[TopicPartition]partitionDeletes {
+	out := map[TopicPartition]partitionDeletes{}
+	for _, op := range ops {
+		d := out[op.TP]
+		d.requestedMax = max(d.requestedMax, op.Offset)
+		if op.Completed && (!d.completed || op.LowWatermark > d.completedLW) {
+			d.completed, d.completedLW, d.completedBy = true, op.LowWatermark, op
+		}
+		out[op.TP] = d
+	}
+	return out
+}
+
+// CheckDeleteRecords checks the DeleteRecords answers themselves: one that
+// completed answered a low watermark at or above the offset it asked for
+// (Kafka's DelayedDeleteRecords answers only once the low watermark has
+// reached it).
+func CheckDeleteRecords(h History) []Violation {
+	var out []Violation
+	for _, op := range h.DeleteRecords {
+		if op.Completed && op.LowWatermark < op.Offset {
+			out = append(out, Violation{Check: "delete-records", TP: op.TP, Detail: fmt.Sprintf(
+				"client %d's DeleteRecords to %d (t=%dns) completed with low watermark %d, below it",
+				op.Client, op.Offset, op.ReturnNs, op.LowWatermark)})
+		}
+	}
+	return out
 }
 
 // firstDifference describes where two replicas' logs first differ, or

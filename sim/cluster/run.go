@@ -73,6 +73,15 @@ const (
 	leaderSampleNs     = 100e6
 )
 
+// DeleteRecords in the workload, drawn per seed: noDeletesPerMille of the
+// seeds delete nothing; the others every deleteIntervalNsMin to
+// deleteIntervalNsMax on average.
+const (
+	noDeletesPerMille   = 200
+	deleteIntervalNsMin = 1e9
+	deleteIntervalNsMax = 6e9
+)
+
 // porcupineEverySeeds: one seed in this many also runs Porcupine over every
 // partition's registers and fails if it disagrees with the direct decision
 // (models.RegisterOptions.Porcupine); the others run Porcupine only where
@@ -103,6 +112,9 @@ type run struct {
 	// notConverged says why the last convergence poll failed.
 	notConverged string
 	final        map[models.TopicPartition]models.PartitionFinal
+	// quietStats says how many partitions the quiet check saw settle
+	// (quiet.go), for the result's stats.
+	quietStats string
 }
 
 type sampleKey struct {
@@ -138,7 +150,7 @@ func Run(opts Options) (res Result) {
 		res.TraceHash, res.Summary = r.s.TraceHash(), r.s.Summary()
 		res.SimNs, res.Events = r.s.NowNs(), r.s.EventsRun()
 		if r.w != nil {
-			res.Stats = r.w.Stats()
+			res.Stats = r.w.Stats() + r.quietStats
 		}
 		if r.c != nil {
 			res.NodeLogs = r.c.nodeLogs()
@@ -174,12 +186,18 @@ func (r *run) execute(bugs Bugs) {
 	for i := 0; i < r.shape.Topics; i++ {
 		topics = append(topics, fmt.Sprintf("t%d", i))
 	}
+	deletes := streams.Get("workload/deletes")
+	deleteIntervalNs := int64(0)
+	if !sched.Chance(deletes, noDeletesPerMille) {
+		deleteIntervalNs = sched.Int64Between(deletes, deleteIntervalNsMin, deleteIntervalNsMax)
+	}
 	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), workload.Config{
 		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
 		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
 		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
+		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 	})
 	if err != nil {
 		r.violate("setup", err.Error())
@@ -242,30 +260,44 @@ func (r *run) sampleLeaders() {
 	}
 }
 
-// heal starts the liveness phase.
+// heal starts the liveness phase: producers stop, the deleter's last round
+// moves log starts, the quiet check (quiet.go) runs before anything else is
+// produced, and then the acks=all probe and the convergence poll.
 func (r *run) heal() {
 	r.healNs = r.s.NowNs()
 	r.f.refreshRecovered()
 	r.f.heal()
+	r.s.After(produceAfterHealNs, func() {
+		r.w.StopProducing()
+		r.w.FinalDeleteRound(r.s.NowNs()+deleteRoundNs, func() {
+			states := make([]quietState, len(r.tps))
+			for i := range states {
+				states[i].mismatchSinceNs = -1
+			}
+			r.quietCheck(states, r.s.NowNs()+quietCheckNs, r.probe)
+		})
+	})
+}
+
+// probe checks that every partition accepts an acks=all write again, then
+// polls for convergence, within the shape's ConvergeNs.
+func (r *run) probe() {
 	r.notConverged = "not every partition acknowledged an acks=all probe"
+	deadlineNs := r.s.NowNs() + r.shape.ConvergeNs
 	// The hard end of the liveness phase, whatever the probes are doing.
 	r.s.After(r.shape.ConvergeNs+convergePollNs, func() {
 		if !r.done {
-			r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s; %s",
+			r.violate("liveness", fmt.Sprintf("no convergence %d s after the probe began: %s; %s",
 				r.shape.ConvergeNs/1e9, r.notConverged, r.metadataSummary()))
 		}
 	})
-	r.s.After(produceAfterHealNs, func() {
-		r.w.StopProducing()
-		deadlineNs := r.healNs + r.shape.ConvergeNs
-		r.w.ProbeProduce(deadlineNs, func(unacked []models.TopicPartition) {
-			if len(unacked) > 0 {
-				r.violate("liveness", fmt.Sprintf("partitions %v accept no acks=all write %d s after healing",
-					unacked, r.shape.ConvergeNs/1e9))
-				return
-			}
-			r.pollConvergence(deadlineNs)
-		})
+	r.w.ProbeProduce(deadlineNs, func(unacked []models.TopicPartition) {
+		if len(unacked) > 0 {
+			r.violate("liveness", fmt.Sprintf("partitions %v accept no acks=all write %d s after the probe began",
+				unacked, r.shape.ConvergeNs/1e9))
+			return
+		}
+		r.pollConvergence(deadlineNs)
 	})
 }
 
@@ -273,7 +305,7 @@ func (r *run) heal() {
 // converged; past deadlineNs it is a violation.
 func (r *run) pollConvergence(deadlineNs int64) {
 	if r.s.NowNs() > deadlineNs {
-		r.violate("liveness", fmt.Sprintf("no convergence %d s after healing: %s; %s",
+		r.violate("liveness", fmt.Sprintf("no convergence %d s after the probe began: %s; %s",
 			r.shape.ConvergeNs/1e9, r.notConverged, r.metadataSummary()))
 		return
 	}
@@ -337,6 +369,14 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 			if err != nil {
 				return nil, fmt.Sprintf("%s: replica %d: %v", tp, id, err)
 			}
+			iv, ok := r.c.Nodes[id-1].Core.InspectReplica(tp.Topic, tp.Partition)
+			if !ok {
+				return nil, fmt.Sprintf("%s: replica %d not hosted", tp, id)
+			}
+			rl.LogStartOffset = iv.LogStartOffset
+			if id == v.Leader {
+				pf.LogStartOffset = iv.LogStartOffset
+			}
 			if end := logEnd(rl); end != v.HighWatermark {
 				return nil, fmt.Sprintf("%s: replica %d ends at %d, high watermark %d", tp, id, end, v.HighWatermark)
 			}
@@ -354,9 +394,10 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 	return final, ""
 }
 
+// logEnd is one past rl's last offset, its log start if it holds no batch.
 func logEnd(rl models.ReplicaLog) int64 {
 	if len(rl.Batches) == 0 {
-		return 0
+		return rl.LogStartOffset
 	}
 	return rl.Batches[len(rl.Batches)-1].LastOffset + 1
 }
@@ -374,10 +415,12 @@ func (r *run) check() {
 		vs = append(vs, regs...)
 	}
 	vs = append(vs, models.CheckFetchContiguity(h)...)
+	vs = append(vs, models.CheckDeleteRecords(h)...)
 	vs = append(vs, models.CheckHighWatermarks(h)...)
 	vs = append(vs, models.CheckLeaders(r.samples)...)
 	vs = append(vs, models.CheckMetadataRegisters(r.w.AdminOps(), r.c.alters, 0)...)
-	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget})
+	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget,
+		LogStartMayRegress: res.OverBudget || r.shape.SyncEveryBatch})
 	vs = append(vs, fin.Violations...)
 	res.LostOverBudget += fin.LostOverBudget
 	vs = append(vs, r.checkGroups()...)

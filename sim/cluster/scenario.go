@@ -124,11 +124,17 @@ type Bugs struct {
 	LostFsync bool
 	// Quorum are the planted Raft bugs of the controller voters.
 	Quorum quorum.Bugs
+	// SessionLogStartUntold: the leaders' fetch sessions count a changed
+	// log start offset as told without naming the partition
+	// (broker.Bugs.SessionLogStartUntold): a follower learns a
+	// DeleteRecords log start only once its HW moves. The quiet check
+	// catches it (quiet.go).
+	SessionLogStartUntold bool
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
 var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early",
-	"group-double-assign", producer.BugDedupOff}
+	"group-double-assign", producer.BugDedupOff, "session-log-start-untold"}
 
 // ParseBug turns a bug name into the switches it sets; "" is no bug.
 func ParseBug(name string) (Bugs, error) {
@@ -153,6 +159,8 @@ func ParseBug(name string) (Bugs, error) {
 		b.Quorum.VoteTwice = true
 	case "raft-commit-early":
 		b.Quorum.CommitEarly = true
+	case "session-log-start-untold":
+		b.SessionLogStartUntold = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
@@ -161,5 +169,6 @@ func ParseBug(name string) (Bugs, error) {
 
 // broker is the part of the bugs every broker's core runs with.
 func (b Bugs) broker() broker.Bugs {
-	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group}
+	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group,
+		SessionLogStartUntold: b.SessionLogStartUntold}
 }

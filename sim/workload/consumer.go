@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
@@ -61,8 +62,34 @@ func (w *Workload) fetchFrom(c *client, tp models.TopicPartition, li leaderInfo,
 	req.Topics = append(req.Topics, rt)
 	callNs := w.s.NowNs()
 	c.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
-		done(w.handleFetch(c, tp, li, callNs, offset, resp, err))
+		next, ok := w.handleFetch(c, tp, li, callNs, offset, resp, err)
+		if ok || !outOfRange(resp, err) {
+			done(next, ok)
+			return
+		}
+		// Below the log start (DeleteRecords moved it), the consumer moves
+		// to the earliest offset, as auto.offset.reset=earliest does; above
+		// the log end (an over-budget loss) it keeps its position and
+		// retries once the log grows past it.
+		w.listEarliest(c, tp, li, func(earliest int64, found bool) {
+			if found && earliest > offset {
+				w.offsetResets++
+				done(earliest, true)
+				return
+			}
+			done(offset, false)
+		})
 	})
+}
+
+// outOfRange reports whether a fetch answer is OFFSET_OUT_OF_RANGE.
+func outOfRange(resp kmsg.Response, err error) bool {
+	if err != nil {
+		return false
+	}
+	r := resp.(*kmsg.FetchResponse)
+	return r.ErrorCode == 0 && len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 &&
+		r.Topics[0].Partitions[0].ErrorCode == kerr.OffsetOutOfRange.Code
 }
 
 // handleFetch records a successful fetch; it returns the next offset to
@@ -78,11 +105,11 @@ func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInf
 	}
 	rp := r.Topics[0].Partitions[0]
 	if rp.ErrorCode != 0 {
-		// Stale leader, fenced epoch, storage error, or (after an
-		// over-budget loss) OFFSET_OUT_OF_RANGE: the position is kept and
-		// the fetch retried once the log grows past it.
+		// Stale leader, fenced epoch, storage error, or
+		// OFFSET_OUT_OF_RANGE (fetchFrom resolves it): retried.
 		return fetchOffset, false
 	}
+	w.observedHW[tp] = max(w.observedHW[tp], rp.HighWatermark)
 	records, decodeErr := decodeRecords(rp.RecordBatches, fetchOffset)
 	f := models.Fetch{Client: c.index, TP: tp, LeaderEpoch: li.epoch, FetchOffset: fetchOffset,
 		CallNs: callNs, ReturnNs: w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}

@@ -66,8 +66,10 @@ type LeaderView struct {
 }
 
 // ProbeHighWatermarks asks each partition's leader (fresh metadata first)
-// for its high watermark with an empty consumer fetch, and calls done with
-// the answers, indexed like Partitions.
+// for its high watermark with ListOffsets (timestamp -1, latest: the HW,
+// which is also the LSO without transactions), and calls done with the
+// answers, indexed like Partitions. (A fetch at offset 0 would be out of
+// range once DeleteRecords moved the log start.)
 func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
 	tps := w.Partitions()
 	views := make([]LeaderView, len(tps))
@@ -82,20 +84,20 @@ func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
 				}
 				continue
 			}
-			req := kmsg.NewPtrFetchRequest()
-			req.SetVersion(12)
-			req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1
-			rt := kmsg.NewFetchRequestTopic()
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.SetVersion(7)
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = tp.Topic
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = tp.Partition, 0, 1, li.epoch
-			rt.Partitions = append(rt.Partitions, fp)
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = tp.Partition, li.epoch, -1
+			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
 			w.admin.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 				if err == nil {
-					r := resp.(*kmsg.FetchResponse)
-					if r.ErrorCode == 0 && len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 && r.Topics[0].Partitions[0].ErrorCode == 0 {
-						views[i] = LeaderView{Leader: li.leader, LeaderEpoch: li.epoch, HighWatermark: r.Topics[0].Partitions[0].HighWatermark, OK: true}
+					r := resp.(*kmsg.ListOffsetsResponse)
+					if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 && r.Topics[0].Partitions[0].ErrorCode == 0 {
+						views[i] = LeaderView{Leader: li.leader, LeaderEpoch: li.epoch, HighWatermark: r.Topics[0].Partitions[0].Offset, OK: true}
 					}
 				}
 				remaining--

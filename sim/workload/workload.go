@@ -50,6 +50,11 @@ type Config struct {
 	RetriesMax int
 	// FetchMaxWaitMs is the consumers' long-poll time.
 	FetchMaxWaitMs int32
+	// DeleteIntervalNs is the mean time between two DeleteRecords of the
+	// deleter client (deletes.go); 0: the run deletes nothing.
+	// DeleteRand is the stream the deleter draws from.
+	DeleteIntervalNs int64
+	DeleteRand       *rand.Rand
 }
 
 func (c Config) validate() error {
@@ -70,6 +75,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: %d records/s over %d producers in batches of ≤%d", c.RecordsPerSec, c.Producers, c.BatchRecordsMax)
 	case c.RequestTimeoutNs <= 0 || c.BackoffNs <= 0 || c.ProduceTimeoutMs <= 0:
 		return fmt.Errorf("workload: RequestTimeoutNs, BackoffNs and ProduceTimeoutMs must be positive")
+	case c.DeleteIntervalNs < 0 || (c.DeleteIntervalNs > 0 && c.DeleteRand == nil):
+		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
 	}
 	return nil
 }
@@ -89,6 +96,15 @@ type Workload struct {
 	consumers []*consumer
 	members   []*member
 	admin     *client
+	// deleter sends the DeleteRecords requests; nil in a run without.
+	deleter *client
+	// observedHW is the highest HW a fetch of each partition returned;
+	// deleteFloor the highest offset a DeleteRecords asked for.
+	observedHW  map[models.TopicPartition]int64
+	deleteFloor map[models.TopicPartition]int64
+	// offsetResets counts consumers moved to the log start after
+	// OFFSET_OUT_OF_RANGE.
+	offsetResets int
 	// groups names the consumer groups.
 	groups []string
 
@@ -124,7 +140,8 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Workload{s: s, net: net, r: r, cfg: cfg, churnTopic: map[string]bool{}}
+	w := &Workload{s: s, net: net, r: r, cfg: cfg, churnTopic: map[string]bool{},
+		observedHW: map[models.TopicPartition]int64{}, deleteFloor: map[models.TopicPartition]int64{}}
 	for _, name := range cfg.churnTopicNames() {
 		w.churnTopic[name] = true
 	}
@@ -134,6 +151,9 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 		}
 	}
 	w.admin = w.newClient("admin")
+	if cfg.DeleteIntervalNs > 0 {
+		w.deleter = w.newClient("deleter")
+	}
 	for i := 0; i < cfg.Producers; i++ {
 		w.producers = append(w.producers, w.newProducer(i < cfg.IdempotentProducers))
 	}
@@ -177,6 +197,7 @@ func (w *Workload) Start(ready func()) {
 			m.start()
 		}
 		w.startChurn()
+		w.startDeletes()
 		ready()
 	})
 }
@@ -220,6 +241,9 @@ func (w *Workload) Describe() string {
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" churn_topics=%d", w.cfg.ChurnTopics)
 	}
+	if w.deleter != nil {
+		s += fmt.Sprintf(" delete_interval_ms=%d", w.cfg.DeleteIntervalNs/1e6)
+	}
 	return s + "}"
 }
 
@@ -239,6 +263,15 @@ func (w *Workload) Stats() string {
 		len(w.history.Produces), acked, len(w.history.Fetches), records)
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
+	}
+	if w.deleter != nil {
+		completed := 0
+		for _, d := range w.history.DeleteRecords {
+			if d.Completed {
+				completed++
+			}
+		}
+		s += fmt.Sprintf(" deletes=%d completed=%d offset_resets=%d", len(w.history.DeleteRecords), completed, w.offsetResets)
 	}
 	if len(w.groups) > 0 {
 		accepted := 0
