@@ -60,8 +60,8 @@ func (n *Node) AbandonControlledShutdown() bool {
 // log. A voter that leads the metadata quorum first resigns and waits
 // (boundedly) for a successor, as KRaft's graceful shutdown does, so the
 // controller moves within a round trip instead of a fetch timeout. After a
-// completed controlled shutdown it then flushes every log and writes the
-// clean-shutdown marker, durably. done runs once all of that is
+// completed controlled shutdown it then flushes every log, writes the log
+// start offset checkpoints and then the clean-shutdown marker, durably. done runs once all of that is
 // over; the node must not be used afterwards, and pending timers and
 // callbacks are the environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
@@ -94,6 +94,14 @@ func (n *Node) close(done func(error)) {
 			pending++
 			p.snapshots.Take(p.producers, func(error) { finish(nil) })
 		}
+	}
+	// The log start offsets too, as Kafka's LogManager.shutdown does: the
+	// periodic checkpoint may be seconds old, and a node restarted cleanly
+	// (eligible to lead from the ELR) with an older log start would serve
+	// records a completed DeleteRecords deleted.
+	for _, m := range n.managers {
+		pending++
+		m.WriteLogStartOffsets(finish)
 	}
 	finish(nil)
 }

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/sim/memdisk"
+)
+
+// TestCleanRestartKeepsTheLogStartOffset: a DeleteRecords that completed
+// must survive a clean shutdown. Close flushed the logs and wrote the
+// clean-shutdown marker but not log-start-offset-checkpoint (written only
+// every replica.high.watermark.checkpoint.interval.ms), so a node restarted
+// cleanly soon after a DeleteRecords came back with its old log start, and
+// served the deleted records again. The simulator found it (mixed seed 75,
+// shape lag: a broker restarted cleanly at heal time was elected from the
+// ELR with log start 0 after DeleteRecords to 555 had completed).
+func TestCleanRestartKeepsTheLogStartOffset(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	c.produce(1, "t", 0, 1, recordBatch("a", "b", "c"))
+	if r := c.deleteRecords(1, "t", 2, 5000); r.ErrorCode != 0 || r.LowWatermark != 2 {
+		t.Fatalf("delete to 2: error %v low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
+	}
+	tn := c.nodes[1]
+	stopped, closed := false, false
+	tn.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
+	tn.node.Close(func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		closed = true
+	})
+	c.waitFor("closed", 1000, func() bool { return closed })
+	tn.proc.Crash()
+	tn.disk.Crash(c.streams.Get("disk"), memdisk.CrashLoseAll) // a clean shutdown made everything durable
+	tn.proc.Restart()
+	c.start(tn)
+	c.waitRegistered()
+	p := tn.node.partitions[partitionKey{"t", 0}]
+	if p == nil {
+		t.Fatal("the partition is not hosted after the restart")
+	}
+	if got := p.log.LogStartOffset(); got != 2 {
+		t.Fatalf("log start after a clean restart: %d, want 2 (the completed DeleteRecords)", got)
+	}
+}
