@@ -116,6 +116,11 @@ const (
 	limitRuns      = 3
 )
 
+// latencyBelowHalfPeakDivisors are the fractions of the peak, beside the
+// goal's half, at which (b) is measured too, for information: where on
+// this machine the replicated path's p99 stands as the load falls.
+var latencyBelowHalfPeakDivisors = []float64{4, 8}
+
 // latencyLimitRuns is the null broker's runs per Strand case: its p99 is
 // the denominator of a ratio, and one 2 s run's p99 moves by ±30% on this
 // shared machine.
@@ -148,11 +153,14 @@ type caseResults struct {
 	// kgoConsume reads each size's topic whole once; rawConsume reads it
 	// -broker-reps times, each run right after a run of the loopback limit
 	// (loopback), by size then repetition.
-	kgoConsume           []consumeResult
-	rawConsume           [][]consumeResult
-	loopback             [][]run
-	latency              latencyResult
-	floorRuns            []latencyResult // the null broker's runs at latency's rate, right after it (Strand cases only)
+	kgoConsume []consumeResult
+	rawConsume [][]consumeResult
+	loopback   [][]run
+	latency    latencyResult
+	floorRuns  []latencyResult // the null broker's runs at latency's rate, right after it (Strand cases only)
+	// latencyBelowHalfPeak are (b)'s runs at the peak over each of
+	// latencyBelowHalfPeakDivisors, after its floor runs.
+	latencyBelowHalfPeak []latencyResult
 	rssAnonMaxKiB        int64
 	profiles             []string
 	idempotenceRatio     float64
@@ -377,6 +385,14 @@ func measureCases(results []*caseResults, null *cluster) error {
 			}
 			r.floorRuns = append(r.floorRuns, floor)
 		}
+		for i := 0; r.c.strand && r.c.acksAll && i < len(latencyBelowHalfPeakDivisors); i++ {
+			peak := 2 * rate
+			l, err := produceAtRate(r.cl, "bench-latency", valueSizes[0], peak/latencyBelowHalfPeakDivisors[i], latencyDuration, true)
+			if err != nil {
+				return err
+			}
+			r.latencyBelowHalfPeak = append(r.latencyBelowHalfPeak, l)
+		}
 	}
 	// The other cases are done: stop them while (a) runs the group figures,
 	// for the last voter of (b) takes 30 s to stop. The final stop waits.
@@ -547,6 +563,10 @@ func printBrokerTable(results []*caseResults) {
 		}
 		fmt.Fprintf(w, "%s\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.1f\t\n", r.c.label, l.ratePerSec, l.achievedPerSec,
 			ms(l.p50), ms(l.p99), ms(l.pMax), overLimit, l.cores(l.clientCPU), l.cores(l.brokerCPU), float64(r.rssAnonMaxKiB)/1024)
+		for i, l := range r.latencyBelowHalfPeak {
+			fmt.Fprintf(w, "%s at 1/%.0f of the peak (info)\t%.0f (%.0f)\t%.2f\t%.2f\t%.2f\t\t%.2f\t%.2f\t\t\n", r.c.label, latencyBelowHalfPeakDivisors[i], l.ratePerSec, l.achievedPerSec,
+				ms(l.p50), ms(l.p99), ms(l.pMax), l.cores(l.clientCPU), l.cores(l.brokerCPU))
+		}
 	}
 	w.Flush()
 	fmt.Printf(`
@@ -560,7 +580,8 @@ func printBrokerTable(results []*caseResults) {
   The latency limit is the same client at the same rate against the null broker, which answers every
   Produce at once and stores and replicates nothing: what the client, loopback TCP and the machine cost,
   the floor under any broker's p99, not a broker to match. Its row is the run with the median p99 of %d
-  right after the case's; their p99s:%s. CPU s/s are CPU seconds per second of
+  right after the case's; their p99s:%s. The "(info)" rows are (b) at lower fixed rates, one run
+  each after its limit's, for where its p99 stands as the load falls. CPU s/s are CPU seconds per second of
   the run (2 cores: 2.00 is the whole machine).
 `, brokerFlags.reps, brokerFlags.duration, brokerFlags.reps, latencyDuration, latencyWarmup, latencyLimitRuns, limitP99s(results))
 }
@@ -653,6 +674,9 @@ func printBrokerGoals(out io.Writer, results []*caseResults) bool {
 	floor := b.floor()
 	info("(b) acks=all p99 / the null broker's at its rate", fmt.Sprintf("%.2f (limit p99 %.2f ms)", b.latency.p99.Seconds()/floor.p99.Seconds(), ms(floor.p99)),
 		"none (the limit: client and machine)")
+	for i, l := range b.latencyBelowHalfPeak {
+		info(fmt.Sprintf("(b) acks=all p99 at 1/%.0f of the peak", latencyBelowHalfPeakDivisors[i]), fmt.Sprintf("%.2f ms at %.0f rec/s", ms(l.p99), l.ratePerSec), "none (information)")
+	}
 	for _, r := range results[:2] {
 		verdict(fmt.Sprintf("%s broker RssAnon", r.c.label), fmt.Sprintf("%.1f MiB", float64(r.rssAnonMaxKiB)/1024), "<= 256 MiB", r.rssAnonMaxKiB <= rssAnonMaxKiB)
 	}
