@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -63,6 +64,10 @@ func produceLines(cf *clientFlags, topic, keySeparator, acks, compression string
 			cancel()
 		}
 	}
+	// A line that cannot be read stops the reading, but the lines before
+	// it are still sent and acknowledged, as Kafka's console producer's
+	// close sends them: the error names the first line not sent.
+	var inputErr error
 	scanner := bufio.NewScanner(stdin)
 	scanner.Buffer(make([]byte, 64<<10), produceLineBytesMax)
 	for line := 1; scanner.Scan(); line++ {
@@ -71,7 +76,8 @@ func produceLines(cf *clientFlags, topic, keySeparator, acks, compression string
 		if keySeparator != "" {
 			key, value, ok := strings.Cut(text, keySeparator)
 			if !ok {
-				return fmt.Errorf("line %d has no key separator %q", line, keySeparator)
+				inputErr = fmt.Errorf("line %d has no key separator %q; reading stopped there", line, keySeparator)
+				break
 			}
 			r.Key = []byte(key)
 			text = value
@@ -80,16 +86,16 @@ func produceLines(cf *clientFlags, topic, keySeparator, acks, compression string
 		cl.Produce(ctx, r, done)
 	}
 	if err := scanner.Err(); err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
+		inputErr = fmt.Errorf("reading stdin: %w", err)
 	}
 	flushCtx, flushCancel := cf.deadline()
 	defer flushCancel()
 	if err := cl.Flush(flushCtx); err != nil {
-		return fmt.Errorf("waiting for acknowledgements: %w", err)
+		return errors.Join(inputErr, fmt.Errorf("waiting for acknowledgements: %w", err))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return firstErr
+	return errors.Join(firstErr, inputErr)
 }
 
 // producerOptions maps the tool's flags to kgo options.
