@@ -71,7 +71,8 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 // candidates in one epoch rare elsewhere), hw-truncation where failed
 // fsyncs and power losses leave HW checkpoints behind (sync: 15 of the
 // first 400 seeds catch it, against 3 to 17 of 1,000 in the mixed sweep,
-// whose count moves with every change to the trace); the others in the
+// whose count moves with every change to the trace); session-log-start-untold
+// in small (quick seeds with deletes on two partitions); the others in the
 // mixed sweep.
 func PlantedBugShape(bug string) string {
 	switch bug {
@@ -87,6 +88,8 @@ func PlantedBugShape(bug string) string {
 		return "lag"
 	case "raft-vote-twice":
 		return "elections"
+	case "session-log-start-untold":
+		return "small"
 	}
 	return "mixed"
 }

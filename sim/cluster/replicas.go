@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,7 +16,9 @@ import (
 )
 
 // logEnd is one past the last offset of n's log of tp on disk, parsing
-// batch headers only; a damaged tail ends it.
+// batch headers only; a damaged tail ends it. A segment's base offset (its
+// file name) counts too: a log restarted empty at the leader's log start
+// (DeleteRecords moved it past this replica's end) ends there.
 func (c *Cluster) logEnd(n *Node, tp models.TopicPartition) int64 {
 	dir := fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)
 	names, err := n.Disk.List(dir)
@@ -26,6 +29,9 @@ func (c *Cluster) logEnd(n *Node, tp models.TopicPartition) int64 {
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".log") {
 			continue
+		}
+		if base, err := strconv.ParseInt(strings.TrimSuffix(name, ".log"), 10, 64); err == nil {
+			end = max(end, base)
 		}
 		data, err := n.Disk.ReadFile(dir + "/" + name)
 		if err != nil {
@@ -42,6 +48,17 @@ func (c *Cluster) logEnd(n *Node, tp models.TopicPartition) int64 {
 		}
 	}
 	return end
+}
+
+// hasSegment reports whether n's directory of tp holds a segment file.
+func (c *Cluster) hasSegment(n *Node, tp models.TopicPartition) bool {
+	names, _ := n.Disk.List(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+	for _, name := range names {
+		if strings.HasSuffix(name, ".log") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSyncedKept checks, right after a power loss, that every log of n
@@ -61,6 +78,12 @@ func (c *Cluster) checkSyncedKept(n *Node) {
 	}
 	for _, e := range entries {
 		tp := models.TopicPartition{Topic: e.Topic, Partition: e.Partition}
+		if !c.hasSegment(n, tp) {
+			// A log restarted empty at the leader's log start (all its
+			// segments deleted, the new one's creation not yet durable)
+			// lost no batch; a log losing synced data keeps its files.
+			continue
+		}
 		if end := c.logEnd(n, tp); end < e.Offset {
 			c.fail("synced-kept", fmt.Sprintf("node %d %s: after a power loss the log ends at %d, below its checkpointed recovery point %d",
 				n.ID, tp, end, e.Offset))
