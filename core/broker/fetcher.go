@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"log/slog"
 	"sort"
 
@@ -420,10 +421,7 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 	switch action.Kind {
 	case replica.ActionAppend:
 		if len(rp.RecordBatches) > 0 {
-			segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
-			if _, err = p.log.AppendAsFollower(rp.RecordBatches, n.wallMs()); err == nil {
-				n.followerProducersAppended(p, segments, appendedBatches(p.log, rp.RecordBatches, leo))
-			}
+			err = n.appendAsFollower(p, rp.RecordBatches)
 		}
 		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
 			if err = p.log.AdvanceStartOffset(action.LogStartOffset); err == nil {
@@ -439,18 +437,54 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 			_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
 		}
 	case replica.ActionTruncateFullyAndStartAt:
-		if err = p.log.TruncateFullyAndStartAt(action.Offset, n.wallMs()); err == nil {
-			// Every snapshot goes, also when the state had failed.
-			p.producers = producer.NewState(n.producerConfig(), action.Offset)
-			if p.producers.TruncateFullyAndStartAt(action.Offset, p.snapshots) != nil {
-				p.producers = nil // reloaded by the next syncProducers
-			}
-		}
+		err = n.restartFollowerLogAt(p, action.Offset)
 	case replica.ActionBackoff:
 		return false, rp.ErrorCode != 0
 	}
 	n.logFollowerAppendError(p, action, err)
 	return err == nil, err == nil && (action.Kind == replica.ActionAppend || rp.ErrorCode != 0)
+}
+
+// appendAsFollower appends the leader's batches to p's log, and applies
+// them to its producer state.
+//
+// A log restarted empty at a log start inside a batch is answered with
+// that whole batch, which starts below the log's end: DeleteRecords moved
+// the leader's log start into the batch, and this replica, behind it,
+// restarted there after OFFSET_OUT_OF_RANGE. As Kafka's
+// Partition.appendRecordsToFollowerOrFutureReplica does (KAFKA-6975), the
+// empty log then restarts at the batch's base offset and takes it whole;
+// the log start comes back up to the leader's with the same answer. Any
+// other misplaced batch is an error, as before.
+func (n *Node) appendAsFollower(p *partition, records []byte) error {
+	segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
+	_, err := p.log.AppendAsFollower(records, n.wallMs())
+	if errors.Is(err, log.ErrUnexpectedOffset) && leo == p.log.LogStartOffset() {
+		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
+			if err = n.restartFollowerLogAt(p, h.BaseOffset); err == nil {
+				segments, leo = p.log.SegmentCount(), p.log.LogEndOffset()
+				_, err = p.log.AppendAsFollower(records, n.wallMs())
+			}
+		}
+	}
+	if err == nil {
+		n.followerProducersAppended(p, segments, appendedBatches(p.log, records, leo))
+	}
+	return err
+}
+
+// restartFollowerLogAt empties p's log and restarts it at offset, with an
+// empty producer state there.
+func (n *Node) restartFollowerLogAt(p *partition, offset int64) error {
+	if err := p.log.TruncateFullyAndStartAt(offset, n.wallMs()); err != nil {
+		return err
+	}
+	// Every snapshot goes, also when the state had failed.
+	p.producers = producer.NewState(n.producerConfig(), offset)
+	if p.producers.TruncateFullyAndStartAt(offset, p.snapshots) != nil {
+		p.producers = nil // reloaded by the next syncProducers
+	}
+	return nil
 }
 
 // logFollowerAppendError logs, at ERROR, a failure to apply the leader's
