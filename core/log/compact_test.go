@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"strand/core/batch"
+	"strand/core/env"
 	"strand/sim/memdisk"
 )
 
@@ -212,6 +214,11 @@ func TestCompactionProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		var model []compactRecord
+		// incarnations: by offset, every record appended since the last
+		// completed flush, and the latest before it. A crash may bring
+		// back one that a recovery cut removed, since a cut is not durable
+		// until synced (see adoptRecoveredTail).
+		incarnations := map[int64][]compactRecord{}
 		nowMs, checkpointed := int64(1000), int64(0)
 		// touched: a crash in a pass may leave its swapped groups cleaned
 		// beyond the checkpointed point, as in Kafka.
@@ -230,13 +237,28 @@ func TestCompactionProperty(t *testing.T) {
 						values[i] = []byte(fmt.Sprintf("v%d-%s", len(model)+i, strings.Repeat("x", 30)))
 					}
 				}
-				model = append(model, appendKeyed(rt, l, codec, nowMs, keys, values)...)
+				appended := appendKeyed(rt, l, codec, nowMs, keys, values)
+				for _, r := range appended {
+					incarnations[r.offset] = append(incarnations[r.offset], r)
+				}
+				model = append(model, appended...)
 			case action == 4:
 				if err := l.Roll(nowMs); err != nil {
 					rt.Fatal(err)
 				}
 			case action == 5:
-				l.Flush(l.LogEndOffset(), nil)
+				l.Flush(l.LogEndOffset(), func(err error) {
+					if err != nil {
+						rt.Fatalf("flush: %v", err)
+					}
+					// Every recovery cut came before this flush (only
+					// Open cuts here) and is now durable: no earlier
+					// incarnation can come back.
+					incarnations = map[int64][]compactRecord{}
+					for _, r := range model {
+						incarnations[r.offset] = []compactRecord{r}
+					}
+				})
 				disk.RunPending()
 			case action <= 8:
 				limits := CleanLimits{StepBytesMax: rapid.Int64Range(1, 3000).Draw(rt, "stepBytes"),
@@ -269,9 +291,7 @@ func TestCompactionProperty(t *testing.T) {
 				if l.CleanerPoint() != checkpointed {
 					rt.Fatalf("cleaner point %d after reopen, checkpoint %d", l.CleanerPoint(), checkpointed)
 				}
-				for len(model) > 0 && model[len(model)-1].offset >= l.LogEndOffset() {
-					model = model[:len(model)-1]
-				}
+				model = adoptRecoveredTail(rt, l, model, incarnations, recoveryPoint)
 				checkNoCleanerFiles(rt, disk)
 			}
 			touched = max(touched, untouchedFrom(l))
@@ -279,6 +299,139 @@ func TestCompactionProperty(t *testing.T) {
 		}
 		_ = l.Close()
 	})
+}
+
+// adoptRecoveredTail checks what a crash left at and beyond the recovery
+// point it happened at, and returns the model with that tail adopted.
+// Below the point nothing may change (checkCompacted checks it against the
+// model). At and beyond it every offset up to the LEO must hold a record
+// (the cleaner only works below the recovery point), and each must be one
+// that some append wrote at that offset: the latest, or an earlier
+// incarnation. Earlier ones come back when a crash undoes a recovery cut
+// that was never synced: recovery after an earlier crash removed the
+// segments beyond a torn batch, appends reused their offsets, and a torn
+// crash kept none of the directory's changes, so the removed segment file
+// is back, holding records of the first incarnation (as a truncation is not
+// durable until synced; TestLogStateMachine accepts the same ghosts).
+func adoptRecoveredTail(t fataler, l *Log, model []compactRecord, incarnations map[int64][]compactRecord, recoveryPoint int64) []compactRecord {
+	t.Helper()
+	kept := len(model)
+	for kept > 0 && model[kept-1].offset >= recoveryPoint {
+		kept--
+	}
+	adopted := model[:kept:kept]
+	next := recoveryPoint
+	for _, r := range readCompacted(t, l) {
+		if r.offset < recoveryPoint {
+			continue
+		}
+		if r.offset != next {
+			t.Fatalf("recovered log holds offset %d after %d, below its LEO %d and at or beyond the recovery point %d", r.offset, next-1, l.LogEndOffset(), recoveryPoint)
+		}
+		next++
+		found := false
+		for _, want := range slices.Backward(incarnations[r.offset]) {
+			if want.key == r.key && bytes.Equal(want.value, r.value) && (want.value == nil) == (r.value == nil) && want.timestampMs == r.timestampMs {
+				adopted, found = append(adopted, want), true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("recovery kept %+v at %d, which no append wrote there (recovery point %d)", r, r.offset, recoveryPoint)
+		}
+	}
+	if next < l.LogEndOffset() {
+		t.Fatalf("recovered log ends at offset %d, LEO %d (recovery point %d)", next, l.LogEndOffset(), recoveryPoint)
+	}
+	return adopted
+}
+
+// TestUnsyncedRecoveryCutCanBeUndone is the case TestCompactionProperty
+// found (seed 4838014496678896264), written out without torn crashes: a
+// recovery cut removes a later segment, appends reuse its offsets, and a
+// crash before any flush undoes the removal (it was never synced), so the
+// removed segment's records come back at their offsets, replacing the new
+// ones there. That is allowed, as a truncation is not durable until synced;
+// adoptRecoveredTail accepts it. After a flush the cut is durable and the
+// new records must stay.
+func TestUnsyncedRecoveryCutCanBeUndone(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
+			disk := memdisk.New(memdisk.Options{})
+			cfg := compactConfig()
+			l := openLog(t, disk, cfg, OpenOptions{NowMs: 1000})
+			var model []compactRecord
+			incarnations := map[int64][]compactRecord{}
+			appendOne := func(incarnation string) {
+				t.Helper()
+				records := appendKeyed(t, l, batch.CodecNone, 1000, []string{"k"}, [][]byte{[]byte(fmt.Sprintf("%s%d", incarnation, l.LogEndOffset()))})
+				incarnations[records[0].offset] = append(incarnations[records[0].offset], records[0])
+				model = append(model, records...)
+			}
+			reopen := func(recoveryPoint int64) {
+				t.Helper()
+				_ = l.Close()
+				l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: recoveryPoint, NowMs: 1000})
+				model = adoptRecoveredTail(t, l, model, incarnations, recoveryPoint)
+				checkCompacted(t, l, model, 1000, l.CleanerPoint())
+			}
+			for range 6 {
+				appendOne("a") // offsets 0-5 in segment 0
+			}
+			if err := l.Roll(1000); err != nil {
+				t.Fatal(err)
+			}
+			appendOne("a") // offsets 6 and 7 in segment 6
+			appendOne("a")
+			disk.Writeback() // every file and entry durable, none synced by the log
+			segment0 := testDir + "/" + segmentFileName(0, logSuffix)
+			size, _ := disk.DurableSize(segment0)
+			disk.Crash(nil, memdisk.CrashKeepAll)
+			if err := disk.TruncateFile(segment0, size-5); err != nil { // tear offset 5
+				t.Fatal(err)
+			}
+			reopen(0)
+			if l.LogEndOffset() != 5 || !slices.Equal(l.SegmentBaseOffsets(), []int64{0}) {
+				t.Fatalf("after the tear: LEO %d, segments %v; want 5, [0]", l.LogEndOffset(), l.SegmentBaseOffsets())
+			}
+			for range 4 {
+				appendOne("b") // offsets 5-8, all in segment 0
+			}
+			if flushed {
+				l.Flush(l.LogEndOffset(), nil)
+				for disk.RunPending() > 0 {
+				}
+			} else {
+				// segment 0's bytes reach the disk, the directory's
+				// removal of segment 6 does not.
+				f, err := disk.Open(segment0, env.OpenOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := disk.TruncateFile(segment0, f.Size()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recoveryPoint := l.RecoveryPoint()
+			if wantRP := map[bool]int64{false: 0, true: 9}[flushed]; recoveryPoint != wantRP {
+				t.Fatalf("recovery point %d before the crash, want %d", recoveryPoint, wantRP)
+			}
+			disk.Crash(nil, memdisk.CrashLoseAll)
+			reopen(recoveryPoint)
+			got := readCompacted(t, l)
+			var values []string
+			for _, r := range got[5:] {
+				values = append(values, string(r.value))
+			}
+			want := []string{"b5", "a6", "a7"} // segment 6 is back, cutting segment 0 at its base
+			if flushed {
+				want = []string{"b5", "b6", "b7", "b8"}
+			}
+			if !slices.Equal(values, want) {
+				t.Fatalf("offsets from 5 hold %q, want %q", values, want)
+			}
+		})
+	}
 }
 
 // cleanUntilDone runs steps and completions until a pass finishes.
