@@ -68,11 +68,16 @@
 // At a drawn time every fault heals: network, clocks, disks; crashed
 // brokers restart, and brokers whose log directory may have failed are
 // restarted through a controlled shutdown (clean, so they stay eligible).
-// Producers stop shortly after; then a controller must be active, every
-// partition must accept an acks=all write again, every request must be
-// answered, and the replicas must converge (identical logs ending at the
-// high watermark, one leader everyone agrees on) within the convergence
-// window. Failing to converge is a violation.
+// Producers stop shortly after, and a second later the deleter's last
+// DeleteRecords round moves log starts. The quiet check (quiet.go) comes
+// next, before anything else is produced: every settled partition's
+// followers must hold the leader's HW and at least its log start, and a
+// DeleteRecords to that log start must complete. Then a controller must be
+// active, every partition must accept an acks=all write again, every
+// request must be answered, and the replicas must converge (identical logs
+// from the leader's log start to the high watermark, one leader everyone
+// agrees on) within the convergence window. Failing to converge is a
+// violation.
 //
 // # Invariants the harness checks itself
 //

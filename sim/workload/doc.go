@@ -2,8 +2,10 @@
 // all, retrying retriable errors; some idempotent, with producer ids and
 // sequence numbers), consumers that fetch up to the high watermark from the
 // leader Metadata names, consumer-group members speaking the classic group
-// protocol, and an admin client that creates the topics and churns some of
-// them (delete, re-create, add partitions). They speak kmsg requests over
+// protocol, an admin client that creates the topics and churns some of
+// them (delete, re-create, add partitions), and a deleter that moves log
+// starts with DeleteRecords (deletes.go; consumers below the log start move
+// to the earliest offset). They speak kmsg requests over
 // simnet client connections, exactly as real clients speak them over TCP,
 // and record every operation, with its call and return times in virtual
 // nanoseconds, into a models.History and models.GroupHistory for the
