@@ -25,8 +25,11 @@ import (
 // where it already is) must complete: its low watermark, the smallest log
 // start offset of the live replicas, must be reachable.
 const (
-	// deleteRoundNs bounds the deleter's last round.
-	deleteRoundNs = 3e9
+	// deleteRoundDelayNs is the pause between the producers' stop and the
+	// deleter's last round (a few replica fetch long-polls);
+	// deleteRoundNs bounds the round.
+	deleteRoundDelayNs = 1e9
+	deleteRoundNs      = 3e9
 	// quietCheckNs bounds the quiet check; quietMismatchNs is how long a
 	// settled partition may show a follower behind the leader's HW or log
 	// start (several replica fetch long-polls).

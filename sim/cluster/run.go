@@ -269,12 +269,17 @@ func (r *run) heal() {
 	r.f.heal()
 	r.s.After(produceAfterHealNs, func() {
 		r.w.StopProducing()
-		r.w.FinalDeleteRound(r.s.NowNs()+deleteRoundNs, func() {
-			states := make([]quietState, len(r.tps))
-			for i := range states {
-				states[i].mismatchSinceNs = -1
-			}
-			r.quietCheck(states, r.s.NowNs()+quietCheckNs, r.probe)
+		// The last round waits for the last produces' HW moves to reach
+		// the followers: a log start told in the same answer as a new HW
+		// would hide a follower that is told log starts only then.
+		r.s.After(deleteRoundDelayNs, func() {
+			r.w.FinalDeleteRound(r.s.NowNs()+deleteRoundNs, func() {
+				states := make([]quietState, len(r.tps))
+				for i := range states {
+					states[i].mismatchSinceNs = -1
+				}
+				r.quietCheck(states, r.s.NowNs()+quietCheckNs, r.probe)
+			})
 		})
 	})
 }
