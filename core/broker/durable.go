@@ -98,5 +98,7 @@ func (n *Node) awaitingSync(p *partition) bool {
 			n.onDurable(p)
 		})
 	}
-	return true
+	// The Flush may have completed at once, with nothing left to sync:
+	// then nothing would run the fetcher again.
+	return p.log.RecoveryPoint() < p.log.LogEndOffset()
 }

@@ -286,10 +286,15 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		partitions = make([]kmsg.FetchRequestTopicPartition, 0, len(f.keys))
 	}
 	topicStart := 0
+	syncing := false
 	for _, k := range f.keys {
 		p := f.partitions[k]
 		leader, fr, ok := p.replica.NextFetch()
-		if !ok || leader != f.leader || p.storageFailed() || n.awaitingSync(p) || p.fetchBackoff != nil {
+		if !ok || leader != f.leader || p.storageFailed() || p.fetchBackoff != nil {
+			continue
+		}
+		if n.awaitingSync(p) {
+			syncing = true
 			continue
 		}
 		sent = append(sent, sentFetch{p: p, req: fr})
@@ -322,6 +327,15 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		fp.PartitionMaxBytes = replicaFetchMaxBytes
 		partitions = append(partitions, fp) // a move leaves earlier topics' slices intact
 		req.Topics[len(req.Topics)-1].Partitions = partitions[topicStart:len(partitions):len(partitions)]
+	}
+	if syncing {
+		// A partition of a flush.messages=1 topic waits for its Sync
+		// before its LEO may be reported (durable.go), and so does the
+		// whole fetcher, as Kafka's fetcher thread flushes inline before
+		// it fetches again; onDurable runs it again. A fetch sent without
+		// the partition would be parked by the leader and hold the
+		// partition back for replica.fetch.wait.max.ms.
+		return req, sent[:0]
 	}
 	if incremental {
 		for _, a := range asked {

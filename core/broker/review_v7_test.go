@@ -363,11 +363,10 @@ func TestV7DelayWithFlushEveryMessage(t *testing.T) {
 // 500 ms (1 ms with the same cluster without the idle topic, or without
 // flush.messages=1). Kafka's follower flushes inline before its next fetch.
 //
-// It fails (501 ms) until the fetcher waits for its partitions' Syncs
-// instead of sending a fetch without them (review V7's proposed fix in
-// buildReplicaFetch); skipped until then so the package stays green.
+// It failed (501 ms) until the fetcher waited for its partitions' Syncs
+// instead of sending a fetch without them (review V7's fix in
+// buildReplicaFetch).
 func TestV7FlushEveryMessageAcksAllNotHeldByTheLongPoll(t *testing.T) {
-	t.Skip("known bug (review V7): with flush.messages=1 acks=all waits replica.fetch.wait.max.ms; remove this Skip with the fix")
 	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3", "log.flush.interval.messages": "1"})
 	c.waitRegistered()
 	c.createTopic(2, "other", 1, 3)
