@@ -2,8 +2,9 @@ package broker
 
 // DeleteRecords (key 21), versions 0..2.
 //
-// Served by the leader: Offset -1 means the HW; an offset above the HW is
-// OFFSET_OUT_OF_RANGE; otherwise the log start offset moves up to it
+// Served by the leader: a topic whose cleanup.policy lacks delete (compact
+// only) is POLICY_VIOLATION, as in Kafka; Offset -1 means the HW; an offset
+// above the HW is OFFSET_OUT_OF_RANGE; otherwise the log start offset moves up to it
 // (log.AdvanceStartOffset; segments wholly below it go at the next retention
 // pass). As Kafka's DelayedDeleteRecords, the answer waits until the
 // partition's low watermark (replica.Partition.LowWatermark: the smallest log
@@ -103,6 +104,11 @@ func (n *Node) deleteRecords(key partitionKey, offset int64) (*partition, int64,
 	}
 	if d := p.replica.OnConsumerFetch(p.log.LogStartOffset(), -1); d.Error != 0 {
 		return nil, -1, d.Error
+	}
+	if !n.topicConfig(key.topic).CleanupPolicy.Delete {
+		// Kafka's Partition.deleteRecordsOnLeader: only a topic whose
+		// cleanup.policy includes delete may lose records on request.
+		return nil, -1, kerr.PolicyViolation.Code
 	}
 	hw := p.replica.HighWatermark()
 	if offset == -1 {

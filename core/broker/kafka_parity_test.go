@@ -6,6 +6,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -51,5 +52,50 @@ func TestAcksZeroProduceErrorClosesConnection(t *testing.T) {
 	}
 	if cc.Open() {
 		t.Fatal("connection still open after the failing acks=0 produce")
+	}
+}
+
+// deleteRecordsCode sends a DeleteRecords of topic's partition 0 up to offset
+// and returns the partition's error code and low watermark.
+func (c *cluster) deleteRecordsCode(node int32, topic string, offset int64) (int16, int64) {
+	c.t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.SetVersion(2)
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Offset = offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	got := c.request(node, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+	return got.ErrorCode, got.LowWatermark
+}
+
+// TestDeleteRecordsOnCompactedTopicIsPolicyViolation: Kafka refuses to
+// delete records of a topic whose cleanup.policy lacks delete
+// (Partition.deleteRecordsOnLeader: POLICY_VIOLATION) and leaves its log
+// start offset alone; compact,delete topics allow it.
+func TestDeleteRecordsOnCompactedTopicIsPolicyViolation(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("compactonly", map[string]string{"cleanup.policy": "compact"})
+	c.createTopicWith("compactdelete", map[string]string{"cleanup.policy": "compact,delete"})
+	for _, topic := range []string{"compactonly", "compactdelete"} {
+		if r := c.produce(1, topic, 0, -1, recordBatch("a", "b", "c")); r.ErrorCode != 0 {
+			t.Fatalf("produce to %s: error %d", topic, r.ErrorCode)
+		}
+	}
+
+	code, low := c.deleteRecordsCode(1, "compactonly", 2)
+	if code != kerr.PolicyViolation.Code || low != -1 {
+		t.Fatalf("DeleteRecords of a compact-only topic: error %d low watermark %d; want POLICY_VIOLATION (%d), -1", code, low, kerr.PolicyViolation.Code)
+	}
+	if start := c.nodes[1].node.partitions[partitionKey{"compactonly", 0}].log.LogStartOffset(); start != 0 {
+		t.Fatalf("refused DeleteRecords moved the log start offset to %d", start)
+	}
+
+	if code, low := c.deleteRecordsCode(1, "compactdelete", 2); code != 0 || low != 2 {
+		t.Fatalf("DeleteRecords of a compact,delete topic: error %d low watermark %d; want 0, 2", code, low)
 	}
 }
