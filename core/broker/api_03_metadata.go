@@ -11,7 +11,8 @@ package broker
 // by name (nil Topics) means all. An unknown topic is auto-created
 // (LEADER_NOT_AVAILABLE while it is being created) when
 // auto.create.topics.enable and the request (v4+) allow it, else
-// UNKNOWN_TOPIC_OR_PARTITION. Partitions without a leader answer
+// UNKNOWN_TOPIC_OR_PARTITION; a name no topic may have (Kafka's
+// Topic.validate) is INVALID_TOPIC_EXCEPTION either way, as in Kafka. Partitions without a leader answer
 // LEADER_NOT_AVAILABLE. __consumer_offsets is marked internal; it is
 // created by FindCoordinator, never auto-created by Metadata.
 //
@@ -57,8 +58,12 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		if rt.Topic == nil {
 			mt.ErrorCode = kerr.UnknownTopicID.Code
+		} else if metadata.ValidateTopicName(*rt.Topic) != nil {
+			// Kafka's getTopicMetadata and AutoTopicCreationManager: a name
+			// no topic can have fails at once, so the client does not retry.
+			mt.ErrorCode = kerr.InvalidTopicException.Code
 		} else if n.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
-			metadata.ValidateTopicName(*rt.Topic) == nil && *rt.Topic != controller.MetadataTopic && *rt.Topic != offsetsTopic {
+			*rt.Topic != controller.MetadataTopic && *rt.Topic != offsetsTopic {
 			mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			create = append(create, *rt.Topic)
 		}

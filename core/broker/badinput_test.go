@@ -116,9 +116,14 @@ func TestUnknownTopicAutoCreateAndMetadata(t *testing.T) {
 	if r := c.produce(1, "auto", 2, 1, recordBatch("x")); r.ErrorCode != 0 {
 		t.Fatalf("produce to auto-created topic: %d", r.ErrorCode)
 	}
-	// An invalid name is never created.
-	if r := md(true, "bad/name"); r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+	// An invalid name is never created, and is INVALID_TOPIC_EXCEPTION as
+	// in Kafka's AutoTopicCreationManager.
+	if r := md(true, "bad/name"); r.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
 		t.Fatalf("invalid name: error %d", r.Topics[0].ErrorCode)
+	}
+	c.run(100)
+	if _, ok := c.nodes[1].node.image.TopicByName("bad/name"); ok {
+		t.Fatal("a topic with an invalid name was created")
 	}
 }
 

@@ -4,6 +4,7 @@ package broker
 // checked against what Apache Kafka's broker does.
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -97,5 +98,42 @@ func TestDeleteRecordsOnCompactedTopicIsPolicyViolation(t *testing.T) {
 
 	if code, low := c.deleteRecordsCode(1, "compactdelete", 2); code != 0 || low != 2 {
 		t.Fatalf("DeleteRecords of a compact,delete topic: error %d low watermark %d; want 0, 2", code, low)
+	}
+}
+
+// TestMetadataInvalidTopicNameIsInvalidTopic: Kafka answers a Metadata
+// request for a name no topic can have with INVALID_TOPIC_EXCEPTION, with
+// auto-creation allowed or not, so producers fail at once instead of
+// retrying UNKNOWN_TOPIC_OR_PARTITION until they time out. A valid unknown
+// name stays UNKNOWN_TOPIC_OR_PARTITION without auto-creation.
+func TestMetadataInvalidTopicNameIsInvalidTopic(t *testing.T) {
+	c := newCluster(t, 1, map[string]string{"auto.create.topics.enable": "true"})
+	c.waitRegistered()
+	for _, auto := range []bool{true, false} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(12)
+		req.AllowAutoTopicCreation = auto
+		names := []string{"bad name!", "", ".", "..", strings.Repeat("x", 250)}
+		if !auto {
+			names = append(names, "valid-but-absent") // with auto-creation it would be created
+		}
+		for _, name := range names {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := c.request(1, req).(*kmsg.MetadataResponse)
+		for _, mt := range resp.Topics {
+			want := kerr.InvalidTopicException.Code
+			if *mt.Topic == "valid-but-absent" {
+				want = kerr.UnknownTopicOrPartition.Code
+			}
+			if mt.ErrorCode != want {
+				t.Errorf("auto-create %t: topic %q answered error %d, want %d", auto, *mt.Topic, mt.ErrorCode, want)
+			}
+		}
+		if len(resp.Topics) != len(req.Topics) {
+			t.Fatalf("auto-create %t: %d topics answered for %d asked", auto, len(resp.Topics), len(req.Topics))
+		}
 	}
 }
