@@ -18,9 +18,12 @@ package broker
 // with acks=all it waits for the original to commit. A sequence gap answers
 // OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH.
 //
-// Skipped: transactions (TransactionID is ignored); per-record error lists;
-// throttling. Produce does not
-// auto-create topics, as in Kafka since 2.x only Metadata does.
+// INVALID_RECORD and INVALID_TIMESTAMP say why in ErrorMessage (v8+), naming
+// the batch field, as Kafka's record validation errors do.
+//
+// Skipped: transactions (TransactionID is ignored); per-record error lists
+// (ErrorRecords); throttling. Produce does not auto-create topics, as in
+// Kafka since 2.x only Metadata does.
 
 import (
 	"errors"
@@ -173,6 +176,12 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	if err != nil {
 		var berr *batch.Error
 		if errors.As(err, &berr) {
+			if berr.Code == kerr.InvalidRecord.Code || berr.Code == kerr.InvalidTimestamp.Code {
+				// Kafka explains a record that failed validation (its
+				// RecordValidationException) in ErrorMessage, v8+.
+				msg := berr.Error()
+				slot.part.ErrorMessage = &msg
+			}
 			return berr.Code
 		}
 		return kerr.CorruptMessage.Code

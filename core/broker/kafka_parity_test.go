@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
 )
 
 // sendOn sends req on the given connection and runs the simulation until the
@@ -135,5 +137,40 @@ func TestMetadataInvalidTopicNameIsInvalidTopic(t *testing.T) {
 		if len(resp.Topics) != len(req.Topics) {
 			t.Fatalf("auto-create %t: %d topics answered for %d asked", auto, len(resp.Topics), len(req.Topics))
 		}
+	}
+}
+
+// TestProduceRecordValidationErrorMessage: Kafka answers a batch that fails
+// record validation (a keyless record on a compacted topic, a timestamp out
+// of bounds) with INVALID_RECORD or INVALID_TIMESTAMP and, from Produce v8,
+// an ErrorMessage saying why; other errors carry none.
+func TestProduceRecordValidationErrorMessage(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("keyed", map[string]string{"cleanup.policy": "compact"})
+	c.createTopicWith("recent", map[string]string{"message.timestamp.before.max.ms": "60000"})
+
+	keyless := batch.Build(batch.BuildSpec{FirstTimestamp: 1, Records: []batch.Record{{Key: []byte("k"), Value: []byte("v")}, {Value: []byte("no key")}}})
+	old := batch.Build(batch.BuildSpec{FirstTimestamp: 1, Records: []batch.Record{{Key: []byte("k"), Value: []byte("1970")}}})
+	cases := []struct {
+		topic   string
+		records []byte
+		want    int16
+		mention string
+	}{
+		{"keyed", keyless, kerr.InvalidRecord.Code, "records[1].key"},
+		{"recent", old, kerr.InvalidTimestamp.Code, "message.timestamp.before.max.ms"},
+	}
+	for _, tc := range cases {
+		r := c.produce(1, tc.topic, 0, -1, tc.records)
+		if r.ErrorCode != tc.want {
+			t.Fatalf("%s: error %d, want %d", tc.topic, r.ErrorCode, tc.want)
+		}
+		if r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, tc.mention) {
+			t.Errorf("%s: ErrorMessage %v, want one naming %q", tc.topic, r.ErrorMessage, tc.mention)
+		}
+	}
+	if r := c.produce(1, "keyed", 5, -1, recordBatch("x")); r.ErrorCode != kerr.UnknownTopicOrPartition.Code || r.ErrorMessage != nil {
+		t.Errorf("unknown partition: error %d message %v; want UNKNOWN_TOPIC_OR_PARTITION without a message", r.ErrorCode, r.ErrorMessage)
 	}
 }
