@@ -13,8 +13,12 @@
 //   - CheckFetchContiguity, CheckHighWatermarks, CheckLeaders: direct
 //     invariants on the history and on sampled node state.
 //   - CheckFinal: after healing, every partition has a leader, replicas are
-//     identical byte for byte, and every acks=all-acknowledged record sits
-//     at its offset.
+//     identical byte for byte from the leader's log start, and every
+//     acks=all-acknowledged record sits at its offset unless a
+//     DeleteRecords deleted it; the log start is one DeleteRecords asked
+//     for, and not below one that completed. CheckDeleteRecords: a
+//     completed DeleteRecords answered a low watermark at or above its
+//     offset.
 //   - CheckAssignments, CheckCommitGenerations, CheckOffsets (groups.go):
 //     consumer groups; CheckIdempotence: idempotent producers' records once
 //     each and in sequence order; CheckTopicChurn: deleted and re-created
