@@ -6,7 +6,10 @@ package broker
 // with the broker's static and default values for the rest, from
 // core/config) and BROKER resources naming this node (its static
 // configuration, read-only). ConfigNames filters; synonyms are sent when
-// asked for (v1+). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+// asked for (v1+). As in Kafka's ConfigHelper, a topic name no topic can
+// have is INVALID_TOPIC_EXCEPTION, an unknown topic
+// UNKNOWN_TOPIC_OR_PARTITION, and each INVALID_REQUEST says why in
+// ErrorMessage.
 //
 // Skipped: another broker's configuration (ask that broker:
 // INVALID_REQUEST), the cluster-wide dynamic default (BROKER with an empty
@@ -14,6 +17,7 @@ package broker
 // (INVALID_REQUEST), documentation and config types (v3).
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -30,8 +34,8 @@ func (n *Node) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		entries, readOnly, code := n.describeResource(res)
-		rr.ErrorCode = code
+		entries, readOnly, code, msg := n.describeResource(res)
+		rr.ErrorCode, rr.ErrorMessage = code, msg
 		for _, e := range entries {
 			if res.ConfigNames != nil && !slices.Contains(res.ConfigNames, e.Name) {
 				continue
@@ -44,27 +48,36 @@ func (n *Node) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req
 }
 
 // describeResource lists one resource's entries and whether they are
-// read-only.
-func (n *Node) describeResource(res kmsg.DescribeConfigsRequestResource) ([]config.ConfigEntry, bool, int16) {
+// read-only, or an error code and the message explaining it (nil where
+// Kafka sends none).
+func (n *Node) describeResource(res kmsg.DescribeConfigsRequestResource) ([]config.ConfigEntry, bool, int16, *string) {
 	switch res.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
+		if err := metadata.ValidateTopicName(res.ResourceName); err != nil {
+			return nil, false, kerr.InvalidTopicException.Code, kmsg.StringPtr(err.Error())
+		}
 		if _, ok := n.image.TopicByName(res.ResourceName); !ok {
-			return nil, false, kerr.UnknownTopicOrPartition.Code
+			return nil, false, kerr.UnknownTopicOrPartition.Code, nil
 		}
 		overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: res.ResourceName})
 		if config.ValidateTopicConfig(overrides) != nil {
 			overrides = nil // written by a newer Strand: show the defaults
 		}
-		return n.cfg.Broker.DescribeTopicConfig(overrides), false, 0
+		return n.cfg.Broker.DescribeTopicConfig(overrides), false, 0, nil
 	case kmsg.ConfigResourceTypeBroker:
 		switch res.ResourceName {
 		case "":
-			return nil, true, 0
+			return nil, true, 0, nil
 		case strconv.Itoa(int(n.id)):
-			return n.cfg.Broker.DescribeBrokerConfig(), true, 0
+			return n.cfg.Broker.DescribeBrokerConfig(), true, 0, nil
 		}
+		if _, err := strconv.ParseInt(res.ResourceName, 10, 32); err != nil {
+			return nil, false, kerr.InvalidRequest.Code, kmsg.StringPtr(fmt.Sprintf("broker resource name %q: must be a broker id (an integer) or empty", res.ResourceName))
+		}
+		return nil, false, kerr.InvalidRequest.Code,
+			kmsg.StringPtr(fmt.Sprintf("broker resource name %q: this is broker %d; ask broker %s for its configuration, or name \"\" for the cluster default", res.ResourceName, n.id, res.ResourceName))
 	}
-	return nil, false, kerr.InvalidRequest.Code
+	return nil, false, kerr.InvalidRequest.Code, kmsg.StringPtr(fmt.Sprintf("resource type %v: only TOPIC and BROKER are served", res.ResourceType))
 }
 
 func describedConfig(e config.ConfigEntry, readOnly, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {

@@ -174,3 +174,60 @@ func TestProduceRecordValidationErrorMessage(t *testing.T) {
 		t.Errorf("unknown partition: error %d message %v; want UNKNOWN_TOPIC_OR_PARTITION without a message", r.ErrorCode, r.ErrorMessage)
 	}
 }
+
+// TestDescribeConfigsErrorsAsKafka: Kafka's ConfigHelper validates a topic
+// name before looking it up (INVALID_TOPIC_EXCEPTION), answers an unknown
+// topic UNKNOWN_TOPIC_OR_PARTITION without a message, and explains each
+// INVALID_REQUEST (another broker's id, a name that is no id, a resource
+// type it does not serve) in ErrorMessage.
+func TestDescribeConfigsErrorsAsKafka(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(4)
+	for _, r := range []struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}{
+		{kmsg.ConfigResourceTypeTopic, "bad name!"},
+		{kmsg.ConfigResourceTypeTopic, "absent"},
+		{kmsg.ConfigResourceTypeBroker, "2"},
+		{kmsg.ConfigResourceTypeBroker, "one"},
+		{kmsg.ConfigResourceTypeBrokerLogger, "1"},
+		{kmsg.ConfigResourceTypeBroker, "1"},
+	} {
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = r.typ, r.name
+		req.Resources = append(req.Resources, res)
+	}
+	resp := c.request(1, req).(*kmsg.DescribeConfigsResponse)
+	want := []struct {
+		code    int16
+		message string // "" for none
+	}{
+		{kerr.InvalidTopicException.Code, "bad name!"},
+		{kerr.UnknownTopicOrPartition.Code, ""},
+		{kerr.InvalidRequest.Code, "this is broker 1"},
+		{kerr.InvalidRequest.Code, "must be a broker id"},
+		{kerr.InvalidRequest.Code, "only TOPIC and BROKER"},
+		{0, ""},
+	}
+	if len(resp.Resources) != len(want) {
+		t.Fatalf("%d resources answered, want %d", len(resp.Resources), len(want))
+	}
+	for i, w := range want {
+		got := resp.Resources[i]
+		if got.ErrorCode != w.code {
+			t.Errorf("%v %q: error %d, want %d", got.ResourceType, got.ResourceName, got.ErrorCode, w.code)
+		}
+		switch {
+		case w.message == "" && got.ErrorMessage != nil:
+			t.Errorf("%v %q: ErrorMessage %q, want none", got.ResourceType, got.ResourceName, *got.ErrorMessage)
+		case w.message != "" && (got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, w.message)):
+			t.Errorf("%v %q: ErrorMessage %v, want one with %q", got.ResourceType, got.ResourceName, got.ErrorMessage, w.message)
+		}
+	}
+	if len(resp.Resources[5].Configs) == 0 {
+		t.Error("this broker's own configuration came back empty")
+	}
+}
