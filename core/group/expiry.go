@@ -84,7 +84,7 @@ func (c *Coordinator) expireGroup(g *group, nowMs int64) {
 	}
 	// A group with a metadata record gets a tombstone for it; a simple
 	// group never had one and is forgotten once its offsets are gone.
-	deleteGroup := !keepsSome && g.state == Empty && len(g.pending) == 0 &&
+	deleteGroup := !keepsSome && g.state == Empty && len(g.pending) == 0 && !g.tombstoneInFlight &&
 		(g.protocolType != "" || g.generation > 0)
 	if len(expired) == 0 && !deleteGroup {
 		return
@@ -97,9 +97,13 @@ func (c *Coordinator) expireGroup(g *group, nowMs int64) {
 	generation := g.generation
 	if deleteGroup {
 		records = append(records, batch.Record{Key: groupKeyBytes(g.id)})
+		g.tombstoneInFlight = true
 	}
 	seq := c.appendSeq + 1 // the number append gives this write
 	c.append(records, func(err error) {
+		if deleteGroup {
+			g.tombstoneInFlight = false
+		}
 		if deleteGroup && err == nil && c.liveGroup(g) && g.state == Empty && g.generation == generation {
 			// No group record followed the tombstone (every later one
 			// comes with a new generation): forget the metadata, as

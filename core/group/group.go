@@ -130,6 +130,10 @@ type group struct {
 	// offsetsInFlight counts appends in flight per key, for DeleteGroups'
 	// tombstones.
 	offsetsInFlight map[topicPartition]int
+	// tombstoneInFlight is set while expiry's GroupMetadata tombstone is
+	// being appended: a second one would, on completing, see a group reset
+	// by the first and re-formed to the same generation as unchanged.
+	tombstoneInFlight bool
 }
 
 func newGroup(id string) *group {
