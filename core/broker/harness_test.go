@@ -31,7 +31,7 @@ type cluster struct {
 	nodes   map[int32]*testNode
 	client  *simnet.Client
 	conns   map[int32]*simnet.ClientConn
-	nextID  byte
+	nextID  uint64
 	clientP *sched.Node
 	// idRand, if set, draws ids (and so the quorum's election jitter)
 	// from the seed instead of counting.
@@ -138,9 +138,10 @@ func (c *cluster) ids() [16]byte {
 		binary.BigEndian.PutUint64(id[8:], c.idRand.Uint64())
 		return id
 	}
-	c.nextID++
+	c.nextID++ // a byte wrapped after 255 ids: topic ids collided
 	var id [16]byte
-	id[0], id[15] = 0xAB, c.nextID
+	id[0] = 0xAB
+	binary.BigEndian.PutUint64(id[8:], c.nextID)
 	return id
 }
 
