@@ -21,12 +21,18 @@ package broker
 // INVALID_RECORD and INVALID_TIMESTAMP say why in ErrorMessage (v8+), naming
 // the batch field, as Kafka's record validation errors do.
 //
+// A topic whose compression.type names a codec (not "producer") stores each
+// batch in that codec, recompressing one sent in another as Kafka's
+// LogValidator does; the stored batch must fit max.message.bytes too.
+//
 // Skipped: transactions (TransactionID is ignored); per-record error lists
 // (ErrorRecords); throttling. Produce does not auto-create topics, as in
 // Kafka since 2.x only Metadata does.
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -208,9 +214,18 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
 	} else {
 		batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
+		if codec, ok := storedCodec(n.topicConfig(key.topic).CompressionType); ok && codec != info.Header.Codec() {
+			if records, err = recompressed(records, codec, limits.DecompressedBytesMax); err != nil {
+				return kerr.CorruptMessage.Code
+			}
+			if len(records) > limits.BatchBytesMax {
+				return kerr.MessageTooLarge.Code // Kafka re-checks the size after recompressing
+			}
+		}
 		segments := p.log.SegmentCount()
-		// CheckProduced or Finish verified the CRC, and SetMaxTimestamp
-		// recomputed it if it changed the batch.
+		// CheckProduced or Finish verified the CRC, SetMaxTimestamp
+		// recomputed it if it changed the batch, and recompressed computes
+		// its own.
 		if res, err = p.log.AppendCheckedAsLeader(records, epoch, limits.NowMs); err != nil {
 			return errorCodeOf(err)
 		}
@@ -307,4 +322,33 @@ func (n *Node) settleReplicaChange(p *partition, wake bool) {
 		n.wakeFetchWaiters(p)
 	}
 	n.completeDeleteRecords(p)
+}
+
+// recompressed returns a copy of the checked batch b with its records stored
+// under codec, as Kafka's LogValidator rewrites a batch whose codec differs
+// from the topic's compression.type: every header field but the codec bits,
+// the length and the CRC is kept, so offsets, timestamps and the producer's
+// sequence are unchanged. b was decompressed within decompressedBytesMax
+// when it was checked, so decompressing again fails only on a broken
+// invariant, reported as an error.
+func recompressed(b []byte, codec batch.Codec, decompressedBytesMax int) ([]byte, error) {
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("recompress: %w", err)
+	}
+	raw, err := batch.Decompress(h.Codec(), b[batch.HeaderBytes:], decompressedBytesMax)
+	if err != nil {
+		return nil, fmt.Errorf("recompress from %s: %w", h.Codec(), err)
+	}
+	packed, err := batch.Compress(codec, raw)
+	if err != nil {
+		return nil, fmt.Errorf("recompress to %s: %w", codec, err)
+	}
+	out := make([]byte, 0, batch.HeaderBytes+len(packed))
+	out = append(append(out, b[:batch.HeaderBytes]...), packed...)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-batch.LogOverheadBytes))
+	attributes := h.Attributes&^batch.AttrCodecMask | int16(codec)
+	binary.BigEndian.PutUint16(out[21:], uint16(attributes))
+	binary.BigEndian.PutUint32(out[17:], batch.ComputeCRC(out))
+	return out, nil
 }

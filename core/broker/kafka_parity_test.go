@@ -231,3 +231,87 @@ func TestDescribeConfigsErrorsAsKafka(t *testing.T) {
 		t.Error("this broker's own configuration came back empty")
 	}
 }
+
+// storedBatch checks the one batch a fetch returned (framing and CRC), and
+// returns its codec, its timestamp type bit and its record values.
+func storedBatch(t *testing.T, b []byte) (batch.Codec, bool, []string) {
+	t.Helper()
+	h, err := batch.Verify(b)
+	if err != nil {
+		t.Fatalf("stored batch: %v", err)
+	}
+	if int(h.TotalBytes()) != len(b) {
+		t.Fatalf("fetched %d bytes, want exactly one batch of %d", len(b), h.TotalBytes())
+	}
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(b); err != nil {
+		t.Fatalf("stored batch: %v", err)
+	}
+	if rb.Records, err = batch.Decompress(h.Codec(), rb.Records, 1<<20); err != nil {
+		t.Fatalf("stored %s records: %v", h.Codec(), err)
+	}
+	vals, err := decodeRecords(rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Codec(), h.Attributes&batch.AttrLogAppendTime != 0, vals
+}
+
+// TestTopicCompressionTypeRecompresses: Kafka stores produced batches in
+// the codec the topic's compression.type names, recompressing those sent
+// in another (LogValidator); "producer" keeps the producer's codec. The
+// records, their offsets and a LogAppendTime stamp survive the rewrite.
+func TestTopicCompressionTypeRecompresses(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("to-gzip", map[string]string{"compression.type": "gzip"})
+	c.createTopicWith("to-none", map[string]string{"compression.type": "uncompressed", "message.timestamp.type": "LogAppendTime"})
+	c.createTopicWith("as-sent", map[string]string{"compression.type": "producer"})
+	c.createTopicWith("to-zstd-small", map[string]string{"compression.type": "zstd", "max.message.bytes": "200"})
+
+	recs := []batch.Record{{Key: []byte("a"), Value: []byte("one one one one")}, {Key: []byte("b"), Value: []byte("two two two two")}}
+	plain := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: recs})
+	lz4 := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: batch.CodecLZ4, Records: recs})
+	cases := []struct {
+		topic     string
+		sent      []byte
+		wantCodec batch.Codec
+		wantLAT   bool
+	}{
+		{"to-gzip", plain, batch.CodecGzip, false},
+		{"to-gzip", lz4, batch.CodecGzip, false},
+		{"to-none", lz4, batch.CodecNone, true},
+		{"as-sent", lz4, batch.CodecLZ4, false},
+	}
+	next := map[string]int64{}
+	for _, tc := range cases {
+		sent := append([]byte(nil), tc.sent...)
+		r := c.produce(1, tc.topic, 0, -1, sent)
+		if r.ErrorCode != 0 || r.BaseOffset != next[tc.topic] {
+			t.Fatalf("%s: produce error %d base offset %d, want 0 and %d", tc.topic, r.ErrorCode, r.BaseOffset, next[tc.topic])
+		}
+		f := c.fetch(1, tc.topic, 0, next[tc.topic])
+		codec, lat, vals := storedBatch(t, f.RecordBatches)
+		if codec != tc.wantCodec || lat != tc.wantLAT {
+			t.Errorf("%s: stored %s (LogAppendTime %t), want %s (%t)", tc.topic, codec, lat, tc.wantCodec, tc.wantLAT)
+		}
+		if joined(vals) != "one one one one,two two two two" {
+			t.Errorf("%s: stored values %q", tc.topic, vals)
+		}
+		next[tc.topic] += 2
+	}
+
+	// The size limit applies to the batch as stored, as Kafka re-checks it
+	// after recompressing: incompressible values grow under zstd's framing.
+	noise := make([]byte, 120)
+	for i := range noise {
+		noise[i] = byte(i*151 + 7)
+	}
+	small := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: []batch.Record{{Key: []byte("k"), Value: noise}}})
+	if len(small) > 200 {
+		t.Fatalf("test batch of %d bytes is over the limit already", len(small))
+	}
+	if r := c.produce(1, "to-zstd-small", 0, -1, small); r.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Errorf("batch of %d bytes growing past max.message.bytes when recompressed: error %d, want MESSAGE_TOO_LARGE", len(small), r.ErrorCode)
+	}
+}

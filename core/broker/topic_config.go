@@ -108,3 +108,22 @@ func (n *Node) produceLimits(topic string) batch.ProduceLimits {
 		NowMs:                n.wallMs(),
 	}
 }
+
+// storedCodec is the codec a topic's compression.type asks produced batches
+// to be stored in, and false for "producer": keep the producer's codec, as
+// Kafka's default does.
+func storedCodec(compressionType string) (batch.Codec, bool) {
+	switch compressionType {
+	case "uncompressed":
+		return batch.CodecNone, true
+	case "gzip":
+		return batch.CodecGzip, true
+	case "snappy":
+		return batch.CodecSnappy, true
+	case "lz4":
+		return batch.CodecLZ4, true
+	case "zstd":
+		return batch.CodecZstd, true
+	}
+	return 0, false
+}
