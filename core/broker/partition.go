@@ -160,6 +160,24 @@ func (n *Node) openManagers() error {
 	return nil
 }
 
+// highWatermarksByManager returns, for each log directory (n.managers'
+// order), the high watermark of each partition it holds: the content of
+// its replication-offset-checkpoint.
+func (n *Node) highWatermarksByManager() []map[log.TopicPartition]int64 {
+	hws := make([]map[log.TopicPartition]int64, len(n.managers))
+	for i := range hws {
+		hws[i] = map[log.TopicPartition]int64{}
+	}
+	for _, p := range n.sortedPartitions() {
+		for i, m := range n.managers {
+			if m == p.manager {
+				hws[i][log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}] = p.replica.HighWatermark()
+			}
+		}
+	}
+	return hws
+}
+
 // scheduleCheckpoints writes each log directory's checkpoints (HW,
 // recovery points, log start offsets) every
 // replica.high.watermark.checkpoint.interval.ms, applies the time flush
@@ -167,17 +185,9 @@ func (n *Node) openManagers() error {
 // log.retention.check.interval.ms.
 func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
 	n.after(hwCheckpointIntervalMs, func() {
-		hws := make([]map[log.TopicPartition]int64, len(n.managers))
-		for i := range hws {
-			hws[i] = map[log.TopicPartition]int64{}
-		}
+		hws := n.highWatermarksByManager()
 		retention := sinceRetentionMs+hwCheckpointIntervalMs >= n.cfg.Broker.LogRetentionCheckIntervalMs
 		for _, p := range n.sortedPartitions() {
-			for i, m := range n.managers {
-				if m == p.manager {
-					hws[i][log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}] = p.replica.HighWatermark()
-				}
-			}
 			// A compact-only topic keeps old segments: the cleaner thins
 			// them (Kafka skips deletion without cleanup.policy=delete).
 			if retention && !p.storageFailed() && n.topicConfig(p.key.topic).CleanupPolicy.Delete {

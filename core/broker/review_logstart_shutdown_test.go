@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"strand/core/log"
+	"strand/core/log/checkpoint"
 	"strand/sim/memdisk"
 )
 
@@ -47,4 +49,58 @@ func TestCleanRestartKeepsTheLogStartOffset(t *testing.T) {
 	if got := p.log.LogStartOffset(); got != 2 {
 		t.Fatalf("log start after a clean restart: %d, want 2 (the completed DeleteRecords)", got)
 	}
+}
+
+// TestCleanRestartKeepsTheHighWatermark: a clean shutdown writes
+// replication-offset-checkpoint, as Kafka's ReplicaManager.shutdown does,
+// so a node restarted cleanly starts from the high watermark it stopped at
+// rather than from the periodic checkpoint's, which may be seconds older
+// (here it predates every record).
+func TestCleanRestartKeepsTheHighWatermark(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "t", 1, 1)
+	tn := c.nodes[1]
+	tp := log.TopicPartition{Topic: "t", Partition: 0}
+	c.waitFor("a periodic HW checkpoint of t-0", 2*hwCheckpointIntervalMs, func() bool {
+		_, ok := checkpointedHighWatermarks(t, tn)[tp]
+		return ok
+	})
+	if r := c.produce(1, "t", 0, 1, recordBatch("a", "b", "c")); r.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if hw := checkpointedHighWatermarks(t, tn)[tp]; hw != 0 {
+		t.Fatalf("the periodic checkpoint already holds HW %d; the test needs one older than the produce", hw)
+	}
+	stopped, closed := false, false
+	tn.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
+	tn.node.Close(func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		closed = true
+	})
+	c.waitFor("closed", 1000, func() bool { return closed })
+	if hw := checkpointedHighWatermarks(t, tn)[tp]; hw != 3 {
+		t.Fatalf("replication-offset-checkpoint after a clean shutdown holds HW %d for t-0, want 3", hw)
+	}
+}
+
+// checkpointedHighWatermarks reads tn's replication-offset-checkpoint.
+func checkpointedHighWatermarks(t *testing.T, tn *testNode) map[log.TopicPartition]int64 {
+	t.Helper()
+	data, err := tn.disk.ReadFile(log.ReplicationCheckpointName) // the node's disk is its log directory
+	if err != nil {
+		return nil // not written yet
+	}
+	entries, err := checkpoint.ParseOffsets(data)
+	if err != nil {
+		t.Fatalf("node %d's replication-offset-checkpoint: %v", tn.id, err)
+	}
+	hws := map[log.TopicPartition]int64{}
+	for _, e := range entries {
+		hws[log.TopicPartition{Topic: e.Topic, Partition: e.Partition}] = e.Offset
+	}
+	return hws
 }

@@ -98,10 +98,15 @@ func (n *Node) close(done func(error)) {
 	// The log start offsets too, as Kafka's LogManager.shutdown does: the
 	// periodic checkpoint may be seconds old, and a node restarted cleanly
 	// (eligible to lead from the ELR) with an older log start would serve
-	// records a completed DeleteRecords deleted.
-	for _, m := range n.managers {
-		pending++
+	// records a completed DeleteRecords deleted. And the high watermarks,
+	// as Kafka's ReplicaManager.shutdown does: a node restarted with older
+	// ones hides committed records from consumers until its followers
+	// fetch again.
+	hws := n.highWatermarksByManager()
+	for i, m := range n.managers {
+		pending += 2
 		m.WriteLogStartOffsets(finish)
+		m.WriteHighWatermarks(hws[i], finish)
 	}
 	finish(nil)
 }
