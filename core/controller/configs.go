@@ -129,6 +129,13 @@ func (c *Controller) checkResource(t *txn, seen map[kmsg.ConfigResourceType]map[
 		return errorf(kerr.InvalidRequest, "resource type %v: only TOPIC configs can be altered", typ)
 	case seen[typ][name] > 1:
 		return errorf(kerr.InvalidRequest, "topic %q appears more than once in the request", name)
+	case name == "":
+		// Kafka's ConfigAdminManager: topic configs have no cluster-wide
+		// default resource (unlike broker configs).
+		return errorf(kerr.InvalidRequest, "Default topic resources are not allowed.")
+	}
+	if err := metadata.ValidateTopicName(name); err != nil {
+		return errorf(kerr.InvalidTopicException, "%v", err)
 	}
 	if _, ok := c.latest.TopicByName(name); !ok {
 		return errorf(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)

@@ -111,3 +111,32 @@ func TestConfigsErrorResponseAnswersEveryResource(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicNamesAsKafkaValidates: a topic whose name differs from an
+// existing one only in '.' against '_' is refused (INVALID_TOPIC_EXCEPTION,
+// naming the other), as Kafka refuses it: metric names replace '.' with
+// '_'. Altering the configs of the empty topic name is INVALID_REQUEST
+// ("Default topic resources are not allowed."), of an invalid name
+// INVALID_TOPIC_EXCEPTION, as Kafka's ConfigAdminManager answers.
+func TestTopicNamesAsKafkaValidates(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(1)
+	if rt := h.createTopic("a.b_c", 1, 1, nil); rt.ErrorCode != 0 {
+		t.Fatalf("create a.b_c: %v", kerr.ErrorForCode(rt.ErrorCode))
+	}
+	rt := h.createTopic("a_b.c", 1, 1, nil)
+	if rt.ErrorCode != kerr.InvalidTopicException.Code || rt.ErrorMessage == nil || !strings.Contains(*rt.ErrorMessage, `"a.b_c"`) {
+		t.Fatalf("create a_b.c beside a.b_c: %v %v, want INVALID_TOPIC_EXCEPTION naming a.b_c", kerr.ErrorForCode(rt.ErrorCode), rt.ErrorMessage)
+	}
+	if rt := h.createTopic("a-b-c", 1, 1, nil); rt.ErrorCode != 0 {
+		t.Fatalf("create a-b-c: %v", kerr.ErrorForCode(rt.ErrorCode))
+	}
+	for _, tc := range []struct {
+		name string
+		code int16
+	}{{"", kerr.InvalidRequest.Code}, {"bad name!", kerr.InvalidTopicException.Code}, {"..", kerr.InvalidTopicException.Code}, {"missing", kerr.UnknownTopicOrPartition.Code}} {
+		if r := h.incrementalAlter(tc.name, false, setOp("retention.ms", "1000")); r.ErrorCode != tc.code || r.ErrorMessage == nil {
+			t.Fatalf("IncrementalAlterConfigs of topic %q: %v %v, want %v with a message", tc.name, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage, kerr.ErrorForCode(tc.code))
+		}
+	}
+}

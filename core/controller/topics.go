@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,6 +70,23 @@ func (c *Controller) handleCreateTopics(req *kmsg.CreateTopicsRequest, reply fun
 	t.commit(func() { reply(resp) }, notController(req, reply))
 }
 
+// collidingTopic returns an existing topic whose name differs from name only
+// in '.' against '_', if there is one: Kafka refuses such a topic
+// (Topic.hasCollision), since metric names replace '.' with '_' and the two
+// topics' metrics would be mixed.
+func collidingTopic(image *metadata.Image, name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	unified := strings.ReplaceAll(name, ".", "_")
+	for _, t := range image.Topics() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == unified {
+			return t.Name, true
+		}
+	}
+	return "", false
+}
+
 func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopicsRequestTopic, out *kmsg.CreateTopicsResponseTopic, partitionsLeft *int) *apiError {
 	if err := metadata.ValidateTopicName(rt.Topic); err != nil {
 		return errorf(kerr.InvalidTopicException, "%v", err)
@@ -78,6 +96,9 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 	}
 	if _, exists := c.latest.TopicByName(rt.Topic); exists {
 		return errorf(kerr.TopicAlreadyExists, "topic %q already exists", rt.Topic)
+	}
+	if other, collides := collidingTopic(c.latest, rt.Topic); collides {
+		return errorf(kerr.InvalidTopicException, "topic %q collides with existing topic %q: '.' and '_' name the same metrics", rt.Topic, other)
 	}
 	configs, err := topicConfigs(rt.Configs)
 	if err != nil {
