@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"log/slog"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -10,6 +11,7 @@ import (
 	"strand/core/env"
 	"strand/core/group"
 	"strand/core/log"
+	"strand/core/metadata"
 	"strand/core/replica"
 )
 
@@ -343,4 +345,40 @@ func (n *Node) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req km
 	n.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID}, func(resp kmsg.Response) {
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 	})
+}
+
+// onTopicsDeleted tells every group coordinator this broker leads, by
+// partition, that topics were deleted, in the order the metadata log
+// deleted them: each appends tombstones for its groups' committed offsets
+// of them (group.Coordinator.OnTopicDeleted), as Kafka's
+// GroupCoordinatorService.onPartitionsDeleted does, so that a topic
+// created again under the same name is not read from the old topic's
+// offsets. A coordinator still loading ignores them, as Kafka's does.
+func (n *Node) onTopicsDeleted(topics []string) {
+	if len(topics) == 0 {
+		return
+	}
+	indexes := make([]int32, 0, len(n.coordinators))
+	for index := range n.coordinators { // order-independent: sorted below
+		indexes = append(indexes, index)
+	}
+	slices.Sort(indexes)
+	for _, index := range indexes {
+		for _, topic := range topics {
+			n.coordinators[index].c.OnTopicDeleted(topic)
+		}
+	}
+}
+
+// topicsDeletedBetween are the topics of before that after no longer has
+// (absent, or a new topic of the same name), by name: what a metadata
+// snapshot replacing the image deleted.
+func topicsDeletedBetween(before, after *metadata.Image) []string {
+	var deleted []string
+	for _, t := range before.Topics() {
+		if now, ok := after.TopicByName(t.Name); !ok || now.ID != t.ID {
+			deleted = append(deleted, t.Name)
+		}
+	}
+	return deleted
 }

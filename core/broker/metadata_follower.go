@@ -209,7 +209,9 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 			return
 		}
 		usableBefore := n.usableBrokers()
+		deleted := topicsDeletedBetween(n.image, im)
 		n.image = im
+		n.onTopicsDeleted(deleted)
 		n.reconcilePartitions()
 		n.updateIneligibleReplicas(usableBefore)
 		n.reconsiderUnfenced(usableBefore)
@@ -240,10 +242,12 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 	return n.metadataFetch.err == nil
 }
 
-// applyMetadata applies committed metadata batches to the image, then
-// brings the hosted partitions in line with it.
+// applyMetadata applies committed metadata batches to the image, tells the
+// group coordinators which topics were deleted, then brings the hosted
+// partitions in line with it.
 func (n *Node) applyMetadata(batches []metadata.Batch) {
 	usableBefore := n.usableBrokers()
+	var deleted []string // topic names, in the log's order
 apply:
 	for _, b := range batches {
 		for i, rec := range b.Records {
@@ -251,12 +255,20 @@ apply:
 			if offset <= n.image.Offset() {
 				continue
 			}
+			var removed metadata.Topic
+			if r, ok := rec.(*metadata.RemoveTopicRecord); ok {
+				removed, _ = n.image.TopicByID(r.TopicID)
+			}
 			if err := n.image.Apply(offset, rec); err != nil {
 				n.metadataFetch.err = err
 				break apply
 			}
+			if removed.Name != "" {
+				deleted = append(deleted, removed.Name)
+			}
 		}
 	}
+	n.onTopicsDeleted(deleted)
 	n.reconcilePartitions()
 	n.updateIneligibleReplicas(usableBefore)
 	n.reconsiderUnfenced(usableBefore)

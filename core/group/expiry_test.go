@@ -522,11 +522,11 @@ func TestExpireTimestampSaturates(t *testing.T) {
 	}
 }
 
-// TestPropertyExpiryKeepsMemoryEqualToTheLog interleaves expiry passes with
-// commits (some with their own retention), joins, leaves, time passing and
-// appends completing or failing, then checks what failover relies on:
-// once every append is done, a coordinator loaded from the log answers
-// exactly as the running one does.
+// TestPropertyExpiryKeepsMemoryEqualToTheLog interleaves expiry passes and
+// topic deletions with commits (some with their own retention), joins,
+// leaves, time passing and appends completing or failing, then checks what
+// failover relies on: once every append is done, a coordinator loaded from
+// the log answers exactly as the running one does.
 func TestPropertyExpiryKeepsMemoryEqualToTheLog(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := expiryHarness(&testing.T{})
@@ -583,6 +583,9 @@ func TestPropertyExpiryKeepsMemoryEqualToTheLog(t *testing.T) {
 				h.commit(g, member[g], gen, topic, int32(rapid.IntRange(0, 1).Draw(rt, "partition")), offset)
 			},
 			"expire": func(rt *rapid.T) { h.c.ExpireOffsets() },
+			// A topic deleted; later commits of it are the re-created
+			// topic's.
+			"deleteTopic": func(rt *rapid.T) { h.c.OnTopicDeleted(rapid.SampledFrom([]string{"t", "u"}).Draw(rt, "topic")) },
 			"advance": func(rt *rapid.T) {
 				h.clock.advance(int64(rapid.IntRange(0, 3*expiryRetentionMs/2).Draw(rt, "ms")))
 			},
