@@ -4,11 +4,15 @@ package broker
 //
 // Served by core/controller, forwarded like CreateTopics. When the
 // RemoveTopicRecord reaches this broker, its replicas of the topic stop
-// serving and their directories are renamed aside
-// (<topic>-<partition>.<topic id>-delete, as Kafka does), so a topic
-// created again with the same name starts empty (metadata_follower.go).
+// serving and their logs are deleted (metadata_follower.go
+// retirePartition), and the group coordinators it leads remove every
+// group's committed offsets of the topic (coordinators.go
+// onTopicsDeleted, as Kafka's onPartitionsDeleted), so a topic created
+// again with the same name starts empty and is read from its start.
 //
-// Skipped: the renamed directories are not yet removed from disk.
+// Skipped: Kafka renames the directories aside first
+// (<topic>-<partition>.<topic id>-delete) and removes them after
+// file.delete.delay.ms; Strand removes them at once.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
