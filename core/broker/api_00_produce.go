@@ -3,8 +3,7 @@ package broker
 // Produce (key 0), versions 3..11 (api_versions.go).
 //
 // Served: many topics and partitions per request; acks 0 (no response:
-// env.Network.Skip; a partition error closes the connection instead, as in
-// Kafka), 1 (answered after the leader's append) and -1/all
+// env.Network.Skip), 1 (answered after the leader's append) and -1/all
 // (answered once the HW passes the batch, or REQUEST_TIMED_OUT after
 // TimeoutMillis); per-partition errors UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), CORRUPT_MESSAGE,
@@ -118,27 +117,10 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 		}
 	}
 	if req.Acks == replica.AcksNone {
-		n.answerNoAcks(conn, hdr.CorrelationID, resp)
+		n.net.Skip(conn, hdr.CorrelationID)
 		return
 	}
 	n.releaseProduce(pending)
-}
-
-// answerNoAcks settles an acks=0 produce, which gets no response. If any
-// partition failed, the connection is closed instead, as Kafka's
-// KafkaApis.handleProduceRequest does: the client cannot otherwise learn
-// of the error, and a closed connection makes it refresh its metadata, so
-// a producer writing to a former leader finds the new one.
-func (n *Node) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				n.net.Close(conn)
-				return
-			}
-		}
-	}
-	n.net.Skip(conn, correlationID)
 }
 
 // releaseProduce drops one hold on a pending produce and answers it when
