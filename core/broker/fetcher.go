@@ -128,8 +128,9 @@ func (k partitionKey) less(o partitionKey) bool {
 // follow moves p to the fetcher of leader.
 func (n *Node) follow(p *partition, leader int32) {
 	for id, f := range n.fetchers { // order-independent: p is in at most one fetcher
-		if id != leader {
+		if id != leader && f.partitions[p.key] != nil {
 			f.remove(p.key)
+			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
 		}
 	}
 	f := n.fetchers[leader]
@@ -153,8 +154,11 @@ func (n *Node) fetcherOf(p *partition) *fetcher {
 
 // unfollow removes p from every fetcher (it leads, or has no leader).
 func (n *Node) unfollow(p *partition) {
-	for _, f := range n.fetchers { // order-independent: deletes only
-		f.remove(p.key)
+	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+		if f.partitions[p.key] != nil {
+			f.remove(p.key)
+			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
+		}
 	}
 	n.endFetchBackoff(p)
 }

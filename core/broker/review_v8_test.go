@@ -180,9 +180,10 @@ func (c *cluster) createAssigned(name string, replicas []int32, configs map[stri
 // then (onDurable: fetcherOf). If the partition left the fetcher meanwhile
 // (its topic deleted, or its leader moved), nothing runs the old fetcher
 // again: its other partitions stop replicating until some metadata change
-// of theirs (an ISR shrink, replica.lag.time.max.ms later) calls follow.
+// of theirs (an ISR shrink, replica.lag.time.max.ms later) calls follow:
+// 31.9 s for one record before the fix. follow and unfollow now run the
+// fetcher a partition leaves.
 func TestFetcherNotStalledWhenASyncingPartitionLeaves(t *testing.T) {
-	t.Skip("V8 finding: a fetcher left idle by a syncing partition that then leaves it is never run again; fix not in yet (see report)")
 	c := newCluster(t, 2, nil)
 	c.waitRegistered()
 	tn := c.nodes[2]
