@@ -466,20 +466,36 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 // appendAsFollower appends the leader's batches to p's log, and applies
 // them to its producer state.
 //
-// A log restarted empty at a log start inside a batch is answered with
-// that whole batch, which starts below the log's end: DeleteRecords moved
-// the leader's log start into the batch, and this replica, behind it,
-// restarted there after OFFSET_OUT_OF_RANGE. As Kafka's
-// Partition.appendRecordsToFollowerOrFutureReplica does (KAFKA-6975), the
-// empty log then restarts at the batch's base offset and takes it whole;
-// the log start comes back up to the leader's with the same answer. Any
-// other misplaced batch is an error, as before.
+// The leader answers a fetch with whole batches, so its first batch starts
+// below the fetch offset when that offset is inside one of its batches:
+//   - a log restarted empty at a log start inside a batch (DeleteRecords
+//     moved the leader's log start into the batch, and this replica, behind
+//     it, restarted there after OFFSET_OUT_OF_RANGE). As Kafka's
+//     Partition.appendRecordsToFollowerOrFutureReplica does (KAFKA-6975),
+//     the empty log restarts at the batch's base offset and takes it whole;
+//     the log start comes back up to the leader's with the same answer;
+//   - a log truncated by divergence to a batch boundary of its own that is
+//     not one of the leader's: the leader's epoch cache starts an epoch at
+//     its log start when DeleteRecords cut that epoch's first batch, so it
+//     reports the divergence at the log start, inside the batch (simulator,
+//     elections seed 281). The leader's batch is the truth for its offsets:
+//     the log is truncated to where it starts (or restarted there, below
+//     its log start) and takes it. Kafka fails such a partition for good.
+//
+// Any other misplaced batch is an error, as before.
 func (n *Node) appendAsFollower(p *partition, records []byte) error {
 	segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
 	_, err := p.log.AppendAsFollower(records, n.wallMs())
-	if errors.Is(err, log.ErrUnexpectedOffset) && leo == p.log.LogStartOffset() {
+	if errors.Is(err, log.ErrUnexpectedOffset) {
 		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
-			if err = n.restartFollowerLogAt(p, h.BaseOffset); err == nil {
+			if h.BaseOffset > p.log.LogStartOffset() {
+				if err = p.log.TruncateTo(h.BaseOffset); err == nil {
+					_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+				}
+			} else {
+				err = n.restartFollowerLogAt(p, h.BaseOffset)
+			}
+			if err == nil {
 				segments, leo = p.log.SegmentCount(), p.log.LogEndOffset()
 				_, err = p.log.AppendAsFollower(records, n.wallMs())
 			}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/core/batch"
 )
 
 // TestFollowerRestartsAtALogStartInsideABatch (KAFKA-6975): DeleteRecords
@@ -37,5 +39,37 @@ func TestFollowerRestartsAtALogStartInsideABatch(t *testing.T) {
 	c.waitFor("the follower catches up past the batch", 30000, func() bool { return follower.log.LogEndOffset() == 4 })
 	if got := follower.log.LogStartOffset(); got != 2 {
 		t.Errorf("the follower's log start is %d, the leader's 2", got)
+	}
+}
+
+// TestFollowerTakesALeaderBatchStraddlingItsEnd: a follower whose log ends
+// inside one of the leader's batches (its own batch boundary is not the
+// leader's: a divergence reported at a log start that DeleteRecords put
+// inside the leader's batch, simulator elections seed 281) is answered with
+// that whole batch, which starts below its end. It truncates to where the
+// batch starts and takes it, instead of refusing it on every fetch.
+func TestFollowerTakesALeaderBatchStraddlingItsEnd(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "s", 1, 1)
+	c.produce(1, "s", 0, 1, recordBatch("a", "b")) // offsets 0-1
+	c.produce(1, "s", 0, 1, recordBatch("c"))      // offset 2
+	n := c.nodes[1].node
+	p := n.partitions[partitionKey{"s", 0}]
+	leaders := batch.Build(batch.BuildSpec{BaseOffset: 2, PartitionLeaderEpoch: p.replica.LeaderEpoch(), FirstTimestamp: 1_767_225_600_000,
+		Records: []batch.Record{{Value: []byte("C")}, {Value: []byte("D")}, {Value: []byte("E")}}}) // offsets 2-4
+	if err := n.appendAsFollower(p, leaders); err != nil {
+		t.Fatalf("appending the leader's batch 2-4 to a log ending at 3: %v", err)
+	}
+	res, err := p.log.Read(0, 1<<20, p.log.LogEndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := copyRegions(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, raw); joined(got) != joined([]string{"a", "b", "C", "D", "E"}) {
+		t.Fatalf("log holds %q, want a b C D E: the leader's batch replaces offset 2", got)
 	}
 }
