@@ -96,16 +96,7 @@ func TestSingleNodeCleanRestartKeepsTopicsAndRecords(t *testing.T) {
 	c.createTopic(1, "t", 1, 1)
 	c.produce(1, "t", 0, 1, recordBatch("a", "b"))
 	tn := c.nodes[1]
-	stopped, closed := false, false
-	tn.node.BeginShutdown(func() { stopped = true })
-	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
-	tn.node.Close(func(err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		closed = true
-	})
-	c.waitFor("closed", 1000, func() bool { return closed })
+	c.shutdownCleanly(tn)
 	tn.proc.Crash()
 	tn.disk.Crash(c.streams.Get("disk"), memdisk.CrashLoseAll) // even a power loss now loses nothing
 	tn.proc.Restart()

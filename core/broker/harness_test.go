@@ -145,6 +145,22 @@ func (c *cluster) ids() [16]byte {
 	return id
 }
 
+// shutdownCleanly stops tn as SIGTERM does: a controlled shutdown, then
+// Close, which flushes the logs and writes the clean-shutdown marker.
+func (c *cluster) shutdownCleanly(tn *testNode) {
+	c.t.Helper()
+	stopped, closed := false, false
+	tn.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
+	tn.node.Close(func(err error) {
+		if err != nil {
+			c.t.Error(err)
+		}
+		closed = true
+	})
+	c.waitFor("closed", 1000, func() bool { return closed })
+}
+
 // run advances virtual time.
 func (c *cluster) run(ms int64) { c.s.RunFor(ms * 1e6) }
 

@@ -286,16 +286,7 @@ func TestIdempotentRestartDedups(t *testing.T) {
 			p := tn.node.partitions[partitionKey{"r", 0}]
 			c.waitFor("the first segment deleted", 600000, func() bool { return p.log.SegmentCount() == 1 })
 			if clean {
-				stopped, closed := false, false
-				tn.node.BeginShutdown(func() { stopped = true })
-				c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
-				tn.node.Close(func(err error) {
-					if err != nil {
-						t.Error(err)
-					}
-					closed = true
-				})
-				c.waitFor("closed", 1000, func() bool { return closed })
+				c.shutdownCleanly(tn)
 				if !hasFile(tn.disk, dir, producer.SnapshotFileName(16)) {
 					t.Fatalf("no snapshot at the log end after a clean shutdown: %v", listing(tn.disk, dir))
 				}

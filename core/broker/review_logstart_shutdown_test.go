@@ -27,16 +27,7 @@ func TestCleanRestartKeepsTheLogStartOffset(t *testing.T) {
 		t.Fatalf("delete to 2: error %v low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
 	}
 	tn := c.nodes[1]
-	stopped, closed := false, false
-	tn.node.BeginShutdown(func() { stopped = true })
-	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
-	tn.node.Close(func(err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		closed = true
-	})
-	c.waitFor("closed", 1000, func() bool { return closed })
+	c.shutdownCleanly(tn)
 	tn.proc.Crash()
 	tn.disk.Crash(c.streams.Get("disk"), memdisk.CrashLoseAll) // a clean shutdown made everything durable
 	tn.proc.Restart()
@@ -72,16 +63,7 @@ func TestCleanRestartKeepsTheHighWatermark(t *testing.T) {
 	if hw := checkpointedHighWatermarks(t, tn)[tp]; hw != 0 {
 		t.Fatalf("the periodic checkpoint already holds HW %d; the test needs one older than the produce", hw)
 	}
-	stopped, closed := false, false
-	tn.node.BeginShutdown(func() { stopped = true })
-	c.waitFor("controlled shutdown", 10000, func() bool { return stopped })
-	tn.node.Close(func(err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		closed = true
-	})
-	c.waitFor("closed", 1000, func() bool { return closed })
+	c.shutdownCleanly(tn)
 	if hw := checkpointedHighWatermarks(t, tn)[tp]; hw != 3 {
 		t.Fatalf("replication-offset-checkpoint after a clean shutdown holds HW %d for t-0, want 3", hw)
 	}
