@@ -13,23 +13,6 @@ import (
 	"strand/core/batch"
 )
 
-// deleteRecordsCode sends a DeleteRecords of topic's partition 0 up to offset
-// and returns the partition's error code and low watermark.
-func (c *cluster) deleteRecordsCode(node int32, topic string, offset int64) (int16, int64) {
-	c.t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.SetVersion(2)
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Offset = offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	got := c.request(node, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
-	return got.ErrorCode, got.LowWatermark
-}
-
 // TestDeleteRecordsOnCompactedTopicIsPolicyViolation: Kafka refuses to
 // delete records of a topic whose cleanup.policy lacks delete
 // (Partition.deleteRecordsOnLeader: POLICY_VIOLATION) and leaves its log
@@ -45,7 +28,8 @@ func TestDeleteRecordsOnCompactedTopicIsPolicyViolation(t *testing.T) {
 		}
 	}
 
-	code, low := c.deleteRecordsCode(1, "compactonly", 2)
+	r := c.deleteRecords(1, "compactonly", 2, 5000)
+	code, low := r.ErrorCode, r.LowWatermark
 	if code != kerr.PolicyViolation.Code || low != -1 {
 		t.Fatalf("DeleteRecords of a compact-only topic: error %d low watermark %d; want POLICY_VIOLATION (%d), -1", code, low, kerr.PolicyViolation.Code)
 	}
@@ -53,8 +37,8 @@ func TestDeleteRecordsOnCompactedTopicIsPolicyViolation(t *testing.T) {
 		t.Fatalf("refused DeleteRecords moved the log start offset to %d", start)
 	}
 
-	if code, low := c.deleteRecordsCode(1, "compactdelete", 2); code != 0 || low != 2 {
-		t.Fatalf("DeleteRecords of a compact,delete topic: error %d low watermark %d; want 0, 2", code, low)
+	if r := c.deleteRecords(1, "compactdelete", 2, 5000); r.ErrorCode != 0 || r.LowWatermark != 2 {
+		t.Fatalf("DeleteRecords of a compact,delete topic: error %d low watermark %d; want 0, 2", r.ErrorCode, r.LowWatermark)
 	}
 }
 
