@@ -302,15 +302,7 @@ func TestV7MalformedDivergingEpochDelaysAndResets(t *testing.T) {
 // others: acks=all on r-0 completes at once while the victim is delayed,
 // and the victim catches up once the leader knows its epoch.
 func TestV7DelayWithFlushEveryMessage(t *testing.T) {
-	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3", "log.flush.interval.messages": "1"})
-	c.waitRegistered()
-	c.createTopic(2, "other", 1, 3)
-	c.createTopic(3, "r", 1, 3)
-	c.createTopic(1, "idle", 12, 3)
-	c.run(3000)
-	if l := c.leaderOf("r", 0); l != 2 {
-		t.Fatalf("leader of r-0 is %d, want 2", l)
-	}
+	c := flushEveryMessageCluster(t)
 	follower := c.nodes[3].node
 	f := follower.fetchers[2]
 	if f == nil || !f.session.incremental() {
@@ -367,15 +359,7 @@ func TestV7DelayWithFlushEveryMessage(t *testing.T) {
 // instead of sending a fetch without them (review V7's fix in
 // buildReplicaFetch).
 func TestV7FlushEveryMessageAcksAllNotHeldByTheLongPoll(t *testing.T) {
-	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3", "log.flush.interval.messages": "1"})
-	c.waitRegistered()
-	c.createTopic(2, "other", 1, 3)
-	c.createTopic(3, "r", 1, 3)
-	c.createTopic(1, "idle", 12, 3)
-	c.run(3000)
-	if l := c.leaderOf("r", 0); l != 2 {
-		t.Fatalf("leader of r-0 is %d, want 2", l)
-	}
+	c := flushEveryMessageCluster(t)
 	follower := c.nodes[3].node
 	for i := range 3 {
 		startMs := follower.nowMs()
@@ -386,4 +370,21 @@ func TestV7FlushEveryMessageAcksAllNotHeldByTheLongPoll(t *testing.T) {
 			t.Fatalf("acks=all produce %d to r-0 with flush.messages=1 took %d ms; want well under replica.fetch.wait.max.ms (%d): the followers' Syncs take about 1 ms", i, tookMs, replicaFetchMaxWaitMs)
 		}
 	}
+}
+
+// flushEveryMessageCluster is three nodes with log.flush.interval.messages
+// 1 (min.insync.replicas 2, RF 3), r-0 led by node 2, and topics "other"
+// and "idle" (12 partitions) beside it, run for 3 s.
+func flushEveryMessageCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3", "log.flush.interval.messages": "1"})
+	c.waitRegistered()
+	c.createTopic(2, "other", 1, 3)
+	c.createTopic(3, "r", 1, 3)
+	c.createTopic(1, "idle", 12, 3)
+	c.run(3000)
+	if l := c.leaderOf("r", 0); l != 2 {
+		t.Fatalf("leader of r-0 is %d, want 2", l)
+	}
+	return c
 }

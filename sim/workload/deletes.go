@@ -191,18 +191,25 @@ func (w *Workload) sendDeleteRecords(c *client, tp models.TopicPartition, offset
 	})
 }
 
-// listEarliest asks tp's leader for its log start offset (ListOffsets,
-// timestamp -2); found is false on any error.
-func (w *Workload) listEarliest(c *client, tp models.TopicPartition, li leaderInfo, done func(offset int64, found bool)) {
+// listOffsetsRequest is a consumer's ListOffsets v7 for tp at timestamp
+// (-1 latest, -2 earliest), fenced by the leader epoch the client knows.
+func listOffsetsRequest(tp models.TopicPartition, leaderEpoch int32, timestamp int64) *kmsg.ListOffsetsRequest {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.SetVersion(7)
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = tp.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = tp.Partition, li.epoch, -2
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = tp.Partition, leaderEpoch, timestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// listEarliest asks tp's leader for its log start offset (ListOffsets,
+// timestamp -2); found is false on any error.
+func (w *Workload) listEarliest(c *client, tp models.TopicPartition, li leaderInfo, done func(offset int64, found bool)) {
+	req := listOffsetsRequest(tp, li.epoch, -2)
 	c.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 		if err != nil {
 			done(0, false)

@@ -84,15 +84,7 @@ func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
 				}
 				continue
 			}
-			req := kmsg.NewPtrListOffsetsRequest()
-			req.SetVersion(7)
-			req.ReplicaID = -1
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = tp.Topic
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = tp.Partition, li.epoch, -1
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
+			req := listOffsetsRequest(tp, li.epoch, -1)
 			w.admin.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 				if err == nil {
 					r := resp.(*kmsg.ListOffsetsResponse)
