@@ -88,6 +88,7 @@ func controllerConfigOf(b config.Broker) controller.Config {
 	c.DefaultReplicationFactor = b.DefaultReplicationFactor
 	c.MinInsyncReplicas = int(b.MinInsyncReplicas)
 	c.UncleanLeaderElectionEnable = b.UncleanLeaderElectionEnable
+	c.DescribeTopicConfig = b.DescribeTopicConfig
 	return c
 }
 

@@ -254,3 +254,77 @@ func TestTopicCompressionTypeRecompresses(t *testing.T) {
 		t.Errorf("batch of %d bytes growing past max.message.bytes when recompressed: error %d, want MESSAGE_TOO_LARGE", len(small), r.ErrorCode)
 	}
 }
+
+// TestCreateTopicsAnswersTheNewTopicsConfigs: CreateTopics v5+ answers each
+// created topic with its partitions, replication factor and effective
+// configs (KIP-525), as Kafka's controller does, for a validate-only request
+// too: the values and sources DescribeConfigs would give, none read-only.
+// Sent through a node that forwards to the controller.
+func TestCreateTopicsAnswersTheNewTopicsConfigs(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{"log.retention.hours": "24"})
+	c.waitRegistered()
+	for _, validateOnly := range []bool{true, false} {
+		name := "configured"
+		if validateOnly {
+			name = "validated"
+		}
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		req.ValidateOnly = validateOnly
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 3, 2
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = "segment.bytes", kmsg.StringPtr("2097152")
+		rt.Configs = append(rt.Configs, cfg)
+		req.Topics = append(req.Topics, rt)
+		via := int32(2)
+		if c.nodes[via].node.ControllerActive() {
+			via = 3
+		}
+		got := c.request(via, req).(*kmsg.CreateTopicsResponse).Topics[0]
+		if got.ErrorCode != 0 || got.NumPartitions != 3 || got.ReplicationFactor != 2 {
+			t.Fatalf("validate-only %t: error %d, %d partitions, replication factor %d; want 0, 3, 2", validateOnly, got.ErrorCode, got.NumPartitions, got.ReplicationFactor)
+		}
+		bySource := map[string]int8{}
+		for i, e := range got.Configs {
+			if i > 0 && got.Configs[i-1].Name >= e.Name {
+				t.Errorf("validate-only %t: configs not sorted at %s", validateOnly, e.Name)
+			}
+			if e.ReadOnly || e.IsSensitive || e.Value == nil {
+				t.Errorf("validate-only %t: %s read-only %t sensitive %t value %v", validateOnly, e.Name, e.ReadOnly, e.IsSensitive, e.Value)
+			}
+			bySource[e.Name+"="+deref(e.Value)] = e.Source
+		}
+		want := map[string]kmsg.ConfigSource{
+			"segment.bytes=2097152":     kmsg.ConfigSourceDynamicTopicConfig,
+			"retention.ms=86400000":     kmsg.ConfigSourceStaticBrokerConfig,
+			"min.insync.replicas=1":     kmsg.ConfigSourceDefaultConfig,
+			"cleanup.policy=delete":     kmsg.ConfigSourceDefaultConfig,
+			"max.message.bytes=1048588": kmsg.ConfigSourceDefaultConfig,
+		}
+		for kv, source := range want { // order-independent: each checked alone
+			if s, ok := bySource[kv]; !ok || s != int8(source) {
+				t.Errorf("validate-only %t: %s answered %t with source %d; want source %d (configs %v)", validateOnly, kv, ok, s, source, bySource)
+			}
+		}
+		if validateOnly {
+			continue
+		}
+		// The answer agrees with what DescribeConfigs says of the topic.
+		dreq := kmsg.NewPtrDescribeConfigsRequest()
+		dreq.SetVersion(4)
+		dr := kmsg.NewDescribeConfigsRequestResource()
+		dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		dreq.Resources = append(dreq.Resources, dr)
+		described := c.request(via, dreq).(*kmsg.DescribeConfigsResponse).Resources[0].Configs
+		if len(described) != len(got.Configs) {
+			t.Fatalf("CreateTopics answered %d configs, DescribeConfigs %d", len(got.Configs), len(described))
+		}
+		for i, d := range described {
+			e := got.Configs[i]
+			if d.Name != e.Name || deref(d.Value) != deref(e.Value) || int8(d.Source) != e.Source {
+				t.Errorf("config %d: CreateTopics %s=%v (source %d), DescribeConfigs %s=%v (source %d)", i, e.Name, deref(e.Value), e.Source, d.Name, deref(d.Value), d.Source)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"strand/core/config"
 	"strand/core/env"
 )
 
@@ -48,6 +49,11 @@ type Config struct {
 	// the latest snapshot before the controller takes the next (Kafka
 	// counts bytes, metadata.log.max.record.bytes.between.snapshots).
 	SnapshotIntervalRecords int64
+	// DescribeTopicConfig gives a new topic's effective configs from its
+	// overrides (config.Broker.DescribeTopicConfig of this node's static
+	// configuration), which CreateTopics v5+ answers with (KIP-525), as
+	// Kafka's controller resolves them from its own. Nil leaves them out.
+	DescribeTopicConfig func(overrides map[string]string) []config.ConfigEntry
 	// Log receives the controller's operator log lines (activation,
 	// broker fencing, elections, topic changes); the zero Log discards
 	// them. Logging never changes a decision.

@@ -104,7 +104,8 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 	if err != nil {
 		return err
 	}
-	if err := validateTopicOverrides(rt.Topic, configMap(configs)); err != nil {
+	overrides := configMap(configs)
+	if err := validateTopicOverrides(rt.Topic, overrides); err != nil {
 		return err
 	}
 	assignment, err := c.topicAssignment(rt)
@@ -116,6 +117,7 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 	}
 	*partitionsLeft -= len(assignment)
 	out.NumPartitions, out.ReplicationFactor = int32(len(assignment)), int16(len(assignment[0]))
+	c.describeNewTopicConfigs(overrides, out)
 	if validateOnly {
 		return nil
 	}
@@ -132,6 +134,21 @@ func (c *Controller) createTopic(t *txn, validateOnly bool, rt kmsg.CreateTopics
 	}
 	c.addPartitions(t, metadata.TopicID(id), 0, assignment)
 	return nil
+}
+
+// describeNewTopicConfigs answers a created (or validated) topic with its
+// effective configs, as Kafka's controller does for CreateTopics v5+
+// (KIP-525): every topic config with its value and source, none read-only
+// or sensitive. Older versions do not encode them.
+func (c *Controller) describeNewTopicConfigs(overrides map[string]string, out *kmsg.CreateTopicsResponseTopic) {
+	if c.cfg.DescribeTopicConfig == nil {
+		return
+	}
+	for _, e := range c.cfg.DescribeTopicConfig(overrides) {
+		rc := kmsg.NewCreateTopicsResponseTopicConfig()
+		rc.Name, rc.Value, rc.Source = e.Name, e.Value, int8(e.Source)
+		out.Configs = append(out.Configs, rc)
+	}
 }
 
 // addPartitions adds PartitionRecords for assignment, numbered from first.
