@@ -4,6 +4,8 @@ package broker
 // checked against what Apache Kafka's broker does.
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -326,5 +328,61 @@ func TestCreateTopicsAnswersTheNewTopicsConfigs(t *testing.T) {
 				t.Errorf("config %d: CreateTopics %s=%v (source %d), DescribeConfigs %s=%v (source %d)", i, e.Name, deref(e.Value), e.Source, d.Name, deref(d.Value), d.Source)
 			}
 		}
+	}
+}
+
+// TestOffsetDeleteOfUnknownPartitionsIsUnknownTopic: Kafka's broker answers
+// each OffsetDelete partition its metadata lacks (an unknown topic, a
+// partition past the topic's count) with UNKNOWN_TOPIC_OR_PARTITION before
+// the coordinator sees the request, and deletes the rest; an unknown group
+// is GROUP_ID_NOT_FOUND for the whole answer.
+func TestOffsetDeleteOfUnknownPartitionsIsUnknownTopic(t *testing.T) {
+	c := groupCluster(t, 1)
+	c.createTopic(1, "events", 2, 3)
+	coord := c.waitCoordinator(1, "g")
+	c.waitServing(coord, "g")
+	commit := simpleCommitReq("g", map[string]int64{"events 0": 3, "events 1": 4}, []string{"events 0", "events 1"})
+	for _, rt := range c.request(coord, commit).(*kmsg.OffsetCommitResponse).Topics {
+		if code := rt.Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit %s: %v", rt.Topic, kerr.ErrorForCode(code))
+		}
+	}
+
+	offsetDelete := func(groupID string) *kmsg.OffsetDeleteResponse {
+		req := kmsg.NewPtrOffsetDeleteRequest()
+		req.Group = groupID
+		for topic, partitions := range map[string][]int32{"events": {0, 7}, "nosuch": {0}} { // order-independent: answers looked up by name
+			rt := kmsg.NewOffsetDeleteRequestTopic()
+			rt.Topic = topic
+			for _, p := range partitions {
+				rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		return c.request(coord, req).(*kmsg.OffsetDeleteResponse)
+	}
+
+	r := offsetDelete("g")
+	if r.ErrorCode != 0 {
+		t.Fatalf("OffsetDelete: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	got := map[string]int16{}
+	for _, rt := range r.Topics {
+		for _, p := range rt.Partitions {
+			got[fmt.Sprintf("%s-%d", rt.Topic, p.Partition)] = p.ErrorCode
+		}
+	}
+	want := map[string]int16{"events-0": 0, "events-7": kerr.UnknownTopicOrPartition.Code, "nosuch-0": kerr.UnknownTopicOrPartition.Code}
+	if !maps.Equal(got, want) {
+		t.Fatalf("OffsetDelete answered %v, want %v", got, want)
+	}
+	if offsets := fetchedOffsets(t, c.request(coord, offsetFetchReq("g")).(*kmsg.OffsetFetchResponse)); offsets[0] != -1 || offsets[1] != 4 {
+		t.Fatalf("offsets after OffsetDelete of events-0: %v, want 0 gone and 1 at 4", offsets)
+	}
+
+	if r := offsetDelete("nogroup"); r.ErrorCode != kerr.GroupIDNotFound.Code || len(r.Topics) != 0 {
+		t.Fatalf("OffsetDelete of an unknown group: error %d with %d topics; want GROUP_ID_NOT_FOUND (%d) alone", r.ErrorCode, len(r.Topics), kerr.GroupIDNotFound.Code)
 	}
 }
