@@ -189,22 +189,33 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 
 // LowWatermark is the leader's answer to how far DeleteRecords has reached
 // (Kafka's Partition.lowWatermarkIfLeader): the smallest log start offset
-// among this replica's and those its live followers reported in their latest
-// fetch of this leader epoch; a live follower that has not fetched yet holds
-// it at NoOffset. alive says which replicas count (registered, unfenced
-// brokers): a dead follower does not hold DeleteRecords up. ok is false on a
-// replica that is not the leader.
+// among this replica's and those its followers reported in their latest
+// fetch of this leader epoch; a follower that has not fetched yet holds it
+// at NoOffset. alive says which brokers are registered and unfenced. A
+// follower counts if it is alive, as in Kafka, or if it may lead without an
+// unclean election (in the ISR or the ELR) even while fenced, unlike
+// Kafka: an ELR member fenced with an older log start, elected once the
+// leader fails, would serve the deleted records again after the
+// DeleteRecords completed (simulator seed 888). Other dead followers do
+// not hold DeleteRecords up. ok is false on a replica that is not the
+// leader.
 func (p *Partition) LowWatermark(alive func(replicaID int32) bool) (lowWatermark int64, ok bool) {
 	if p.role != RoleLeader {
 		return NoOffset, false
 	}
 	lowWatermark = p.log.LogStartOffset()
 	for _, f := range p.leader.followers {
-		if alive(f.replicaID) {
+		if alive(f.replicaID) || p.mayLeadCleanly(f.replicaID) {
 			lowWatermark = min(lowWatermark, f.logStartOffset)
 		}
 	}
 	return lowWatermark, true
+}
+
+// mayLeadCleanly reports whether replica id may become leader without an
+// unclean election: it is in the ISR or the ELR (Elect).
+func (p *Partition) mayLeadCleanly(id int32) bool {
+	return containsID(p.state.ISR, id) || containsID(p.state.ELR, id)
 }
 
 // OnConsumerFetch decides the answer to a fetch from a non-replica: only the

@@ -164,3 +164,43 @@ func TestLeaderDropsBatchesFromEpochAboveItsOwn(t *testing.T) {
 		t.Errorf("leader HW %d, want its LEO 4", hw)
 	}
 }
+
+// A follower that may lead without an unclean election (ISR or ELR) holds
+// the DeleteRecords low watermark back even while its broker is fenced:
+// elected once the leader fails, it would serve the deleted records again
+// (simulator seed 888). Other fenced followers do not hold it back, as in
+// Kafka; live ones do.
+func TestLowWatermarkCountsFencedReplicasThatMayLead(t *testing.T) {
+	cases := []struct {
+		name   string
+		isr    []int32
+		elr    []int32
+		alive3 bool
+		want   int64
+	}{
+		{"fenced, in the ELR", []int32{1, 2}, []int32{3}, false, 1},
+		{"fenced, in the ISR", []int32{1, 2, 3}, nil, false, 1},
+		{"fenced, neither", []int32{1, 2}, nil, false, 3},
+		{"alive, neither", []int32{1, 2}, nil, true, 1},
+	}
+	for _, c := range cases {
+		l := leaderAtEpoch5(testConfig(1))
+		for _, id := range []int32{2, 3} {
+			if d := l.p.OnFollowerFetch(FetchRequest{ReplicaID: id, FetchOffset: 5, CurrentLeaderEpoch: 5, LastFetchedEpoch: 5, LogStartOffset: 1}, 1); d.Error != codeNone {
+				t.Fatalf("%s: replica %d's fetch answered %d", c.name, id, d.Error)
+			}
+		}
+		l.log.start = 3 // DeleteRecords to 3; replica 2 learns it, 3 does not
+		if d := l.p.OnFollowerFetch(FetchRequest{ReplicaID: 2, FetchOffset: 5, CurrentLeaderEpoch: 5, LastFetchedEpoch: 5, LogStartOffset: 3}, 2); d.Error != codeNone {
+			t.Fatalf("%s: replica 2's second fetch answered %d", c.name, d.Error)
+		}
+		s := state(1, 5, 6, []int32{1, 2, 3}, c.isr)
+		s.ELR = c.elr
+		l.apply(s, 3)
+		alive := func(id int32) bool { return id == 1 || id == 2 || (id == 3 && c.alive3) }
+		got, ok := l.p.LowWatermark(alive)
+		if !ok || got != c.want {
+			t.Errorf("%s: low watermark %d (leader %v), want %d", c.name, got, ok, c.want)
+		}
+	}
+}
