@@ -137,7 +137,10 @@ type brokerCase struct {
 	// idempotent is kgo's default for acks=all.
 	idempotent bool
 	strand     bool
-	start      func(dir string) (*cluster, error)
+	// pageCacheLimit marks the case whose writes the page-cache write limit
+	// repeats (pagecache.go).
+	pageCacheLimit bool
+	start          func(dir string) (*cluster, error)
 }
 
 // caseResults are one case's measurements.
@@ -146,6 +149,11 @@ type caseResults struct {
 	cl *cluster
 	// produce holds the produce runs by value size, then repetition.
 	produce [][]produceResult
+	// loggedBytes holds, as produce does, the bytes each run added to the
+	// topic's log (pageCacheLimit cases only); pageCacheRuns the page-cache
+	// write limit's run after each of them of pageCacheValueBytes.
+	loggedBytes   [][]int64
+	pageCacheRuns []pageCacheRun
 	// rawProduce is one raw producer run per size (acks=1 cases only).
 	rawProduce []produceResult
 	// endOffset is each size's topic's end offset after the produce runs.
@@ -237,7 +245,7 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 		}
 	}
 	cases := []brokerCase{
-		{label: "(a)", about: "Strand, 1 node, acks=1", strand: true,
+		{label: "(a)", about: "Strand, 1 node, acks=1", strand: true, pageCacheLimit: true,
 			start: func(dir string) (*cluster, error) { return startStrand("a", strandBin, dir, 1, 1, profileDir) }},
 		{label: "(b)", about: fmt.Sprintf("Strand, 3 nodes (%d of them controllers), RF 3, acks=all, idempotent", brokerFlags.voters), strand: true, acksAll: true, idempotent: true,
 			start: func(dir string) (*cluster, error) {
@@ -250,7 +258,8 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Printf("limit: disk sequential write (1 MiB writes, no fsync) %.0f MB/s, median of %d; loopback TCP is measured before each raw consume\n", disk.median(), len(disk))
+	fmt.Printf("limit: disk sequential write (1 MiB writes, no fsync) %.0f MB/s, median of %d; loopback TCP is measured before each raw consume,\n", disk.median(), len(disk))
+	fmt.Printf("  the page-cache write (CPU per byte) after each of (a)'s %s produce runs\n", sizeName(pageCacheValueBytes))
 
 	var results []*caseResults
 	defer func() {
@@ -295,7 +304,11 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 		return false, fmt.Errorf("null broker: %w", err)
 	}
 	defer func() { err = errors.Join(err, null.stop()) }()
-	if err := measureCases(results, null); err != nil {
+	pageCacheDir := filepath.Join(env.root, "page-cache-limit")
+	if err := os.Mkdir(pageCacheDir, 0o755); err != nil {
+		return false, err
+	}
+	if err := measureCases(results, null, pageCacheDir); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -306,8 +319,10 @@ func runBrokerSection(env *benchEnv) (met bool, err error) {
 // kfake pair runs made seconds apart on this shared machine; the latency
 // run of each Strand case is followed by runs at the same rate against the
 // null broker, after it so that the case's run is unchanged (right after the
-// sync).
-func measureCases(results []*caseResults, null *cluster) error {
+// sync). The page-cache write limit runs right after each produce run of
+// the pageCacheLimit case at pageCacheValueBytes, writing its files in
+// pageCacheDir.
+func measureCases(results []*caseResults, null *cluster, pageCacheDir string) error {
 	for size, valueBytes := range valueSizes {
 		topic := fmt.Sprintf("bench-%d", valueBytes)
 		for _, r := range results {
@@ -315,11 +330,19 @@ func measureCases(results []*caseResults, null *cluster) error {
 				return err
 			}
 			r.produce = append(r.produce, nil)
+			r.loggedBytes = append(r.loggedBytes, nil)
 			r.endOffset = append(r.endOffset, 0)
 		}
 		for rep := range brokerFlags.reps {
 			fmt.Printf("produce %s, run %d of %d:", sizeName(valueBytes), rep+1, brokerFlags.reps)
 			for _, r := range results {
+				var loggedBefore int64
+				if r.c.pageCacheLimit {
+					var err error
+					if loggedBefore, err = r.cl.settledLogBytes(topic); err != nil {
+						return err
+					}
+				}
 				p, err := produceFor(r.cl, topic, valueBytes, brokerFlags.duration, produceSettings{acksAll: r.c.acksAll, idempotent: r.c.idempotent})
 				if err != nil {
 					return err
@@ -327,6 +350,11 @@ func measureCases(results []*caseResults, null *cluster) error {
 				fmt.Printf(" %s %.0f rec/s", r.c.label, p.recordsPerSec())
 				r.produce[size] = append(r.produce[size], p)
 				r.endOffset[size] += p.records + 1 // and its warm-up record
+				if r.c.pageCacheLimit {
+					if err := measurePageCacheAfter(r, topic, size, rep, loggedBefore, pageCacheDir); err != nil {
+						return err
+					}
+				}
 			}
 			fmt.Println()
 		}
@@ -400,6 +428,29 @@ func measureCases(results []*caseResults, null *cluster) error {
 		go r.cl.stop()
 	}
 	return measureGroupFigures(results[0].cl, results[0])
+}
+
+// measurePageCacheAfter records the log bytes r's produce run of
+// valueSizes[size] just added (from loggedBefore), and if that size is
+// pageCacheValueBytes runs the page-cache write limit on as many bytes, in
+// a new file in dir.
+func measurePageCacheAfter(r *caseResults, topic string, size, rep int, loggedBefore int64, dir string) error {
+	loggedAfter, err := r.cl.settledLogBytes(topic)
+	if err != nil {
+		return err
+	}
+	logged := loggedAfter - loggedBefore
+	r.loggedBytes[size] = append(r.loggedBytes[size], logged)
+	if valueSizes[size] != pageCacheValueBytes {
+		return nil
+	}
+	pc, err := measurePageCacheWrite(filepath.Join(dir, fmt.Sprintf("run-%d", rep)), logged)
+	if err != nil {
+		return err
+	}
+	r.pageCacheRuns = append(r.pageCacheRuns, pc)
+	fmt.Printf(" (page-cache write of its %.0f MB: new %.2f s/GB, cached %.2f)", float64(logged)/1e6, pc.secPerGB(pc.fresh), pc.secPerGB(pc.cached))
+	return nil
 }
 
 // measureDisk measures raw sequential write limitRuns times.
@@ -534,6 +585,8 @@ func printBrokerTable(results []*caseResults) {
 	}
 	w.Flush()
 	fmt.Println()
+	printPageCacheLimit(os.Stdout, results[0], kfake)
+	fmt.Println()
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "raw producer (acks=1, %d-record batches, %d in flight)\tvalue\trec/s\tMB/s\tbroker CPU s/M rec\tclient CPU s/M rec\t\n", rawProduceBatchRecords, rawProduceInFlight)
 	for _, r := range results {
@@ -660,6 +713,15 @@ func printBrokerGoals(out io.Writer, results []*caseResults) bool {
 		verdict(fmt.Sprintf("(a) produce %s / kfake", sizeName(size)), fmt.Sprintf("%.2f", ratio), ">= 1", ratio >= 1)
 		cpuRatio := a.pairedProduceRatio(kfake, i, cpu)
 		verdict(fmt.Sprintf("(a) broker CPU per record %s / kfake", sizeName(size)), fmt.Sprintf("%.2f", cpuRatio), fmt.Sprintf("<= %.1f", kfakeCPURatioMax), cpuRatio <= kfakeCPURatioMax)
+		if size == pageCacheValueBytes && len(a.pageCacheRuns) > 0 {
+			pairs := pageCachePairs(a, kfake)
+			info(fmt.Sprintf("(a) broker CPU per record %s: the new page-cache write's share", sizeName(size)),
+				fmt.Sprintf("%.2f (%.2f of %.2f s per M rec)", medianOfPairs(pairs, pageCacheFigures.machineShare),
+					medianOfPairs(pairs, func(f pageCacheFigures) float64 { return f.freshPerMillion }), medianOfPairs(pairs, func(f pageCacheFigures) float64 { return f.strandPerMillion })),
+				"none (information: the machine's part)")
+			info(fmt.Sprintf("(a) broker CPU per record %s without the new page-cache write / kfake", sizeName(size)), fmt.Sprintf("%.2f", medianOfPairs(pairs, pageCacheFigures.ownOverKfake)),
+				"none (information; the goal is on the whole figure)")
+		}
 	}
 	bRate := b.medianProduce(0, recordsPerSec)
 	verdict("(b) produce 100 B", fmt.Sprintf("%.0f rec/s", bRate), fmt.Sprintf(">= %d rec/s", produceReplicatedRecordsMinPerSec), bRate >= produceReplicatedRecordsMinPerSec)

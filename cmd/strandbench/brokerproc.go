@@ -55,9 +55,11 @@ type brokerProcess struct {
 // cluster is the broker processes of one case and the address a client
 // bootstraps from.
 type cluster struct {
-	name         string
-	processes    []*brokerProcess
-	bootstrap    []string
+	name      string
+	processes []*brokerProcess
+	bootstrap []string
+	// dataDirs are a Strand cluster's nodes' log.dirs (none for kfake).
+	dataDirs     []string
 	stopSampling context.CancelFunc
 	sampled      sync.WaitGroup
 	// stopOnce makes stop idempotent, so that a case can be stopped early
@@ -155,7 +157,9 @@ func startStrand(name, strandBin, dir string, nodes, voters int, profileDir stri
 			return nil, errors.Join(err, c.stop())
 		}
 		configPath := filepath.Join(nodeDir, "server.properties")
-		properties := strandNodeProperties(id, voters, clientPorts, controllerPorts, filepath.Join(nodeDir, "data"))
+		dataDir := filepath.Join(nodeDir, "data")
+		c.dataDirs = append(c.dataDirs, dataDir)
+		properties := strandNodeProperties(id, voters, clientPorts, controllerPorts, dataDir)
 		if err := os.WriteFile(configPath, []byte(properties), 0o644); err != nil {
 			return nil, errors.Join(err, c.stop())
 		}
