@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -83,8 +84,10 @@ type ProducedInfo struct {
 // produced (Kafka's UnifiedLog.analyzeAndValidateRecords and LogValidator),
 // and returns what the log needs to append it. b must hold exactly one batch,
 // as Produce v3+ demands for magic 2. In order:
-//   - one batch only, BaseOffset 0, at most limits.BatchBytesMax bytes;
-//   - Verify;
+//   - one whole batch only, of magic 2, BaseOffset 0, at most
+//     limits.BatchBytesMax bytes (INVALID_RECORD when the bytes hold no
+//     whole batch, as Kafka);
+//   - Verify but its count rules (CORRUPT_MESSAGE);
 //   - RecordCount == LastOffsetDelta+1 >= 1;
 //   - not a control batch, and not stamped LogAppendTime by the producer;
 //   - a producer id comes with a base sequence >= 0, and a transactional
@@ -198,9 +201,9 @@ func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *Pr
 	if w.err = checkProducedFraming(b, batchBytesMax); w.err != nil {
 		return w
 	}
-	h, err := Verify(b)
-	if err != nil {
-		w.err = err.(*Error) // Verify returns only *Error
+	h, ferr := verifyFrame(b, true)
+	if ferr != nil {
+		w.err = ferr
 		return w
 	}
 	w.header = h
@@ -210,6 +213,7 @@ func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *Pr
 	records := b[HeaderBytes:]
 	if h.Codec() != CodecNone {
 		w.decompressed = true
+		var err error
 		if records, err = decompress(h.Codec(), records, decompressedBytesMax); err != nil {
 			code := codeCorrupt
 			if errors.Is(err, errDecompressedTooLarge) {
@@ -268,8 +272,39 @@ func (l *ProduceLimits) mustBeValid() {
 }
 
 // checkProducedFraming applies the checks Kafka makes before it looks inside
-// the batch: one batch, offset 0, size within max.message.bytes.
+// the batch: one whole magic 2 batch, offset 0, size within
+// max.message.bytes.
+//
+// Kafka's ProduceRequest.validateRecords reads the batches as its
+// ByteBufferLogInputStream does: bytes too few to hold a batch's length and
+// magic, or fewer than its length says, hold no batch, which it refuses with
+// INVALID_RECORD ("at least one record batch"), as it does magic 0 or 1 (a
+// v3+ produce carries magic 2 only). A length below a legacy record's
+// overhead or a magic above 2 it finds corrupt, and checks those first.
 func checkProducedFraming(b []byte, batchBytesMax int) *Error {
+	noBatch := func(why string) *Error {
+		return errInvalid("length", why+": no record batch; a v2 produce carries exactly one per partition")
+	}
+	if len(b) < LogOverheadBytes {
+		return noBatch(fmt.Sprintf("%d bytes", len(b)))
+	}
+	length := int32(binary.BigEndian.Uint32(b[offsetLength:]))
+	if length < legacyRecordOverheadBytes {
+		return errCorrupt("length", fmt.Sprintf("length %d is below the smallest record's %d", length, legacyRecordOverheadBytes))
+	}
+	if len(b) < offsetMagic+1 {
+		return noBatch(fmt.Sprintf("%d bytes", len(b)))
+	}
+	magic := int8(b[offsetMagic])
+	if magic < 0 || magic > Magic {
+		return errCorrupt("magic", fmt.Sprintf("magic %d, only %d is supported", magic, Magic))
+	}
+	if total := int64(length) + LogOverheadBytes; total > int64(len(b)) {
+		return noBatch(fmt.Sprintf("length %d says the batch is %d bytes, but %d bytes were given", length, total, len(b)))
+	}
+	if magic != Magic {
+		return errInvalid("magic", fmt.Sprintf("magic %d: a v3+ produce carries magic %d batches only", magic, Magic))
+	}
 	if len(b) >= HeaderBytes {
 		h, _ := ParseHeader(b)
 		if h.Length >= 0 && h.TotalBytes() < int64(len(b)) {
@@ -285,8 +320,13 @@ func checkProducedFraming(b []byte, batchBytesMax int) *Error {
 	return nil
 }
 
+// legacyRecordOverheadBytes is the smallest length Kafka's batch reader
+// accepts (LegacyRecord.RECORD_OVERHEAD_V0); below it the bytes are corrupt.
+const legacyRecordOverheadBytes = 14
+
 // checkProducedHeader applies LogValidator.validateBatch's rules for batches
-// from clients, on a header Verify accepted.
+// from clients, on a header verifyFrame accepted. Its count rule implies
+// every rule of verifyCounts, which Kafka would answer INVALID_RECORD too.
 func checkProducedHeader(h *Header) *Error {
 	if h.RecordCount < 1 || int64(h.RecordCount) != int64(h.LastOffsetDelta)+1 {
 		return errInvalid("recordCount", fmt.Sprintf("record count %d, but last offset delta %d spans %d offsets", h.RecordCount, h.LastOffsetDelta, int64(h.LastOffsetDelta)+1))

@@ -452,8 +452,26 @@ func TestCheckProducedRejects(t *testing.T) {
 		{"base offset set", rawBatch(goodRec(0), 1, func(b []byte) { SetBaseOffset(b, 7) }), testLimits(), "baseOffset", invalid},
 		{"over max.message.bytes", rawBatch(rec(attr, 0, 0, 1, "k", 100, bytes.Repeat([]byte("v"), 100), 0), 1, nil), tiny, "length", tooLarge},
 		{"bad crc", func() []byte { b := rawBatch(goodRec(0), 1, nil); b[len(b)-1] ^= 0xff; return b }(), testLimits(), "crc", corrupt},
-		{"torn", good[:len(good)-1], testLimits(), "length", corrupt},
+		// Bytes holding no whole batch: Kafka's validateRecords finds no
+		// batch (INVALID_RECORD), unless the length or magic is corrupt.
+		{"torn", good[:len(good)-1], testLimits(), "length", invalid},
+		{"torn inside the header", good[:30], testLimits(), "length", invalid},
+		{"too short for length and magic", good[:16], testLimits(), "length", invalid},
+		{"no bytes", nil, testLimits(), "length", invalid},
+		{"length below a record's overhead", func() []byte {
+			b := rawBatch(goodRec(0), 1, nil)
+			binary.BigEndian.PutUint32(b[offsetLength:], 13)
+			return b
+		}(), testLimits(), "length", corrupt},
+		{"magic 1", rawBatch(goodRec(0), 1, func(b []byte) { b[offsetMagic] = 1 }), testLimits(), "magic", invalid},
+		{"magic 3", rawBatch(goodRec(0), 1, func(b []byte) { b[offsetMagic] = 3 }), testLimits(), "magic", corrupt},
+		// Count and offset span faults are LogValidator's INVALID_RECORD,
+		// whatever Verify calls them in a stored batch.
 		{"empty batch", rawBatch(nil, 0, func(b []byte) { binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], 0) }), testLimits(), "recordCount", invalid},
+		{"empty batch spanning no offsets", rawBatch(nil, 0, func(b []byte) { binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], 0xffffffff) }), testLimits(), "recordCount", invalid},
+		{"negative record count", rawBatch(goodRec(0), 1, func(b []byte) { binary.BigEndian.PutUint32(b[offsetRecordCount:], 0xffffffff) }), testLimits(), "recordCount", invalid},
+		{"count above offset span", rawBatch(cat(goodRec(0), goodRec(1)), 2, func(b []byte) { binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], 0) }), testLimits(), "recordCount", invalid},
+		{"empty batch with record bytes", rawBatch(goodRec(0), 0, func(b []byte) { binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], 0) }), testLimits(), "recordCount", invalid},
 		{"count below offset span", rawBatch(goodRec(0), 1, func(b []byte) { binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], 1) }), testLimits(), "recordCount", invalid},
 		{"control batch", rawBatch(goodRec(0), 1, setAttr(AttrControl)), testLimits(), "attributes", invalid},
 		{"producer sets log append time", rawBatch(goodRec(0), 1, setAttr(AttrLogAppendTime)), testLimits(), "attributes", badTime},

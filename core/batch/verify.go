@@ -51,6 +51,22 @@ func VerifyExceptCRC(b []byte) (Header, error) {
 }
 
 func verify(b []byte, checkCRC bool) (Header, error) {
+	h, err := verifyFrame(b, checkCRC)
+	if err == nil {
+		err = verifyCounts(&h, len(b))
+	}
+	if err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// verifyFrame is Verify without its count rules (verifyCounts): framing,
+// magic, CRC and codec, the checks Kafka makes of every batch before its
+// LogValidator. The produce path runs it and then checkProducedHeader,
+// whose stricter count rule Kafka answers INVALID_RECORD, not
+// CORRUPT_MESSAGE.
+func verifyFrame(b []byte, checkCRC bool) (Header, *Error) {
 	if len(b) < HeaderBytes {
 		return Header{}, errCorrupt("length", fmt.Sprintf("batch is %d bytes, shorter than the %d-byte header", len(b), HeaderBytes))
 	}
@@ -78,17 +94,23 @@ func verify(b []byte, checkCRC bool) (Header, error) {
 	if c := h.Codec(); c > CodecZstd {
 		return h, &Error{"attributes", fmt.Sprintf("unknown compression codec %d", c), codeUnsupportedCompression}
 	}
+	return h, nil
+}
+
+// verifyCounts checks a header's offset delta and record count against each
+// other and the batch's size (the last rule of Verify).
+func verifyCounts(h *Header, batchBytes int) *Error {
 	if h.LastOffsetDelta < 0 {
-		return h, errCorrupt("lastOffsetDelta", fmt.Sprintf("negative last offset delta %d", h.LastOffsetDelta))
+		return errCorrupt("lastOffsetDelta", fmt.Sprintf("negative last offset delta %d", h.LastOffsetDelta))
 	}
 	if h.RecordCount < 0 {
-		return h, errCorrupt("recordCount", fmt.Sprintf("negative record count %d", h.RecordCount))
+		return errCorrupt("recordCount", fmt.Sprintf("negative record count %d", h.RecordCount))
 	}
 	if int64(h.RecordCount) > int64(h.LastOffsetDelta)+1 {
-		return h, errCorrupt("recordCount", fmt.Sprintf("%d records cannot fit in the %d offsets that last offset delta %d spans", h.RecordCount, int64(h.LastOffsetDelta)+1, h.LastOffsetDelta))
+		return errCorrupt("recordCount", fmt.Sprintf("%d records cannot fit in the %d offsets that last offset delta %d spans", h.RecordCount, int64(h.LastOffsetDelta)+1, h.LastOffsetDelta))
 	}
-	if h.RecordCount == 0 && len(b) != HeaderBytes {
-		return h, errCorrupt("records", fmt.Sprintf("empty batch carries %d record bytes", len(b)-HeaderBytes))
+	if h.RecordCount == 0 && batchBytes != HeaderBytes {
+		return errCorrupt("records", fmt.Sprintf("empty batch carries %d record bytes", batchBytes-HeaderBytes))
 	}
-	return h, nil
+	return nil
 }

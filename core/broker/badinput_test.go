@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,6 +26,13 @@ func TestProduceBadInput(t *testing.T) {
 	control[22] |= 0x20 // control bit in Attributes (byte 21..22)
 	// recompute the CRC after touching Attributes
 	setCRC(control)
+	// A header without records spanning no offsets (last offset delta -1),
+	// intact: Kafka's LogValidator answers INVALID_RECORD.
+	empty := append([]byte(nil), good[:batch.HeaderBytes]...)
+	binary.BigEndian.PutUint32(empty[8:], batch.HeaderBytes-batch.LogOverheadBytes) // Length
+	binary.BigEndian.PutUint32(empty[23:], 0xFFFFFFFF)                              // LastOffsetDelta
+	binary.BigEndian.PutUint32(empty[57:], 0)                                       // RecordCount
+	setCRC(empty)
 
 	cases := []struct {
 		name    string
@@ -40,8 +48,10 @@ func TestProduceBadInput(t *testing.T) {
 		{"too large", "t", 0, 1, big, kerr.MessageTooLarge.Code},
 		{"two batches", "t", 0, 1, twoBatches, kerr.InvalidRecord.Code},
 		{"control batch from a client", "t", 0, 1, control, kerr.InvalidRecord.Code},
-		{"truncated batch", "t", 0, 1, good[:len(good)-3], kerr.CorruptMessage.Code},
-		{"empty records", "t", 0, 1, nil, kerr.CorruptMessage.Code},
+		// Bytes holding no whole batch: Kafka's validateRecords finds none.
+		{"truncated batch", "t", 0, 1, good[:len(good)-3], kerr.InvalidRecord.Code},
+		{"empty records", "t", 0, 1, nil, kerr.InvalidRecord.Code},
+		{"empty batch", "t", 0, 1, empty, kerr.InvalidRecord.Code},
 		{"invalid acks", "t", 0, 2, good, kerr.InvalidRequiredAcks.Code},
 	}
 	for _, tc := range cases {
