@@ -375,6 +375,9 @@ func TestIncrementalFetchMatchesFull(t *testing.T) {
 		round++
 		topic := fmt.Sprintf("t%d", round)
 		c.createTopic(1, topic, partitions, 1)
+		// Each check's topic goes when it ends: kept, thousands of checks
+		// grow the metadata every step copies.
+		defer c.deleteTopic(1, topic)
 		version := rapid.SampledFrom([]int16{12, 16}).Draw(rt, "version")
 		var topicID [16]byte
 		name := topic
@@ -404,6 +407,11 @@ func TestIncrementalFetchMatchesFull(t *testing.T) {
 		if id <= 0 {
 			rt.Fatalf("no session")
 		}
+		// Close the session as a client leaving does: every check (and
+		// every shrinking step) shares the cluster, whose cache holds
+		// max.incremental.fetch.session.cache.slots (1000) sessions none
+		// of which may be evicted before fetchSessionEvictionMs.
+		defer c.fetchSession(sessionFetchReq(version, id, fetchSessionFinalEpoch, 0, name, topicID, nil, nil))
 		_, seen := answeredPartitions(full)
 		sent := slices.Clone(offsets) // the offsets the session holds
 		epoch := int32(1)
