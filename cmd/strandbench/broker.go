@@ -35,7 +35,10 @@ package main
 // broker's CPU seconds per million records come from /proc/<pid>/stat
 // around its produce runs; its RssAnon is sampled every 50 ms for its whole
 // life. The disk limit is raw sequential write of 1 MiB writes without fsync
-// (diskio.RawSequentialWrite, as the log section's). Case (a) also runs the consumer groups figures: idempotent
+// (diskio.RawSequentialWrite, as the log section's); the page-cache write
+// limit (pagecache.go), the kernel's CPU for writing the bytes (a) logged
+// into new page-cache pages, runs right after each of (a)'s 1 KiB produce
+// runs. Case (a) also runs the consumer groups figures: idempotent
 // against non-idempotent produce, and the rebalance time of three members.
 
 import (

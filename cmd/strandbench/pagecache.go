@@ -297,15 +297,15 @@ func printPageCacheLimit(out io.Writer, a, kfake *caseResults) {
 	printRow("median", medians)
 	w.Flush()
 	fmt.Fprintf(out, `
-  The page-cache write limit runs right after each of %s's %s produce runs, on the broker's filesystem: the
-  bytes that run added to its log (%.0f MB in all; %.1f bytes per record at %s, %.1f at %s), written
-  into a new file with %d KiB pwrites and no fsync ("new": fresh page-cache pages, which this VM's host
-  faults on first touch), then the same bytes over that file ("cached": the copy alone, no page to
-  allocate, below what any machine pays for new pages). CPU is the writing thread's, user + system. The
-  files stay until the end, so that the next runs do not reuse their freed pages. s/M rec scales the cost
-  per byte to %s's bytes per record; new/%s is the limit's share of %s's broker CPU in the same
-  repetition, (%s-new)/kfake what is left of it over (c)'s. Information: the CPU goal is held to the
-  whole figure.
+  The page-cache write limit runs right after each of %s's %s produce runs, on the broker's filesystem:
+  the bytes that run added to its log (%.0f MB in all; %.1f bytes per record at %s, %.1f at %s), written
+  from one reused buffer into a new file with %d KiB pwrites and no fsync ("new": fresh page-cache pages,
+  which this VM's host faults on first touch), then the same bytes over that file ("cached": the copy
+  alone, no page to allocate, below what any machine pays for new pages). CPU is the writing thread's,
+  user + system. The files stay until the end, so that the next runs do not reuse their freed pages.
+  s/M rec scales the cost per byte to %s's bytes per record; new/%s is the limit's share of %s's broker
+  CPU in the same repetition, (%s-new)/kfake what is left of it over (c)'s. Information: the CPU goal is
+  held to the whole figure.
 `, a.c.label, sizeName(pageCacheValueBytes), float64(bytesTotal)/1e6, a.bytesPerRecord(slices.Index(valueSizes, pageCacheValueBytes)), sizeName(pageCacheValueBytes),
 		smallBytesPerRecord, sizeName(valueSizes[small]), pageCacheWriteBytes>>10, a.c.label, a.c.label, a.c.label, a.c.label)
 }
