@@ -169,7 +169,7 @@ func (n *Network) ReplyFrame(conn env.ConnID, correlationID int32, frame env.Fra
 		if frame.Release != nil {
 			frame.Release()
 		}
-		sc.shutdown()
+		sc.closeAt(correlationID)
 		return
 	}
 	read, buf, ok := readTailOnLoop(frame)
@@ -190,10 +190,15 @@ func (n *Network) Skip(conn env.ConnID, correlationID int32) {
 	}
 }
 
-// Close closes an inbound connection; HandleClosed follows on the loop.
-func (n *Network) Close(conn env.ConnID) {
+// Close closes an inbound connection in request order, in place of
+// answering (conn, correlationID) (env.Network.Close): the answers to the
+// requests before it are written first, then the FIN, and the requests
+// read after it are not delivered (serverConn.closeAt). HandleClosed
+// follows on the loop once the client has closed its end too, or
+// closeLingerMs after the FIN.
+func (n *Network) Close(conn env.ConnID, correlationID int32) {
 	if sc := n.conn(conn); sc != nil {
-		sc.shutdown()
+		sc.closeAt(correlationID)
 	}
 }
 

@@ -168,7 +168,27 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 			case 0:
 				cs[i].sc.shutdown()
 			case 1:
-				loop.Post(func() { n.Close(cs[i].sc.id) })
+				// A close in request order (env.Network.Close) on the
+				// oldest request not answered yet: the answers before it
+				// are still written, those after it dropped, and their
+				// frames released once, when answered.
+				loop.Post(func() {
+					sc := cs[i].sc
+					sc.mu.Lock()
+					corr, waiting := int32(0), false
+					for _, s := range sc.slots {
+						if !s.answered {
+							corr, waiting = s.correlationID, true
+							break
+						}
+					}
+					sc.mu.Unlock()
+					if waiting {
+						n.Close(sc.id, corr)
+					} else {
+						sc.shutdown()
+					}
+				})
 			default:
 				cs[i].client.Close()
 			}

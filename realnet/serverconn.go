@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -18,6 +20,17 @@ import (
 // readBufferBytes is the reader's buffer: small requests are read with few
 // system calls; large frames bypass it.
 const readBufferBytes = 64 << 10
+
+// closeLingerMs bounds how long a connection closing in request order
+// (closeAt) waits, once its last answer and its FIN are written, for the
+// client to close its end. Until then the reader discards what the client
+// still sends, so that the socket is closed with nothing unread: Linux
+// answers a close with unread bytes by a reset and drops what it has not
+// transmitted yet, the very answers the ordered close exists to deliver.
+// A Kafka client closes as soon as it reads the FIN; the bound is for one
+// that does not, and is long enough for a slow client to take a full send
+// buffer.
+const closeLingerMs = 30_000
 
 // requestPrechecker is implemented by a handler (core/broker.Node) whose
 // requests have checks that need only their bytes. The connection reader
@@ -30,6 +43,8 @@ type requestPrechecker interface {
 // slot is one request read from a connection and not yet written back.
 type slot struct {
 	correlationID int32
+	// seq numbers the connection's requests in arrival order, from 1.
+	seq uint64
 	// requestBytes is the frame's size, counted in the connection's
 	// buffered bytes until the slot is written.
 	requestBytes int64
@@ -42,6 +57,9 @@ type slot struct {
 	// recycle is the tailReadFrames buffer the response's pieces alias
 	// (readTailOnLoop), put back once they are written; nil for none.
 	recycle *frameBuf
+	// closes marks the request the connection closes on (closeAt): it is
+	// answered by the close, and no slot follows it.
+	closes bool
 }
 
 // serverConn is one inbound connection: a reader goroutine that decodes
@@ -71,6 +89,21 @@ type serverConn struct {
 	// frames until written (strand.connection.buffered.bytes.max).
 	bufferedBytes int64
 	closed        bool
+	// seqLast is the seq of the newest slot.
+	seqLast uint64
+	// closing is set once the connection closes in request order
+	// (closeAt): the slot that closes is the last, no request read later
+	// is delivered, and the writer writes the answers before it, then the
+	// FIN (finSent). closeTimer then shuts the connection down if an
+	// answer never comes (env.CloseAnswersWaitMs), or if the client does
+	// not close its end after the FIN (closeLingerMs).
+	closing    bool
+	finSent    bool
+	closeTimer *time.Timer
+	// closeSeq is the seq of the request closed on, 0 for none. The event
+	// loop reads it without mu before delivering a request, to drop those
+	// that arrived after it.
+	closeSeq atomic.Uint64
 	// writing is set while a goroutine writes responses outside mu: the
 	// writer, or the loop in writeDirect. The other does not write then.
 	writing bool
@@ -107,18 +140,41 @@ func (sc *serverConn) readLoop() {
 	defer sc.net.goroutines.Done()
 	defer sc.finish()
 	r := bufio.NewReaderSize(sc.c, readBufferBytes)
-	for {
-		if !sc.waitForRoom() {
-			return
-		}
+	for sc.waitForRoom() {
 		if err := sc.readOne(r); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !sc.closingInOrder() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				sc.net.logger.Info("closing connection", "conn", sc.id, "listener", sc.listener,
 					"remote", sc.c.RemoteAddr().String(), "err", err)
 			}
-			return
+			break
 		}
 	}
+	if sc.closingInOrder() {
+		sc.drainUntilClosed(r)
+	}
+}
+
+// closingInOrder reports whether the connection is closing in request
+// order (closeAt) and has not been shut down yet.
+func (sc *serverConn) closingInOrder() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.closing && !sc.closed
+}
+
+// drainUntilClosed is the reader's end on a connection closing in request
+// order: it reads and discards what the client still sends until the client
+// closes its end or the socket is shut down (so that closing the socket
+// finds nothing unread: see closeLingerMs), then waits until the writer has
+// written the answers and the FIN, or the connection was shut down. The
+// reader's finish then closes the socket and reports the close.
+func (sc *serverConn) drainUntilClosed(r *bufio.Reader) {
+	_, _ = io.Copy(io.Discard, r) // any end of reading will do: EOF, or the socket shut down
+	sc.mu.Lock()
+	for !sc.closed && !sc.finSent {
+		sc.room.Wait()
+	}
+	sc.mu.Unlock()
 }
 
 // readOne reads one frame and hands it on. An error ends the connection.
@@ -162,7 +218,9 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer with v0 and our table so the client retries.
 			resp := wire.AppendResponse(nil, hdr.CorrelationID, wire.APIVersionsUnsupported(sc.net.advertised))
-			sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size, answered: true, frame: resp}, int64(len(resp)))
+			if _, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size, answered: true, frame: resp}, int64(len(resp))); !ok {
+				return net.ErrClosed
+			}
 			return nil
 		}
 		sc.unreserve(size)
@@ -172,12 +230,23 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if p, ok := handler.(requestPrechecker); ok {
 		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression and CRCs
 	}
-	sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
+	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
+	if !ok {
+		sc.net.budget.release(size)
+		if fb.pooled {
+			produceFrames.release(fb)
+		}
+		return net.ErrClosed
+	}
 	budget := sc.net.budget
 	id := sc.id
 	if !sc.net.loop.Post(func() {
 		budget.release(size)
-		handler.HandleRequest(id, hdr, req)
+		if closeSeq := sc.closeSeq.Load(); closeSeq == 0 || seq < closeSeq {
+			// Not behind a request the connection closes on (closeAt),
+			// which the core would not have read yet in Kafka.
+			handler.HandleRequest(id, hdr, req)
+		}
 		if fb.pooled {
 			produceFrames.release(fb)
 		}
@@ -207,16 +276,17 @@ func (sc *serverConn) frameFor(r *bufio.Reader, length int32) (*frameBuf, error)
 
 // waitForRoom blocks while the connection has as many requests in flight
 // or bytes buffered as it may (backpressure: the socket is not read, so the
-// client's sends eventually block). False once the connection closed.
+// client's sends eventually block). False once the connection closed or
+// is closing in request order.
 func (sc *serverConn) waitForRoom() bool {
 	limits := sc.net.limits
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) ||
+	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) ||
 		sc.bufferedBytes >= limits.ConnectionBufferedBytesMax) {
 		sc.room.Wait()
 	}
-	return !sc.closed
+	return !sc.closed && !sc.closing
 }
 
 // reserve counts size bytes of a frame about to be read, waiting while they
@@ -225,10 +295,10 @@ func (sc *serverConn) waitForRoom() bool {
 func (sc *serverConn) reserve(size int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && sc.bufferedBytes > 0 && sc.bufferedBytes+size > sc.net.limits.ConnectionBufferedBytesMax {
+	for !sc.closed && !sc.closing && sc.bufferedBytes > 0 && sc.bufferedBytes+size > sc.net.limits.ConnectionBufferedBytesMax {
 		sc.room.Wait()
 	}
-	if sc.closed {
+	if sc.closed || sc.closing {
 		return false
 	}
 	sc.bufferedBytes += size
@@ -243,20 +313,32 @@ func (sc *serverConn) unreserve(size int64) {
 }
 
 // push appends a slot whose request bytes are already reserved, plus
-// extraBytes of response frame.
-func (sc *serverConn) push(s slot, extraBytes int64) {
+// extraBytes of response frame, and returns its seq. On a connection
+// closing in request order (or closed) it appends nothing, gives the
+// reservation back and reports false: the request is not to be delivered.
+func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
 	sc.mu.Lock()
+	if sc.closing || sc.closed {
+		sc.bufferedBytes -= s.requestBytes
+		sc.mu.Unlock()
+		sc.room.Broadcast()
+		return 0, false
+	}
+	sc.seqLast++
+	s.seq = sc.seqLast
 	sc.slots = append(sc.slots, s)
 	sc.bufferedBytes += extraBytes
 	sc.mu.Unlock()
 	if s.answered {
 		sc.work.Signal()
 	}
+	return s.seq, true
 }
 
 // answer fills the first unanswered slot for correlationID (frame nil:
 // skipped). An answer nobody waits for is a core bug on a live connection,
-// but after a close the slots are gone, so it is ignored.
+// but after a close the slots are gone, and on a connection closing in
+// request order those after the close are, so it is ignored.
 func (sc *serverConn) answer(correlationID int32, frame []byte) {
 	sc.answerWith(correlationID, frame, env.Frame{}, nil)
 }
@@ -279,8 +361,15 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		i++
 	}
 	if i == len(sc.slots) {
+		closing := sc.closing
 		sc.mu.Unlock()
-		panic("realnet: the node answered a request that is not waiting on its connection")
+		if !closing {
+			panic("realnet: the node answered a request that is not waiting on its connection")
+		}
+		if pieced.Release != nil {
+			pieced.Release()
+		}
+		return
 	}
 	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced, sc.slots[i].recycle = true, frame, pieced, recycle
 	sc.bufferedBytes += sc.slots[i].responseBytes()
@@ -295,8 +384,60 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 	}
 }
 
+// closeAt closes the connection in request order (env.Network.Close) on
+// the first unanswered request correlationID: the slots after it are
+// dropped (their requests, if not delivered yet, never will be), it
+// becomes the last slot, answered by the close, and the writer writes the
+// answers before it as they come, then the FIN. It runs on the event loop.
+// A close naming no waiting request is a core bug on a live connection,
+// and ignored on one already closing (the request was dropped) or closed.
+func (sc *serverConn) closeAt(correlationID int32) {
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	i := 0
+	for i < len(sc.slots) && (sc.slots[i].answered || sc.slots[i].correlationID != correlationID) {
+		i++
+	}
+	if i == len(sc.slots) {
+		closing := sc.closing
+		sc.mu.Unlock()
+		if !closing {
+			panic("realnet: the node closed on a request that is not waiting on its connection")
+		}
+		return
+	}
+	var releases []func()
+	for _, s := range sc.slots[i+1:] {
+		sc.bufferedBytes -= s.requestBytes + s.responseBytes()
+		if s.pieced.Release != nil {
+			releases = append(releases, s.pieced.Release)
+		}
+		if s.recycle != nil {
+			recycleTailRead(s.recycle)
+		}
+	}
+	clear(sc.slots[i+1:])
+	sc.slots = sc.slots[:i+1]
+	sc.slots[i].answered, sc.slots[i].closes = true, true
+	sc.closeSeq.Store(sc.slots[i].seq)
+	if !sc.closing {
+		sc.closing = true
+		sc.closeTimer = time.AfterFunc(env.CloseAnswersWaitMs*time.Millisecond, sc.shutdown)
+	}
+	sc.mu.Unlock()
+	for _, release := range releases { // on the loop: at once, as answerWith does
+		release()
+	}
+	sc.room.Broadcast()
+	sc.work.Signal()
+}
+
 // writerHasWorkLocked reports whether the writer has something to write: the
-// rest of a direct write, or the oldest request's answer. With mu held.
+// rest of a direct write, or the oldest request's answer (or close). With mu
+// held.
 func (sc *serverConn) writerHasWorkLocked() bool {
 	return len(sc.unwritten) > 0 || (len(sc.slots) > 0 && sc.slots[0].answered)
 }
@@ -334,7 +475,7 @@ func (sc *serverConn) writeDirect() {
 	frames := sc.direct[:0]
 	recycle := sc.directRecycle[:0]
 	var freed int64
-	for len(sc.slots) > 0 && sc.slots[0].answered {
+	for len(sc.slots) > 0 && sc.slots[0].answered && !sc.slots[0].closes {
 		s := sc.slots[0]
 		sc.slots[0] = slot{}
 		sc.slots = sc.slots[1:]
@@ -382,7 +523,9 @@ func (sc *serverConn) writeDirect() {
 
 // writeLoop writes answered responses in request order: it waits until the
 // oldest request is answered (or a direct write left bytes), then writes
-// every answered one in a row.
+// every answered one in a row. When the oldest is the request the
+// connection closes on (closeAt), every earlier answer is written: it
+// writes the FIN and ends.
 func (sc *serverConn) writeLoop() {
 	defer sc.net.goroutines.Done()
 	out := newResponseWriter(sc.c)
@@ -396,6 +539,10 @@ func (sc *serverConn) writeLoop() {
 			sc.mu.Unlock()
 			return
 		}
+		if len(sc.unwritten) == 0 && sc.slots[0].closes {
+			sc.sendFinLocked()
+			return
+		}
 		freed := sc.unwrittenFreed
 		for _, b := range sc.unwritten {
 			out.add(slot{frame: b})
@@ -405,7 +552,7 @@ func (sc *serverConn) writeLoop() {
 		recycle = append(recycle[:0], sc.unwrittenRecycle...)
 		clear(sc.unwrittenRecycle)
 		sc.unwrittenRecycle = sc.unwrittenRecycle[:0]
-		for len(sc.slots) > 0 && sc.slots[0].answered {
+		for len(sc.slots) > 0 && sc.slots[0].answered && !sc.slots[0].closes {
 			s := sc.slots[0]
 			sc.slots[0] = slot{}
 			sc.slots = sc.slots[1:]
@@ -437,10 +584,29 @@ func (sc *serverConn) writeLoop() {
 	}
 }
 
+// sendFinLocked ends the writer of a connection closing in request order
+// once every answer before the close is written: it shuts the socket's
+// write side (the client reads the answers, then end of stream) and gives
+// the client closeLingerMs to close its end, which the reader waits for
+// (drainUntilClosed). Called with mu held; returns with it released.
+func (sc *serverConn) sendFinLocked() {
+	sc.finSent = true
+	sc.closeTimer.Reset(closeLingerMs * time.Millisecond)
+	sc.mu.Unlock()
+	sc.room.Broadcast()
+	cw, ok := sc.c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		sc.shutdown()
+	}
+}
+
 // shutdown closes the socket; the reader then finishes the connection.
 func (sc *serverConn) shutdown() {
 	sc.mu.Lock()
 	sc.closed = true
+	if sc.closeTimer != nil {
+		sc.closeTimer.Stop()
+	}
 	sc.mu.Unlock()
 	sc.room.Broadcast()
 	sc.work.Broadcast()

@@ -3,8 +3,9 @@ package broker
 // Produce (key 0), versions 3..11 (api_versions.go).
 //
 // Served: many topics and partitions per request; acks 0 (no response:
-// env.Network.Skip), 1 (answered after the leader's append) and -1/all
-// (answered once the HW passes the batch, or REQUEST_TIMED_OUT after
+// env.Network.Skip; a partition error closes the connection instead, in
+// request order, as in Kafka), 1 (answered after the leader's append) and
+// -1/all (answered once the HW passes the batch, or REQUEST_TIMED_OUT after
 // TimeoutMillis); per-partition errors UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), CORRUPT_MESSAGE,
 // INVALID_RECORD, MESSAGE_TOO_LARGE (the topic's max.message.bytes) and
@@ -117,10 +118,32 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 		}
 	}
 	if req.Acks == replica.AcksNone {
-		n.net.Skip(conn, hdr.CorrelationID)
+		n.answerNoAcks(conn, hdr.CorrelationID, resp)
 		return
 	}
 	n.releaseProduce(pending)
+}
+
+// answerNoAcks settles an acks=0 produce, which gets no response. If any
+// partition failed, whatever the error, the connection is closed instead,
+// as Kafka's KafkaApis.handleProduceRequest does (errorInResponse): the
+// client cannot otherwise learn of the error, and a closed connection
+// makes it refresh its metadata, so a producer writing to a former leader
+// finds the new one. The close is in request order (env.Network.Close):
+// the requests pipelined before this one, such as an acks=all produce
+// still waiting for the ISR, are answered first, as Kafka, which reads
+// one request at a time, has answered them; those pipelined after it are
+// not executed.
+func (n *Node) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				n.net.Close(conn, correlationID)
+				return
+			}
+		}
+	}
+	n.net.Skip(conn, correlationID)
 }
 
 // releaseProduce drops one hold on a pending produce and answers it when

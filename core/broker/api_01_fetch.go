@@ -78,7 +78,7 @@ func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.Fet
 	if !n.cfg.Broker.Roles.Broker || req.Version > fetchEncodedVersionMax {
 		// A partition Fetch above the advertised versions (a voter's
 		// version, accepted for the metadata log only) is a client bug.
-		n.net.Close(conn)
+		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
 	if req.Version >= 15 {

@@ -123,7 +123,7 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 	}
 	// Controller RPCs are advertised only by controllers: a broker that
 	// gets one was sent it against the table.
-	n.net.Close(conn)
+	n.net.Close(conn, hdr.CorrelationID)
 }
 
 // toController hands a request to the active controller: the local one if

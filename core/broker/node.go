@@ -321,7 +321,7 @@ func (n *Node) Image() *metadata.Image { return n.image }
 // which gets KIP-511's v0 answer so the client can retry.
 func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	if req == nil || req.Key() != hdr.APIKey || req.GetVersion() != hdr.APIVersion {
-		n.net.Close(conn)
+		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
 
@@ -336,7 +336,7 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised))
 			return
 		}
-		n.net.Close(conn)
+		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
 	switch r := req.(type) {

@@ -21,8 +21,8 @@ import (
 // once (as 5f2c071 did) lost the answer of an acks=all produce still
 // waiting for its followers though its batch was appended, so the client
 // saw a connection error and, without idempotence, sent the batch again (a
-// duplicate). A failing acks=0 produce is therefore skipped, not closed,
-// until the Network can close a connection in request order (SPEC §9).
+// duplicate). The close is now in request order (env.Network.Close): the
+// acks=all answer arrives, then the connection closes.
 func TestAcksZeroCloseKeepsEarlierAnswers(t *testing.T) {
 	c := newCluster(t, 2, nil)
 	c.waitRegistered()
@@ -51,6 +51,7 @@ func TestAcksZeroCloseKeepsEarlierAnswers(t *testing.T) {
 	if code := first.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("acks=all produce: error %d", code)
 	}
+	c.waitFor("the close after the answer", 1000, func() bool { return !cc.Open() })
 }
 
 // TestRecompressionKeepsIdempotenceAndHeader: every producer codec into

@@ -37,14 +37,44 @@ type Network interface {
 	// Skip marks (conn, correlationID) as answered without a response, as a
 	// Produce with acks=0 is.
 	Skip(conn ConnID, correlationID int32)
-	// Close closes an inbound connection from the node's side.
-	Close(conn ConnID)
+	// Close answers the request (conn, correlationID) by closing the
+	// connection, in request order, as Kafka's closeConnection(request)
+	// does. Kafka reads one request per connection at a time (the channel
+	// is muted until the answer is sent), so when it closes because of
+	// request N every earlier request has been answered and no later one
+	// has been read. The Network keeps that, though it reads ahead:
+	//   - every request that arrived on conn before this one still gets its
+	//     answer (Reply, ReplyFrame or Skip, however late the core gives
+	//     it), written in order; then the connection closes;
+	//   - this request and every later one get no response, and an answer
+	//     the core gives to one of them later is dropped;
+	//   - no request that arrives after this one is delivered to
+	//     HandleRequest. The core calls Close while handling the request
+	//     (every caller does), so a later request is neither answered nor
+	//     executed: a Produce pipelined behind it appends nothing.
+	//
+	// If an earlier answer has not come CloseAnswersWaitMs after Close,
+	// the connection closes without it. HandleClosed follows once, as for
+	// any close. A second Close on a closing connection is ignored unless
+	// it names an earlier request, which then becomes the one closed on.
+	Close(conn ConnID, correlationID int32)
 	// Send sends req to the node peer. done runs on the node's event loop with
 	// the response, or with an error if the connection failed before one
 	// arrived. It runs at most once, and may never run if the caller's own
 	// timeout must decide.
 	Send(peer NodeID, req kmsg.Request, done func(kmsg.Response, error))
 }
+
+// CloseAnswersWaitMs bounds how long Network.Close waits for the answers
+// of the requests that arrived before the one it closes on. It guards only
+// against an answer that never comes (a core bug: the connection's later
+// answers would be stuck behind it anyway); every answer the core holds
+// back legitimately is bounded by its own request's timeout (an acks=all
+// Produce's TimeoutMillis, a Fetch's MaxWaitMillis, a JoinGroup's rebalance
+// timeout). Kafka has no such bound: its muted channel waits for the
+// response. 10 minutes is Kafka's connections.max.idle.ms default, after
+// which Kafka closes a connection nothing happens on.
+const CloseAnswersWaitMs = 600_000
 
 // Handler is what a node exposes to its Network. Every method runs on the
 // node's event loop.

@@ -153,7 +153,7 @@ func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg
 			n.net.Reply(conn, header.CorrelationID, resp)
 			return
 		}
-		n.net.Close(conn)
+		n.net.Close(conn, header.CorrelationID)
 		return
 	}
 	n.nextRef++

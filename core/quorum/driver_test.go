@@ -62,7 +62,7 @@ func (h *driverHost) HandleRequest(conn env.ConnID, header env.RequestHeader, re
 		h.node.HandleRequest(conn, header, req, env.NodeID(h.id))
 		return
 	}
-	h.net.Close(conn)
+	h.net.Close(conn, header.CorrelationID)
 }
 
 func (h *driverHost) HandleClosed(conn env.ConnID) { h.node.HandleClosed(conn) }

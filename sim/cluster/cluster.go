@@ -224,11 +224,11 @@ func (c *Cluster) newID() [16]byte {
 }
 
 // refusingHandler stands in for a node that failed to start: it closes
-// every connection.
+// every connection, on its first request.
 type refusingHandler struct{ net *simnet.NodeNet }
 
-func (h refusingHandler) HandleRequest(conn env.ConnID, _ env.RequestHeader, _ kmsg.Request) {
-	h.net.Close(conn)
+func (h refusingHandler) HandleRequest(conn env.ConnID, header env.RequestHeader, _ kmsg.Request) {
+	h.net.Close(conn, header.CorrelationID)
 }
 
 func (h refusingHandler) HandleClosed(env.ConnID) {}

@@ -66,6 +66,9 @@ type awaitingReply struct {
 	answered      bool
 	// frame is the encoded response; nil for a skipped request.
 	frame []byte
+	// closes marks the request the server closes on (closeInOrder): it is
+	// answered by the close, and is the last one awaiting.
+	closes bool
 }
 
 // conn is one connection. The client end sends requests and gets responses;
@@ -92,6 +95,12 @@ type conn struct {
 	// knows the connection and must hear of its end.
 	serverSaw bool
 	awaiting  []awaitingReply
+	// closing: the server closes in request order (closeInOrder) once the
+	// requests before the one it closes on are answered; requests that
+	// arrive meanwhile are not delivered. closeTimer closes it anyway
+	// after env.CloseAnswersWaitMs.
+	closing    bool
+	closeTimer sched.Handle
 	// peerKey is the client node's key for this connection in its peers.
 	peerKey peerKey
 }
@@ -250,6 +259,12 @@ func (c *conn) serverReceive(f frame) {
 		}
 		return
 	}
+	if c.closing {
+		// Behind the request the server closes on: Kafka, reading one
+		// request at a time, would never read it (env.Network.Close).
+		c.trace("net.unread", server, int64(len(f.bytes)), 0)
+		return
+	}
 	body, err := frameBody(f.bytes)
 	var header env.RequestHeader
 	var req kmsg.Request
@@ -273,19 +288,41 @@ func (c *conn) serverReceive(f frame) {
 }
 
 // reply records the server's answer to correlationID (frame nil for Skip)
-// and sends every response that is now at the front of the line.
+// and sends every response that is now at the front of the line. On a
+// connection closing in request order, an answer to a request at or after
+// the close is dropped.
 func (c *conn) reply(correlationID int32, bytes []byte) {
-	i := 0
-	for i < len(c.awaiting) && (c.awaiting[i].correlationID != correlationID || c.awaiting[i].answered) {
-		i++
-	}
+	i := c.awaitingIndex(correlationID)
 	if i == len(c.awaiting) {
+		if c.closing {
+			return
+		}
 		panic(fmt.Sprintf("simnet: node %d answered correlation id %d on connection %d, which awaits no such request",
 			c.server.nodeID, correlationID, c.id))
 	}
 	c.awaiting[i] = awaitingReply{correlationID: correlationID, answered: true, frame: bytes}
+	c.sendAnswered()
+}
+
+// awaitingIndex returns the index of the first unanswered request
+// correlationID, or len(c.awaiting).
+func (c *conn) awaitingIndex(correlationID int32) int {
+	i := 0
+	for i < len(c.awaiting) && (c.awaiting[i].correlationID != correlationID || c.awaiting[i].answered) {
+		i++
+	}
+	return i
+}
+
+// sendAnswered sends the answered responses at the front of the line, and
+// closes the connection when the front is the request it closes on.
+func (c *conn) sendAnswered() {
 	for len(c.awaiting) > 0 && c.awaiting[0].answered && !c.serverDone {
 		next := c.awaiting[0]
+		if next.closes {
+			c.serverClose()
+			return
+		}
 		c.awaiting[0] = awaitingReply{}
 		c.awaiting = c.awaiting[1:]
 		if next.frame != nil {
@@ -293,6 +330,37 @@ func (c *conn) reply(correlationID int32, bytes []byte) {
 			c.transmit(&c.toClient, next.frame, false)
 		}
 	}
+}
+
+// closeInOrder closes the connection from the server end in request order
+// (env.Network.Close), on the first unanswered request correlationID: the
+// requests after it are dropped (answers to them are ignored), no request
+// arriving later is delivered, and once every earlier request is answered
+// and its response sent the server closes (serverClose), or after
+// env.CloseAnswersWaitMs if an answer never comes. A close naming no
+// waiting request is a core bug, unless the connection is already closing
+// (the request was dropped).
+func (c *conn) closeInOrder(correlationID int32) {
+	if c.serverDone {
+		return
+	}
+	i := c.awaitingIndex(correlationID)
+	if i == len(c.awaiting) {
+		if c.closing {
+			return
+		}
+		panic(fmt.Sprintf("simnet: node %d closed on correlation id %d on connection %d, which awaits no such request",
+			c.server.nodeID, correlationID, c.id))
+	}
+	c.trace("net.close-in-order", c.server, int64(correlationID), int64(i))
+	clear(c.awaiting[i+1:])
+	c.awaiting = c.awaiting[:i+1]
+	c.awaiting[i] = awaitingReply{correlationID: correlationID, answered: true, closes: true}
+	if !c.closing {
+		c.closing = true
+		c.closeTimer = c.server.proc.After(env.CloseAnswersWaitMs*1_000_000, c.serverClose)
+	}
+	c.sendAnswered()
 }
 
 // clientReceive decodes a response frame and hands it to the request's
@@ -364,6 +432,7 @@ func (c *conn) malformed(at *Host, err error) {
 func (c *conn) serverEnd() {
 	c.serverDone = true
 	c.awaiting = nil
+	c.closeTimer.Cancel()
 	if c.server.inbound[c.id] == c {
 		delete(c.server.inbound, c.id)
 	}

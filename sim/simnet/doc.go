@@ -42,6 +42,10 @@
 //
 // Responses on a connection leave in request order: the Network holds back a
 // reply until every earlier request on its connection is answered or skipped.
+// A node's Close is in request order too (env.Network.Close): it takes the
+// place of an answer, so the responses to earlier requests leave first, then
+// the FIN; requests that arrive after the one closed on are never delivered,
+// as Kafka, reading one request per connection at a time, never reads them.
 //
 // # Processes
 //

@@ -61,10 +61,13 @@ func (nn *NodeNet) Skip(conn env.ConnID, correlationID int32) {
 	c.reply(correlationID, nil)
 }
 
-// Close closes an inbound connection from the node's side.
-func (nn *NodeNet) Close(conn env.ConnID) {
+// Close closes an inbound connection from the node's side in request
+// order, in place of answering (conn, correlationID) (env.Network.Close):
+// the responses to earlier requests are sent first, then the FIN; later
+// requests are neither answered nor delivered.
+func (nn *NodeNet) Close(conn env.ConnID, correlationID int32) {
 	if c := nn.host.inbound[conn]; c != nil {
-		c.serverClose()
+		c.closeInOrder(correlationID)
 	}
 }
 

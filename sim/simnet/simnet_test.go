@@ -328,20 +328,23 @@ func TestClientCloseDeliversWhatWasSent(t *testing.T) {
 	}
 }
 
-// closingNode answers the first request on a connection, then closes it.
+// closingNode answers the first request on a connection, then closes it on
+// the second.
 type closingNode struct {
 	net    *NodeNet
 	closed []env.ConnID
 }
 
 func (n *closingNode) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg.Request) {
-	if header.CorrelationID == 0 {
-		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		rt := kmsg.NewMetadataResponseTopic()
-		rt.Topic = req.(*kmsg.MetadataRequest).Topics[0].Topic
-		resp.Topics = append(resp.Topics, rt)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic = req.(*kmsg.MetadataRequest).Topics[0].Topic
+	resp.Topics = append(resp.Topics, rt)
+	switch header.CorrelationID {
+	case 0:
 		n.net.Reply(conn, 0, resp)
-		n.net.Close(conn)
+	case 1:
+		n.net.Close(conn, 1)
 		n.net.Reply(conn, 1, resp) // after Close: a no-op
 	}
 }
@@ -435,4 +438,97 @@ func TestMalformedFrameBreaksConnection(t *testing.T) {
 	if len(got) != 1 || !errors.Is(got[0].err, ErrConnBroken) {
 		t.Fatalf("got %+v", got)
 	}
+}
+
+// orderedClosingNode holds its answer to the first request on a connection
+// for holdNs (forever if negative), closes the connection on the second
+// (env.Network.Close, in request order), and records what it was given.
+type orderedClosingNode struct {
+	net       *NodeNet
+	proc      *sched.Node
+	holdNs    int64
+	delivered []int32
+	closed    []env.ConnID
+}
+
+func (n *orderedClosingNode) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg.Request) {
+	n.delivered = append(n.delivered, header.CorrelationID)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic = req.(*kmsg.MetadataRequest).Topics[0].Topic
+	resp.Topics = append(resp.Topics, rt)
+	switch header.CorrelationID {
+	case 0:
+		if n.holdNs >= 0 {
+			n.proc.After(n.holdNs, func() { n.net.Reply(conn, 0, resp) })
+		}
+	case 1:
+		n.net.Close(conn, 1)
+	default:
+		n.net.Reply(conn, header.CorrelationID, resp)
+	}
+}
+
+func (n *orderedClosingNode) HandleClosed(conn env.ConnID) { n.closed = append(n.closed, conn) }
+
+// TestServerCloseInRequestOrder: three pipelined requests; the node holds
+// its answer to the first (as an acks=all produce waits for the ISR),
+// closes on the second, and would answer the third. The first's answer
+// still arrives, after the close was asked for; the second and third fail
+// with ErrConnClosed; the third never reaches the node; the node hears of
+// the close once. If the first answer never comes, the connection closes
+// env.CloseAnswersWaitMs after the close.
+func TestServerCloseInRequestOrder(t *testing.T) {
+	run := func(t *testing.T, holdNs int64) (*Network, *sched.Scheduler, *orderedClosingNode, *ClientConn, *[]outcome, *error) {
+		s := sched.New(sched.Options{})
+		n := New(s, sched.NewStreams(11).Get("net"), Calm())
+		proc := s.NewNode(0)
+		nn := n.AddNode(0, proc)
+		node := &orderedClosingNode{net: nn, proc: proc, holdNs: holdNs}
+		nn.SetHandler(node)
+		closedErr := new(error)
+		cc, _ := n.AddClient("c", s.NewNode(100)).Dial(0, func(err error) { *closedErr = err })
+		got := new([]outcome)
+		sendMetadata(t, cc, "held", got)
+		sendMetadata(t, cc, "closes", got)
+		sendMetadata(t, cc, "behind", got)
+		return n, s, node, cc, got, closedErr
+	}
+
+	t.Run("held answer arrives first", func(t *testing.T) {
+		n, s, node, cc, got, closedErr := run(t, 200e6)
+		s.RunFor(100e6)
+		if len(*got) != 0 || !cc.Open() {
+			t.Fatalf("before the held answer: got %+v, open %v; the close must wait for it", *got, cc.Open())
+		}
+		s.RunFor(1e9)
+		if len(*got) != 3 || (*got)[0].topic != "held" || (*got)[0].err != nil ||
+			!errors.Is((*got)[1].err, ErrConnClosed) || !errors.Is((*got)[2].err, ErrConnClosed) {
+			t.Fatalf("got %+v, want the held answer, then two ErrConnClosed", *got)
+		}
+		if !slices.Equal(node.delivered, []int32{0, 1}) {
+			t.Fatalf("node was given %v, want [0 1]: nothing after the request it closed on", node.delivered)
+		}
+		if !errors.Is(*closedErr, ErrConnClosed) || !slices.Equal(node.closed, []env.ConnID{cc.ID()}) {
+			t.Fatalf("onClosed got %v, node heard %v", *closedErr, node.closed)
+		}
+		if len(n.conns) != 0 {
+			t.Fatalf("%d connections still open", len(n.conns))
+		}
+	})
+
+	t.Run("answer never comes", func(t *testing.T) {
+		n, s, node, cc, got, _ := run(t, -1)
+		s.RunFor(env.CloseAnswersWaitMs*1_000_000 - 1e9)
+		if len(*got) != 0 || !cc.Open() {
+			t.Fatalf("got %+v, open %v before the bound", *got, cc.Open())
+		}
+		s.RunFor(2e9)
+		if len(*got) != 3 || !errors.Is((*got)[0].err, ErrConnClosed) {
+			t.Fatalf("got %+v, want three ErrConnClosed once the bound passed", *got)
+		}
+		if !slices.Equal(node.closed, []env.ConnID{cc.ID()}) || len(n.conns) != 0 {
+			t.Fatalf("node heard %v, %d connections open", node.closed, len(n.conns))
+		}
+	})
 }
