@@ -429,6 +429,17 @@ func (c *cluster) rssAnonMaxKiB() int64 {
 	return most
 }
 
+// exitedErr reports, for a failed request's error, the first of the
+// cluster's processes that has ended, or nil if all still run.
+func (c *cluster) exitedErr() error {
+	for _, p := range c.processes {
+		if err := p.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // cpu is the CPU time (user + system) all the cluster's processes have used.
 func (c *cluster) cpu() (time.Duration, error) {
 	var total time.Duration

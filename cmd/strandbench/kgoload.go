@@ -30,7 +30,8 @@ type produceSettings struct {
 // is allowed kgo's idempotent maximum of 5 produce requests in flight per
 // broker, so that idempotence is the only difference between the two.
 func producerOpts(bootstrap []string, topic string, s produceSettings) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression())}
+	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(produceDeliveryTimeout)}
 	if s.acksAll {
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	} else {
@@ -44,6 +45,11 @@ func producerOpts(bootstrap []string, topic string, s produceSettings) []kgo.Opt
 	}
 	return opts
 }
+
+// produceDeliveryTimeout fails a record kgo could not deliver in that time:
+// without it kgo retries forever, and a broker that died mid-benchmark
+// would hang the run instead of failing it.
+const produceDeliveryTimeout = 30 * time.Second
 
 // produceResult is one produce run.
 type produceResult struct {
@@ -110,7 +116,7 @@ func produceFor(c *cluster, topic string, valueBytes int, duration time.Duration
 	defer cl.Close()
 	// A first record outside the timing: metadata, connection, producer id.
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: recordValue(valueBytes)}).FirstErr(); err != nil {
-		return produceResult{}, fmt.Errorf("produce to %s on %s: %w", topic, c.name, err)
+		return produceResult{}, fmt.Errorf("produce to %s on %s: %w", topic, c.name, errors.Join(err, c.exitedErr()))
 	}
 	value := recordValue(valueBytes)
 	acks := &ackCounter{}
@@ -137,7 +143,7 @@ func produceFor(c *cluster, topic string, valueBytes int, duration time.Duration
 		return produceResult{}, err
 	}
 	if err := acks.err(); err != nil {
-		return produceResult{}, fmt.Errorf("produce to %s on %s: %w", topic, c.name, err)
+		return produceResult{}, fmt.Errorf("produce to %s on %s: %w", topic, c.name, errors.Join(err, c.exitedErr()))
 	}
 	if acks.acked.Load() != produced {
 		return produceResult{}, fmt.Errorf("produce to %s on %s: %d acknowledged of %d", topic, c.name, acks.acked.Load(), produced)
