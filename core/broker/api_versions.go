@@ -52,6 +52,10 @@ type apiRange struct {
 //     api_22_init_producer_id.go).
 //   - FindCoordinator v0..v4 (v4 batches keys, KIP-699) and the group APIs
 //     core/group serves (groupAPIs).
+//   - DescribeLogDirs v1..v4 (disk usage in kafka-log-dirs.sh, kadm and
+//     UIs), and DescribeAcls, CreateAcls and DeleteAcls v1..v3 answered
+//     SECURITY_DISABLED, as a Kafka broker without an authorizer answers
+//     (v0 of all four went in Kafka 4.0, KIP-896).
 //
 // Never advertise a key that is not served: clients switch behaviour on
 // what they see (kgo on key 68, KIP-848).
@@ -72,6 +76,10 @@ var clientAPIs = []apiRange{
 	{kmsg.DescribeCluster.Int16(), 0, 1},
 	{kmsg.InitProducerID.Int16(), 0, 4},
 	{kmsg.FindCoordinator.Int16(), 0, 4},
+	{kmsg.DescribeLogDirs.Int16(), 1, 4},
+	{kmsg.DescribeACLs.Int16(), 1, 3},
+	{kmsg.CreateACLs.Int16(), 1, 3},
+	{kmsg.DeleteACLs.Int16(), 1, 3},
 }
 
 // groupAPIs are the group requests the coordinators serve, in the versions

@@ -386,3 +386,89 @@ func TestOffsetDeleteOfUnknownPartitionsIsUnknownTopic(t *testing.T) {
 		t.Fatalf("OffsetDelete of an unknown group: error %d with %d topics; want GROUP_ID_NOT_FOUND (%d) alone", r.ErrorCode, len(r.Topics), kerr.GroupIDNotFound.Code)
 	}
 }
+
+// TestDescribeLogDirsListsEachPartitionsSize: DescribeLogDirs answers each
+// log directory, named as log.dirs names it, with the partitions it holds
+// (all, or those asked for), each with its log's size and an offset lag of
+// 0, as Kafka's ReplicaManager.describeLogDirs does; space stays unknown.
+func TestDescribeLogDirsListsEachPartitionsSize(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "d", 2, 1)
+	if r := c.produce(1, "d", 0, -1, recordBatch("a", "b", "c")); r.ErrorCode != 0 {
+		t.Fatalf("produce: error %d", r.ErrorCode)
+	}
+	size0 := c.nodes[1].node.partitions[partitionKey{"d", 0}].log.SizeBytes()
+	if size0 == 0 {
+		t.Fatal("d-0 holds no bytes after a produce")
+	}
+
+	describe := func(topics map[string][]int32) kmsg.DescribeLogDirsResponseDir {
+		t.Helper()
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		req.SetVersion(4)
+		for topic, partitions := range topics { // order-independent: one topic
+			rt := kmsg.NewDescribeLogDirsRequestTopic()
+			rt.Topic, rt.Partitions = topic, partitions
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := c.request(1, req).(*kmsg.DescribeLogDirsResponse)
+		if resp.ErrorCode != 0 || len(resp.Dirs) != 1 {
+			t.Fatalf("DescribeLogDirs: error %d, %d dirs; want 0 and one", resp.ErrorCode, len(resp.Dirs))
+		}
+		d := resp.Dirs[0]
+		if d.Dir != "/data/node1" || d.ErrorCode != 0 || d.TotalBytes != -1 || d.UsableBytes != -1 {
+			t.Fatalf("dir %q error %d total %d usable %d; want /data/node1, 0, -1, -1", d.Dir, d.ErrorCode, d.TotalBytes, d.UsableBytes)
+		}
+		return d
+	}
+	sizes := func(d kmsg.DescribeLogDirsResponseDir) map[string]int64 {
+		out := map[string]int64{}
+		for _, rt := range d.Topics {
+			for _, p := range rt.Partitions {
+				if p.OffsetLag != 0 || p.IsFuture {
+					t.Errorf("%s-%d: offset lag %d, future %t; want 0, false", rt.Topic, p.Partition, p.OffsetLag, p.IsFuture)
+				}
+				out[fmt.Sprintf("%s-%d", rt.Topic, p.Partition)] = p.Size
+			}
+		}
+		return out
+	}
+	if got, want := sizes(describe(nil)), map[string]int64{"d-0": size0, "d-1": 0}; !maps.Equal(got, want) {
+		t.Fatalf("every partition: %v, want %v", got, want)
+	}
+	if got, want := sizes(describe(map[string][]int32{"d": {1}})), map[string]int64{"d-1": 0}; !maps.Equal(got, want) {
+		t.Fatalf("d-1 only: %v, want %v", got, want)
+	}
+}
+
+// TestAclRequestsAreSecurityDisabled: Strand has no authorizer, so the ACL
+// APIs answer as a Kafka broker without authorizer.class.name does:
+// SECURITY_DISABLED for DescribeAcls and for each creation and deletion.
+func TestAclRequestsAreSecurityDisabled(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	describe := kmsg.NewPtrDescribeACLsRequest()
+	describe.SetVersion(3)
+	if r := c.request(1, describe).(*kmsg.DescribeACLsResponse); r.ErrorCode != kerr.SecurityDisabled.Code || r.ErrorMessage == nil {
+		t.Errorf("DescribeAcls: error %d message %v; want SECURITY_DISABLED (%d) with a message", r.ErrorCode, r.ErrorMessage, kerr.SecurityDisabled.Code)
+	}
+	create := kmsg.NewPtrCreateACLsRequest()
+	create.SetVersion(3)
+	create.Creations = make([]kmsg.CreateACLsRequestCreation, 2)
+	r := c.request(1, create).(*kmsg.CreateACLsResponse)
+	if len(r.Results) != 2 {
+		t.Fatalf("CreateAcls of 2: %d results", len(r.Results))
+	}
+	for i, res := range r.Results {
+		if res.ErrorCode != kerr.SecurityDisabled.Code {
+			t.Errorf("CreateAcls result %d: error %d, want SECURITY_DISABLED", i, res.ErrorCode)
+		}
+	}
+	del := kmsg.NewPtrDeleteACLsRequest()
+	del.SetVersion(3)
+	del.Filters = make([]kmsg.DeleteACLsRequestFilter, 1)
+	if d := c.request(1, del).(*kmsg.DeleteACLsResponse); len(d.Results) != 1 || d.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Errorf("DeleteAcls of 1 filter: %+v, want one SECURITY_DISABLED result", d.Results)
+	}
+}

@@ -394,6 +394,14 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDeleteGroups(conn, hdr, r)
 	case *kmsg.OffsetDeleteRequest:
 		n.handleOffsetDelete(conn, hdr, r)
+	case *kmsg.DescribeLogDirsRequest:
+		n.handleDescribeLogDirs(conn, hdr, r)
+	case *kmsg.DescribeACLsRequest:
+		n.handleDescribeAcls(conn, hdr, r)
+	case *kmsg.CreateACLsRequest:
+		n.handleCreateAcls(conn, hdr, r)
+	case *kmsg.DeleteACLsRequest:
+		n.handleDeleteAcls(conn, hdr, r)
 	default:
 		if !controller.Handles(req) {
 			// Advertised but not dispatched would be a table bug.
