@@ -11,6 +11,10 @@ package broker
 // HW, else offset -1. Earliest and latest carry the current leader epoch, a
 // record found by timestamp its batch's epoch, as Kafka's do.
 //
+// As Kafka, a partition named twice is INVALID_REQUEST (each time), and a
+// negative timestamp the version does not define (-3 before v7, -4, -5, any
+// other) UNSUPPORTED_VERSION.
+//
 // Skipped: v0's list of old-style offsets; v8's tiered-storage timestamps
 // (-4, -5); replicas asking with ReplicaID >= 0 are answered as consumers.
 
@@ -31,20 +35,59 @@ const (
 
 func (n *Node) handleListOffsets(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ListOffsetsRequest) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	named := map[partitionKey]int{}
+	for _, t := range req.Topics {
+		for _, lp := range t.Partitions {
+			named[partitionKey{t.Topic, lp.Partition}]++
+		}
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
 		for _, lp := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, n.listOffset(partitionKey{t.Topic, lp.Partition}, lp))
+			key := partitionKey{t.Topic, lp.Partition}
+			var rp kmsg.ListOffsetsResponseTopicPartition
+			switch {
+			case named[key] > 1:
+				// Kafka refuses a partition named twice (its
+				// duplicatePartitions) rather than answer one of them.
+				rp = listOffsetError(lp, kerr.InvalidRequest.Code)
+			case !listTimestampServed(lp.Timestamp, req.Version):
+				rp = listOffsetError(lp, kerr.UnsupportedVersion.Code)
+			default:
+				rp = n.listOffset(key, lp)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	n.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
-func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+// listTimestampServed reports whether a ListOffsets timestamp is one the
+// version may ask for, as Kafka's isListOffsetsTimestampUnsupported decides:
+// any time, earliest and latest from v1, max timestamp from v7; any other
+// negative timestamp (v8's tiered-storage ones, or none at all) is
+// UNSUPPORTED_VERSION rather than a search for the first record after it.
+func listTimestampServed(timestamp int64, version int16) bool {
+	switch {
+	case timestamp >= 0, timestamp == listEarliest, timestamp == listLatest:
+		return true
+	case timestamp == listMaxTimestamp:
+		return version >= 7
+	}
+	return false
+}
+
+// listOffsetError is a ListOffsets partition answer carrying only an error.
+func listOffsetError(lp kmsg.ListOffsetsRequestTopicPartition, code int16) kmsg.ListOffsetsResponseTopicPartition {
 	rp := kmsg.NewListOffsetsResponseTopicPartition()
-	rp.Partition, rp.Timestamp, rp.Offset, rp.LeaderEpoch = lp.Partition, -1, -1, -1
+	rp.Partition, rp.Timestamp, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = lp.Partition, -1, -1, -1, code
+	return rp
+}
+
+func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+	rp := listOffsetError(lp, 0)
 	p := n.partitions[key]
 	if p == nil {
 		rp.ErrorCode = n.notHostedCode(key)

@@ -472,3 +472,48 @@ func TestAclRequestsAreSecurityDisabled(t *testing.T) {
 		t.Errorf("DeleteAcls of 1 filter: %+v, want one SECURITY_DISABLED result", d.Results)
 	}
 }
+
+// TestListOffsetsRefusesDuplicatesAndUndefinedTimestamps: as Kafka, a
+// partition named twice in one ListOffsets is INVALID_REQUEST (each time),
+// and a negative timestamp the version does not define is
+// UNSUPPORTED_VERSION: max timestamp (-3) before v7, v8's -4 and any other
+// negative, instead of a search for the first record after it.
+func TestListOffsetsRefusesDuplicatesAndUndefinedTimestamps(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopic(1, "lo", 2, 1)
+	if r := c.produce(1, "lo", 0, -1, recordBatch("a", "b")); r.ErrorCode != 0 {
+		t.Fatalf("produce: error %d", r.ErrorCode)
+	}
+	listOffsets := func(version int16, asks ...[2]int64) []kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(version)
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lo"
+		for _, a := range asks {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = int32(a[0]), a[1]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		return c.request(1, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions
+	}
+	check := func(what string, got kmsg.ListOffsetsResponseTopicPartition, code int16, offset int64) {
+		t.Helper()
+		if got.ErrorCode != code || got.Offset != offset {
+			t.Errorf("%s: error %d offset %d; want error %d offset %d", what, got.ErrorCode, got.Offset, code, offset)
+		}
+	}
+	got := listOffsets(6, [2]int64{1, -1}, [2]int64{1, -2}, [2]int64{0, -1})
+	check("v6 lo-1 latest, named twice", got[0], kerr.InvalidRequest.Code, -1)
+	check("v6 lo-1 earliest, named twice", got[1], kerr.InvalidRequest.Code, -1)
+	check("v6 lo-0 latest", got[2], 0, 2)
+	got = listOffsets(6, [2]int64{0, -3})
+	check("v6 max timestamp", got[0], kerr.UnsupportedVersion.Code, -1)
+	got = listOffsets(7, [2]int64{0, -3}, [2]int64{1, -4})
+	check("v7 max timestamp", got[0], 0, 0) // both records carry the same timestamp
+	check("v7 timestamp -4", got[1], kerr.UnsupportedVersion.Code, -1)
+	got = listOffsets(7, [2]int64{0, -7})
+	check("v7 timestamp -7", got[0], kerr.UnsupportedVersion.Code, -1)
+}
