@@ -78,28 +78,23 @@ func threadCPU() time.Duration {
 
 // measurePageCacheWrite writes totalBytes into a new file at path with
 // pageCacheWriteBytes pwrites and no fsync, then overwrites it the same way,
-// on a thread of its own, and returns the two CPU times of that thread: the
-// rest of this process (kgo's goroutines winding down, the garbage
-// collector) does not enter them. The file is left in place, its pages in
-// the page cache: removing it would free gigabytes that the next runs would
-// then reuse at a fraction of the cost of new pages.
+// with the calling goroutine locked to its thread, and returns the two CPU
+// times of that thread: the rest of this process (kgo's goroutines winding
+// down, the garbage collector) does not enter them. The file is left in
+// place, its pages in the page cache: removing it would free gigabytes that
+// the next runs would then reuse at a fraction of the cost of new pages.
 func measurePageCacheWrite(path string, totalBytes int64) (pageCacheRun, error) {
 	if totalBytes <= 0 {
 		return pageCacheRun{}, fmt.Errorf("page-cache write limit: %d bytes to write, must be > 0", totalBytes)
 	}
-	type result struct {
-		run pageCacheRun
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread ends with the goroutine.
-		runtime.LockOSThread()
-		run, err := writePageCache(path, totalBytes)
-		done <- result{run, err}
-	}()
-	r := <-done
-	return r.run, r.err
+	// Unlocked on return: a goroutine that ends locked ends its thread, and
+	// the kernel sends a child its Pdeathsig when the thread that forked it
+	// ends (brokerProcess.start sets SIGKILL). A first version measured on
+	// a goroutine of its own that ended locked, and killed the brokers its
+	// thread had started.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return writePageCache(path, totalBytes)
 }
 
 // writePageCache is measurePageCacheWrite's work, on a locked thread.

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -39,6 +41,47 @@ func TestThreadCPUCountsOnlyItsThread(t *testing.T) {
 	if r.process < spin/2 || r.thread > 30*time.Millisecond {
 		t.Errorf("while another goroutine spun: this thread %v, the process %v; want under 30 ms and at least %v", r.thread, r.process, spin/2)
 	}
+}
+
+// TestMeasurePageCacheWriteSparesChildren: a child started with a
+// Pdeathsig from a goroutine's thread, as the brokers are, survives that
+// goroutine measuring the limit and ending. Go ends the thread of a
+// goroutine that ends locked, and the kernel then kills every child that
+// thread forked with a Pdeathsig: the brokers died mid-benchmark that way.
+func TestMeasurePageCacheWriteSparesChildren(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limit")
+	started := make(chan *exec.Cmd, 1)
+	measured := make(chan error, 1)
+	go func() {
+		// Fork on this thread; the measurement then locks it again (the
+		// goroutine could move between, which would let a bug pass, never
+		// fail a correct version).
+		runtime.LockOSThread()
+		child := exec.Command("sleep", "10")
+		child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := child.Start(); err != nil {
+			runtime.UnlockOSThread()
+			measured <- err
+			return
+		}
+		started <- child
+		runtime.UnlockOSThread()
+		_, err := measurePageCacheWrite(path, pageCacheWriteBytes)
+		measured <- err
+	}()
+	if err := <-measured; err != nil {
+		t.Fatal(err)
+	}
+	child := <-started
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("the child ended when the measuring goroutine did: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	child.Process.Kill()
+	<-exited
 }
 
 // TestMeasurePageCacheWriteWritesTheBytes: the limit writes exactly the
