@@ -155,9 +155,19 @@ func (n *Node) openManagers() error {
 		if err != nil {
 			return fmt.Errorf("broker: log dir %d: %w", i, err)
 		}
+		m.SetLogger(n.cfg.Log.With(n.logDirAttr(i)))
 		n.managers = append(n.managers, m)
 	}
 	return nil
+}
+
+// logDirAttr names log directory i in a log line: its log.dirs path, or
+// its index where the configuration names none (the simulator).
+func (n *Node) logDirAttr(i int) slog.Attr {
+	if i < len(n.cfg.Broker.LogDirs) {
+		return slog.String("log_dir", n.cfg.Broker.LogDirs[i])
+	}
+	return slog.Int("log_dir_index", i)
 }
 
 // highWatermarksByManager returns, for each log directory (n.managers'

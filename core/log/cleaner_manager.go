@@ -72,5 +72,5 @@ func (m *Manager) WriteCleanerOffsets(done func(error)) {
 			entries = append(entries, checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: l.CleanerPoint()})
 		}
 	}
-	m.cleaner.offsets.Write(checkpoint.EncodeOffsets(entries), done)
+	m.cleaner.offsets.Write(checkpoint.EncodeOffsets(entries), m.failOnError(done))
 }

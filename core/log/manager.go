@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"sort"
 	"strconv"
@@ -64,12 +65,53 @@ type Manager struct {
 	replication         *checkpoint.Writer
 	logStartOffsets     *checkpoint.Writer
 	cleaner             managerCleaner
-	// failed records a failed sync of the directory itself.
+	// failed is set once the directory went offline: a sync of the
+	// directory itself or a checkpoint write failed (Fail).
 	failed error
+	// logger receives the operator log lines (SetLogger).
+	logger env.Log
 }
 
-// Err returns the error of a failed sync of the log directory, if any.
+// SetLogger directs the directory's operator log lines to logger.
+func (m *Manager) SetLogger(logger env.Log) { m.logger = logger }
+
+// Err returns the error that took the log directory offline, if any.
 func (m *Manager) Err() error { return m.failed }
+
+// Fail takes the log directory offline, as Kafka's LogDirFailureChannel
+// does on an IOException in it: every log in it fails (requests on them
+// get KAFKA_STORAGE_ERROR, and the broker asks to be fenced), CreateLog
+// refuses new ones, and it stays so until the process restarts. Checkpoint
+// writes call it on failure: a checkpoint that cannot be written leaves
+// the directory's durable state behind its logs with nobody told (a failed
+// Sync cannot be retried, env.ErrIO), and the clean shutdown that needs it
+// would fail anyway. It reports whether the directory was online before.
+func (m *Manager) Fail(cause error) bool {
+	if m.failed != nil {
+		return false
+	}
+	m.failed = fmt.Errorf("log directory %s is offline: %w", m.dir, cause)
+	m.logger.Error("storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR",
+		slog.Int("partitions", len(m.logs)), slog.Any("err", cause))
+	for _, tp := range m.Partitions() {
+		_ = m.logs[tp].fail(m.failed) // each log reports its own failure
+	}
+	return true
+}
+
+// failOnError wraps the done of a write to one of the directory's files:
+// a failure takes the directory offline (Fail). ErrClosed is not a storage
+// failure: the writer was abandoned.
+func (m *Manager) failOnError(done func(error)) func(error) {
+	return func(err error) {
+		if err != nil && !errors.Is(err, env.ErrClosed) {
+			m.Fail(err)
+		}
+		if done != nil {
+			done(err)
+		}
+	}
+}
 
 // OpenManager opens every <topic>-<partition> log found in dir with the
 // recovery points and log start offsets from its checkpoints, after removing
@@ -105,8 +147,8 @@ func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config,
 
 	// MkdirAll may have created dir: make its entry durable.
 	disk.SyncDir(path.Dir(dir), func(err error) {
-		if err != nil && m.failed == nil {
-			m.failed = fmt.Errorf("sync parent of log directory %s: %w", dir, err)
+		if err != nil {
+			m.Fail(fmt.Errorf("sync parent of log directory %s: %w", dir, err))
 		}
 	})
 	return m, nil
@@ -195,6 +237,9 @@ func (m *Manager) HighWatermark(tp TopicPartition) int64 { return m.highWatermar
 func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
 	if l, ok := m.logs[tp]; ok {
 		return l, nil
+	}
+	if m.failed != nil {
+		return nil, fmt.Errorf("create log %s: %w", tp.DirName(), m.failed)
 	}
 	l, err := Open(m.disk, joinPath(m.dir, tp.DirName()), m.configFor(tp.Topic), OpenOptions{NowMs: nowMs})
 	if err != nil {

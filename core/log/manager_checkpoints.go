@@ -45,19 +45,20 @@ func (m *Manager) WriteRecoveryPoints(done func(error)) {
 	}
 	m.recoveryPointWrites++
 	write := m.recoveryPointWrites
-	m.recoveryPoints.Write(m.encode((*Log).RecoveryPoint), func(err error) {
+	m.recoveryPoints.Write(m.encode((*Log).RecoveryPoint), m.failOnError(func(err error) {
 		if err == nil && write == m.recoveryPointWrites {
 			m.recoveryPointTrust = written // the file holds exactly this now
 		}
 		if done != nil {
 			done(err)
 		}
-	})
+	}))
 }
 
-// WriteLogStartOffsets writes log-start-offset-checkpoint.
+// WriteLogStartOffsets writes log-start-offset-checkpoint. A failure takes
+// the directory offline (Fail), as with every checkpoint write.
 func (m *Manager) WriteLogStartOffsets(done func(error)) {
-	m.logStartOffsets.Write(m.encode((*Log).LogStartOffset), done)
+	m.logStartOffsets.Write(m.encode((*Log).LogStartOffset), m.failOnError(done))
 }
 
 // WriteHighWatermarks writes replication-offset-checkpoint. The replica
@@ -67,7 +68,7 @@ func (m *Manager) WriteHighWatermarks(highWatermarks map[TopicPartition]int64, d
 	for tp, hw := range highWatermarks { // order-independent: EncodeOffsets sorts
 		entries = append(entries, checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: hw})
 	}
-	m.replication.Write(checkpoint.EncodeOffsets(entries), done)
+	m.replication.Write(checkpoint.EncodeOffsets(entries), m.failOnError(done))
 }
 
 func (m *Manager) encode(offsetOf func(*Log) int64) []byte {

@@ -453,9 +453,11 @@ const cleanRestartWaitNs = 10e9
 // marker written), then a process restart that keeps the page cache. If
 // the shutdown does not finish in time (disk faults can stop a majority of
 // the controller voters' metadata logs, and then no controller moves
-// anything), the restart is unclean: the broker leaves the ISR and ELR as
-// after a crash, so it counts against the budget as a crash does, and if
-// that exceeds it, the run is over budget.
+// anything), or Close fails (a log directory offline after a failed write
+// cannot be flushed or checkpointed, so no marker is written), the restart
+// is unclean: the broker leaves the ISR and ELR as after a crash, so it
+// counts against the budget as a crash does, and if that exceeds it, the
+// run is over budget.
 func (f *faults) cleanRestart(n *Node) {
 	c := f.c
 	incarnation := n.Proc.Incarnation()
@@ -479,7 +481,7 @@ func (f *faults) cleanRestart(n *Node) {
 	}
 	core := n.Core
 	core.BeginShutdown(func() {
-		core.Close(func(error) { c.S.After(0, func() { restart(true) }) })
+		core.Close(func(err error) { c.S.After(0, func() { restart(err == nil) }) })
 	})
 	c.S.After(cleanRestartWaitNs, func() { restart(false) })
 }
