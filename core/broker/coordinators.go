@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -282,7 +283,9 @@ func (n *Node) ensureOffsetsTopic() {
 	t.Topic = offsetsTopic
 	t.NumPartitions = n.cfg.Broker.OffsetsTopicNumPartitions
 	t.ReplicationFactor = n.cfg.Broker.OffsetsTopicReplicationFactor
-	for _, kv := range [][2]string{{"cleanup.policy", "compact"}, {"compression.type", "producer"}} {
+	// Kafka's groupMetadataTopicConfigs.
+	segmentBytes := strconv.FormatInt(int64(n.cfg.Broker.OffsetsTopicSegmentBytes), 10)
+	for _, kv := range [][2]string{{"cleanup.policy", "compact"}, {"compression.type", "producer"}, {"segment.bytes", segmentBytes}} {
 		c := kmsg.NewCreateTopicsRequestTopicConfig()
 		name, value := kv[0], kv[1]
 		c.Name, c.Value = name, &value

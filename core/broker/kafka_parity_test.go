@@ -517,3 +517,40 @@ func TestListOffsetsRefusesDuplicatesAndUndefinedTimestamps(t *testing.T) {
 	got = listOffsets(7, [2]int64{0, -7})
 	check("v7 timestamp -7", got[0], kerr.UnsupportedVersion.Code, -1)
 }
+
+// TestOffsetsTopicIsCreatedWithKafkasSegmentBytes: __consumer_offsets is
+// created with segment.bytes = offsets.topic.segment.bytes (Kafka's
+// groupMetadataTopicConfigs, 100 MiB by default), beside cleanup.policy
+// compact, so that compaction, which leaves the active segment alone,
+// reaches old commits long before log.segment.bytes' 1 GiB.
+func TestOffsetsTopicIsCreatedWithKafkasSegmentBytes(t *testing.T) {
+	for _, tc := range []struct {
+		setting string // offsets.topic.segment.bytes, "" for the default
+		want    string
+	}{{"", "104857600"}, {"2097152", "2097152"}} {
+		extra := map[string]string{"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1"}
+		if tc.setting != "" {
+			extra["offsets.topic.segment.bytes"] = tc.setting
+		}
+		c := newCluster(t, 1, extra)
+		c.waitRegistered()
+		c.waitCoordinator(1, "g")
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(4)
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, offsetsTopic, []string{"segment.bytes", "cleanup.policy"}
+		req.Resources = append(req.Resources, r)
+		got := map[string]string{}
+		for _, e := range c.request(1, req).(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+			if e.Source == kmsg.ConfigSourceDynamicTopicConfig {
+				got[e.Name] = deref(e.Value)
+			}
+		}
+		if want := map[string]string{"segment.bytes": tc.want, "cleanup.policy": "compact"}; !maps.Equal(got, want) {
+			t.Errorf("offsets.topic.segment.bytes %q: %s's topic configs %v, want %v", tc.setting, offsetsTopic, got, want)
+		}
+		if got := c.nodes[1].node.topicConfig(offsetsTopic).SegmentBytes; fmt.Sprint(got) != tc.want {
+			t.Errorf("offsets.topic.segment.bytes %q: the log's segment.bytes %d, want %s", tc.setting, got, tc.want)
+		}
+	}
+}

@@ -95,6 +95,11 @@ type Broker struct {
 	OffsetsTopicReplicationFactor int16
 	// OffsetsTopicNumPartitions is offsets.topic.num.partitions.
 	OffsetsTopicNumPartitions int32
+	// OffsetsTopicSegmentBytes is offsets.topic.segment.bytes: the
+	// segment.bytes __consumer_offsets is created with (Kafka 100 MiB,
+	// smaller than log.segment.bytes so that compaction, which skips the
+	// active segment, reaches old commits sooner).
+	OffsetsTopicSegmentBytes int32
 	// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
 	GroupInitialRebalanceDelayMs int32
 	// OffsetsRetentionMinutes is offsets.retention.minutes: committed

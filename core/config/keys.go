@@ -173,6 +173,7 @@ var brokerKeys = map[string]keyDef{
 	"socket.request.max.bytes":         int32Key("104857600", 1, maxInt32, func(b *Broker) *int32 { return &b.SocketRequestMaxBytes }),
 	"offsets.topic.replication.factor": int16Key("3", 1, math.MaxInt16, func(b *Broker) *int16 { return &b.OffsetsTopicReplicationFactor }),
 	"offsets.topic.num.partitions":     int32Key("50", 1, maxInt32, func(b *Broker) *int32 { return &b.OffsetsTopicNumPartitions }),
+	"offsets.topic.segment.bytes":      int32Key("104857600", 1, maxInt32, func(b *Broker) *int32 { return &b.OffsetsTopicSegmentBytes }),
 	"group.initial.rebalance.delay.ms": int32Key("3000", 0, maxInt32, func(b *Broker) *int32 { return &b.GroupInitialRebalanceDelayMs }),
 	// Committed-offset expiry (KIP-211), Kafka's types and minimums.
 	"offsets.retention.minutes":           int32Key("10080", 1, maxInt32, func(b *Broker) *int32 { return &b.OffsetsRetentionMinutes }),
