@@ -66,6 +66,9 @@ func (m *Manager) dirtiest(nowMs int64, highWatermark func(TopicPartition) int64
 // WriteCleanerOffsets writes cleaner-offset-checkpoint from the cleaner
 // points of the compacted logs.
 func (m *Manager) WriteCleanerOffsets(done func(error)) {
+	if m.refuseOffline(done) {
+		return
+	}
 	var entries []checkpoint.PartitionOffset
 	for _, tp := range m.Partitions() {
 		if l := m.logs[tp]; l.cfg.Compaction.Compact {

@@ -81,7 +81,8 @@ func (m *Manager) Err() error { return m.failed }
 // Fail takes the log directory offline, as Kafka's LogDirFailureChannel
 // does on an IOException in it: every log in it fails (requests on them
 // get KAFKA_STORAGE_ERROR, and the broker asks to be fenced), CreateLog
-// refuses new ones, and it stays so until the process restarts. Checkpoint
+// refuses new ones, no checkpoint is written to it any more, and it stays
+// so until the process restarts. Checkpoint
 // writes call it on failure: a checkpoint that cannot be written leaves
 // the directory's durable state behind its logs with nobody told (a failed
 // Sync cannot be retried, env.ErrIO), and the clean shutdown that needs it
@@ -95,6 +96,21 @@ func (m *Manager) Fail(cause error) bool {
 		slog.Int("partitions", len(m.logs)), slog.Any("err", cause))
 	for _, tp := range m.Partitions() {
 		_ = m.logs[tp].fail(m.failed) // each log reports its own failure
+	}
+	return true
+}
+
+// refuseOffline answers done with the directory's failure and reports
+// true once it is offline: nothing more is written to it, as Kafka
+// checkpoints only its live log directories. In particular the HW and
+// log-start-offset checkpoints a clean shutdown writes then fail, so no
+// clean-shutdown marker claims that its unflushed logs are durable.
+func (m *Manager) refuseOffline(done func(error)) bool {
+	if m.failed == nil {
+		return false
+	}
+	if done != nil {
+		done(m.failed)
 	}
 	return true
 }

@@ -38,6 +38,9 @@ func (m *Manager) DeleteLog(tp TopicPartition, done func(error)) error {
 // durable the file may hold either content, so recoveryPointTrust keeps the
 // larger of the two for each partition.
 func (m *Manager) WriteRecoveryPoints(done func(error)) {
+	if m.refuseOffline(done) {
+		return
+	}
 	written := map[TopicPartition]int64{}
 	for _, tp := range m.Partitions() {
 		written[tp] = m.logs[tp].RecoveryPoint()
@@ -56,14 +59,21 @@ func (m *Manager) WriteRecoveryPoints(done func(error)) {
 }
 
 // WriteLogStartOffsets writes log-start-offset-checkpoint. A failure takes
-// the directory offline (Fail), as with every checkpoint write.
+// the directory offline (Fail), as with every checkpoint write; an offline
+// directory's checkpoints are not written (refuseOffline).
 func (m *Manager) WriteLogStartOffsets(done func(error)) {
+	if m.refuseOffline(done) {
+		return
+	}
 	m.logStartOffsets.Write(m.encode((*Log).LogStartOffset), m.failOnError(done))
 }
 
 // WriteHighWatermarks writes replication-offset-checkpoint. The replica
 // layer owns the high watermarks; it passes them in.
 func (m *Manager) WriteHighWatermarks(highWatermarks map[TopicPartition]int64, done func(error)) {
+	if m.refuseOffline(done) {
+		return
+	}
 	entries := make([]checkpoint.PartitionOffset, 0, len(highWatermarks))
 	for tp, hw := range highWatermarks { // order-independent: EncodeOffsets sorts
 		entries = append(entries, checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: hw})

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/core/env"
+)
+
+// TestOfflineDirWritesNoCleanShutdownMarker: a log directory taken offline
+// by a failed write of a file other than the HW and log-start-offset
+// checkpoints (here the sync of its parent at open) must not let a
+// controlled shutdown write the clean-shutdown marker: its logs are not
+// flushed at shutdown (they failed), so the marker's "every log is
+// durable" would be false, and SPEC §3.5 says an offline directory's
+// clean shutdown writes no marker. Before the fix the directory's other
+// checkpoint writers were still healthy, went on writing the offline
+// directory every interval, and Close succeeded with the marker written.
+func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	n := c.nodes[2]
+	n.proc.Crash()
+	n.proc.Restart()
+	// The first sync of the disk's root after the start is the Manager's
+	// (OpenManager syncs the parent of its directory).
+	if err := n.disk.FailNextSync("."); err != nil {
+		t.Fatal(err)
+	}
+	c.start(n)
+	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.run(2 * hwCheckpointIntervalMs)
+	if err := n.node.managers[0].Err(); err == nil {
+		t.Fatal("test premise: the failed sync at open did not take the directory offline")
+	}
+	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
+		t.Fatal("broker 2 with an offline log directory is not fenced")
+	}
+
+	stopped := false
+	n.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown of the broker with an offline directory", 20000, func() bool { return stopped })
+	var closeErr error
+	closed := false
+	n.node.Close(func(err error) { closeErr, closed = err, true })
+	c.waitFor("closed", 5000, func() bool { return closed })
+	f, err := n.disk.Open(cleanShutdownFile, env.OpenOptions{})
+	if err == nil {
+		_ = f.Close()
+		t.Fatalf("the clean-shutdown marker was written though the log directory is offline (Close: %v)", closeErr)
+	}
+	if !errors.Is(err, env.ErrNotExist) {
+		t.Fatalf("open %s: %v", cleanShutdownFile, err)
+	}
+	if closeErr == nil {
+		t.Fatal("Close of a broker with an offline log directory reported no error")
+	}
+}
