@@ -60,3 +60,53 @@ func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
 		t.Fatal("Close of a broker with an offline log directory reported no error")
 	}
 }
+
+// TestFailedLogWritesNoCleanShutdownMarker: a broker one of whose logs
+// failed (here a Sync of its segment: the records on it may not be
+// durable, and the log never syncs again) must not write the
+// clean-shutdown marker at a controlled shutdown. Close flushes every log
+// before the marker ("every log is durable"); a failed log cannot be
+// flushed, and Kafka, whose LogDirFailureChannel takes the log's whole
+// directory offline on its IOException, writes no marker in an offline
+// directory and reads none at start (LogManager
+// .readBrokerEpochFromCleanShutdownFiles: any offline directory, no
+// broker epoch). Before, Close skipped the failed log's flush and wrote
+// the marker: the restarted broker registered as clean and kept its ELR
+// eligibility with a log whose tail was never synced.
+func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
+	c := threeNodes(t)
+	for range 3 {
+		if r := c.produce(2, "r", 0, -1, recordBatch("unsynced")); r.ErrorCode != 0 {
+			t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	n := c.nodes[3]
+	p := n.node.partitions[partitionKey{"r", 0}]
+	if p == nil || p.log.LogEndOffset() != 3 || p.log.RecoveryPoint() != 0 {
+		t.Fatalf("test premise: node 3's r-0 holds 3 unsynced records")
+	}
+	if err := n.disk.FailNextSync(p.log.Dir() + "/00000000000000000000.log"); err != nil {
+		t.Fatal(err)
+	}
+	flushed := false
+	p.log.Flush(p.log.LogEndOffset(), func(error) { flushed = true }) // as log.flush.interval.ms would
+	c.waitFor("the failed flush", 1000, func() bool { return flushed })
+	if p.log.Err() == nil {
+		t.Fatal("test premise: the failed Sync did not fail the log")
+	}
+
+	stopped := false
+	n.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown of the broker with a failed log", 20000, func() bool { return stopped })
+	var closeErr error
+	closed := false
+	n.node.Close(func(err error) { closeErr, closed = err, true })
+	c.waitFor("closed", 5000, func() bool { return closed })
+	if f, err := n.disk.Open(cleanShutdownFile, env.OpenOptions{}); err == nil {
+		_ = f.Close()
+		t.Fatalf("the clean-shutdown marker was written though r-0's log failed unsynced (Close: %v)", closeErr)
+	}
+	if closeErr == nil {
+		t.Fatal("Close of a broker with a failed log reported no error")
+	}
+}

@@ -61,8 +61,11 @@ func (n *Node) AbandonControlledShutdown() bool {
 // (boundedly) for a successor, as KRaft's graceful shutdown does, so the
 // controller moves within a round trip instead of a fetch timeout. After a
 // completed controlled shutdown it then flushes every log, writes the log
-// start offset checkpoints and then the clean-shutdown marker, durably. done runs once all of that is
-// over; the node must not be used afterwards, and pending timers and
+// start offset checkpoints and then the clean-shutdown marker, durably; a
+// failed log (it cannot be flushed) or an offline log directory (its
+// checkpoints are not written) leaves the marker out and done gets the
+// error, so the next start registers as unclean. done runs once all of
+// that is over; the node must not be used afterwards, and pending timers and
 // callbacks are the environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
 	n.resignQuorum(func() { n.close(done) })
@@ -83,8 +86,13 @@ func (n *Node) close(done func(error)) {
 		}
 	}
 	for _, p := range n.sortedPartitions() {
-		if !p.storageFailed() {
-			pending++
+		pending++
+		if err := p.log.Err(); err != nil {
+			// A failed log cannot be flushed: its tail may never reach
+			// the disk, so no marker may say that every log is durable
+			// (Kafka writes none in the offline directory of a failed log).
+			finish(fmt.Errorf("%s: %w", p.key, err))
+		} else {
 			p.log.Flush(p.log.LogEndOffset(), finish)
 		}
 		if !p.storageFailed() && n.syncProducers(p) == nil {
