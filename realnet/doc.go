@@ -27,7 +27,11 @@
 //     batches go from the segment files with sendfile (framewriter.go). A
 //     response made only of bytes that is next in line while the writer is
 //     idle is written by the loop itself, with one non-blocking writev;
-//     the writer finishes what the socket did not take.
+//     the writer finishes what the socket did not take. A close, asked for
+//     by the core (env.Network.Close) or for a frame the reader refuses,
+//     is in request order: the answers to earlier requests are written
+//     first, then the FIN, and no request behind it reaches the core
+//     (serverConn.closeAt).
 //   - Per peer and plane (controller RPCs, Raft traffic between voters,
 //     or inter-broker: peers.go), one outbound connection with a writer
 //     that dials, reconnects with backoff and pipelines (a request that
@@ -49,6 +53,7 @@
 // It never calls into the core except on the event loop (PrecheckRequest,
 // pure and documented safe on any goroutine, is the one exception), never decides
 // protocol behaviour (that is core/'s), and never panics on bad input: a
-// malformed or unknown request closes its connection, an unsupported
+// malformed or unknown request closes its connection (after the answers
+// to the requests before it), an unsupported
 // ApiVersions gets KIP-511's answer.
 package realnet

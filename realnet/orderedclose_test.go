@@ -27,12 +27,30 @@ func rawProduce(topic string, p int32, acks int16, value string) *kmsg.ProduceRe
 	return req
 }
 
+// writeWhileBusy writes frames while n's event loop is kept busy, then
+// frees it once the reader has had time to read them all: every request
+// is then queued for the loop before the first runs, so an acks=all
+// produce among them still waits for its follower when a later one closes
+// the connection, and requests behind the close are already read, so only
+// the Network's own check keeps them from the core.
+func writeWhileBusy(n *Node, r *rawConn, frames []byte) {
+	busy, free := make(chan struct{}), make(chan struct{})
+	go n.Call(func(*broker.Node) {
+		close(busy)
+		<-free
+	})
+	<-busy
+	r.write(frames)
+	time.Sleep(100 * time.Millisecond)
+	close(free)
+}
+
 // TestCloseInRequestOrderOverTCP: on a real connection to the leader of an
 // RF-2 partition, a client pipelines a request whose answer the broker
 // holds (an acks=all produce waiting for the follower; a Fetch long-polling
 // an empty partition), an acks=0 produce to a partition that does not
-// exist (which closes the connection, as in Kafka), and an acks=1 produce
-// behind it. The held answer must arrive, then the end of the connection;
+// exist (which closes the connection, as in Kafka) or a frame the reader
+// refuses (an unknown api key), and an acks=1 produce behind it. The held answer must arrive, then the end of the connection;
 // the produce behind must be neither answered nor appended, and the broker
 // must go on serving.
 func TestCloseInRequestOrderOverTCP(t *testing.T) {
@@ -46,25 +64,12 @@ func TestCloseInRequestOrderOverTCP(t *testing.T) {
 	t.Run("acks=all produce held for the follower", func(t *testing.T) {
 		r := dialRaw(t, addr)
 		held := rawProduce(topic, 0, -1, "acked")
-		// The loop is kept busy while the three requests are read, so
-		// that all three are queued for it before the first runs: the
-		// acks=all produce then waits for the follower when the close
-		// comes, and the produce behind is already read, so only the
-		// Network's own check keeps it from the core.
-		busy, free := make(chan struct{}), make(chan struct{})
-		go c.nodes[leader-1].Call(func(*broker.Node) {
-			close(busy)
-			<-free
-		})
-		<-busy
 		var frames []byte
 		for i, req := range []kmsg.Request{held, rawProduce(topic, 7, 0, "refused"), rawProduce(topic, 0, 1, "behind")} {
 			hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: int32(i + 1), ClientID: "raw"}
 			frames = wire.AppendRequest(frames, hdr, req)
 		}
-		r.write(frames)
-		time.Sleep(100 * time.Millisecond) // the reader reads all three
-		close(free)
+		writeWhileBusy(c.nodes[leader-1], r, frames)
 		resp := r.receive(1, held).(*kmsg.ProduceResponse)
 		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
 			t.Fatalf("acks=all produce before the close: error %d base offset %d, want 0 and 0", p.ErrorCode, p.BaseOffset)
@@ -72,9 +77,26 @@ func TestCloseInRequestOrderOverTCP(t *testing.T) {
 		r.expectClosed("after the acks=all answer")
 	})
 
+	t.Run("a frame the reader refuses", func(t *testing.T) {
+		// An unknown api key, which the reader refuses without the core
+		// seeing it: the close still waits for the answer before it.
+		r := dialRaw(t, addr)
+		held := rawProduce(topic, 0, -1, "acked too")
+		frames := wire.AppendRequest(nil, env.RequestHeader{APIKey: 0, APIVersion: 9, CorrelationID: 1, ClientID: "raw"}, held)
+		frames = append(frames, frameOf([]byte{0x27, 0x0F, 0, 0, 0, 0, 0, 2, 0, 3, 'r', 'a', 'w'})...)
+		behind := rawProduce(topic, 0, 1, "behind")
+		frames = wire.AppendRequest(frames, env.RequestHeader{APIKey: 0, APIVersion: 9, CorrelationID: 3, ClientID: "raw"}, behind)
+		writeWhileBusy(c.nodes[leader-1], r, frames)
+		resp := r.receive(1, held).(*kmsg.ProduceResponse)
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 1 {
+			t.Fatalf("acks=all produce before the refused frame: error %d base offset %d, want 0 and 1", p.ErrorCode, p.BaseOffset)
+		}
+		r.expectClosed("after the acks=all answer")
+	})
+
 	t.Run("fetch long-polling", func(t *testing.T) {
 		r := dialRaw(t, addr)
-		fetch := fetchRequest(topic, 1, 400) // at the end: waits 400 ms
+		fetch := fetchRequest(topic, 2, 400) // at the end: waits 400 ms
 		start := time.Now()
 		r.send(1, fetch)
 		r.send(2, rawProduce(topic, 7, 0, "refused"))
@@ -94,8 +116,8 @@ func TestCloseInRequestOrderOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ends[0] != 1 {
-		t.Fatalf("partition 0 ends at %d, want 1 (the acks=all record only): a produce behind the close was executed", ends[0])
+	if ends[0] != 2 {
+		t.Fatalf("partition 0 ends at %d, want 2 (the acks=all records only): a produce behind a close was executed", ends[0])
 	}
 	produceKeyed(t, c.client(), topic, 10)
 }

@@ -142,9 +142,13 @@ func (sc *serverConn) readLoop() {
 	r := bufio.NewReaderSize(sc.c, readBufferBytes)
 	for sc.waitForRoom() {
 		if err := sc.readOne(r); err != nil {
-			if !sc.closingInOrder() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			var bad *badRequestError
+			if errors.As(err, &bad) || (!sc.closingInOrder() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed)) {
 				sc.net.logger.Info("closing connection", "conn", sc.id, "listener", sc.listener,
 					"remote", sc.c.RemoteAddr().String(), "err", err)
+			}
+			if bad != nil {
+				sc.closeAfterEarlier()
 			}
 			break
 		}
@@ -153,6 +157,16 @@ func (sc *serverConn) readLoop() {
 		sc.drainUntilClosed(r)
 	}
 }
+
+// badRequestError is a frame the reader refuses (a size over
+// socket.request.max.bytes, a request core/wire cannot decode or the node
+// does not accept): the connection closes in request order, as Kafka,
+// which reads a connection's next request only once the previous one is
+// answered, would close it after every earlier answer.
+type badRequestError struct{ err error }
+
+func (e *badRequestError) Error() string { return e.err.Error() }
+func (e *badRequestError) Unwrap() error { return e.err }
 
 // closingInOrder reports whether the connection is closing in request
 // order (closeAt) and has not been shut down yet.
@@ -185,7 +199,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	}
 	length, err := wire.FrameLength(prefix, sc.net.frameBytesMax)
 	if err != nil {
-		return err // before anything is allocated for the frame
+		return &badRequestError{err} // before anything is allocated for the frame
 	}
 	size := int64(length)
 	if !sc.reserve(size) {
@@ -224,7 +238,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 			return nil
 		}
 		sc.unreserve(size)
-		return err
+		return &badRequestError{err}
 	}
 	handler := sc.net.handler
 	if p, ok := handler.(requestPrechecker); ok {
@@ -431,6 +445,26 @@ func (sc *serverConn) closeAt(correlationID int32) {
 	for _, release := range releases { // on the loop: at once, as answerWith does
 		release()
 	}
+	sc.room.Broadcast()
+	sc.work.Signal()
+}
+
+// closeAfterEarlier closes the connection in request order after the
+// requests read so far, for a frame the reader refused (badRequestError):
+// a close slot goes last, answered by the close, and the writer writes the
+// answers before it, then the FIN, as closeAt does for the core.
+func (sc *serverConn) closeAfterEarlier() {
+	sc.mu.Lock()
+	if sc.closed || sc.closing {
+		sc.mu.Unlock()
+		return
+	}
+	sc.seqLast++
+	sc.slots = append(sc.slots, slot{correlationID: -1, seq: sc.seqLast, answered: true, closes: true})
+	sc.closeSeq.Store(sc.seqLast)
+	sc.closing = true
+	sc.closeTimer = time.AfterFunc(env.CloseAnswersWaitMs*time.Millisecond, sc.shutdown)
+	sc.mu.Unlock()
 	sc.room.Broadcast()
 	sc.work.Signal()
 }
