@@ -39,8 +39,9 @@ type apiRange struct {
 //   - OffsetForLeaderEpoch v0..v4 (kgo uses it from v2).
 //   - CreateTopics v2..v7 (kafka-go v2, kafkajs v3), DeleteTopics v1..v6,
 //     CreatePartitions v0..v3, AlterConfigs v0..v2 and
-//     IncrementalAlterConfigs v0..v1, served by core/controller (forwarded
-//     by broker-only nodes).
+//     IncrementalAlterConfigs v0..v1, ElectLeaders v0..v2 (v2 flexible,
+//     what kmsg and kadm send; kafka-leader-election.sh), served by
+//     core/controller (forwarded by broker-only nodes).
 //   - ApiVersions v0..v4 (v3 is KIP-511's flexible version; v4, Kafka
 //     3.9's, only lets a SupportedFeatures MinVersion be 0 (KAFKA-17011),
 //     and Strand lists no features: the body is v3's. sarama at its newest
@@ -70,6 +71,7 @@ var clientAPIs = []apiRange{
 	{kmsg.CreatePartitions.Int16(), 0, 3},
 	{kmsg.AlterConfigs.Int16(), 0, 2},
 	{kmsg.IncrementalAlterConfigs.Int16(), 0, 1},
+	{kmsg.ElectLeaders.Int16(), 0, 2},
 	{kmsg.OffsetForLeaderEpoch.Int16(), 0, 4},
 	{kmsg.DeleteRecords.Int16(), 0, 2},
 	{kmsg.DescribeConfigs.Int16(), 0, 4},
@@ -105,6 +107,7 @@ var controllerAPIs = []apiRange{
 	{kmsg.CreatePartitions.Int16(), 0, 3},
 	{kmsg.AlterConfigs.Int16(), 0, 2},
 	{kmsg.IncrementalAlterConfigs.Int16(), 0, 1},
+	{kmsg.ElectLeaders.Int16(), 0, 2},
 	{kmsg.AlterPartition.Int16(), 0, 3},
 	{kmsg.BrokerRegistration.Int16(), 0, 3},
 	{kmsg.BrokerHeartbeat.Int16(), 0, 1},

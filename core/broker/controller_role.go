@@ -102,7 +102,7 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest:
 		if n.cfg.Broker.Roles.Broker {
 			n.toController(req, func(resp kmsg.Response, err error) {
 				if err != nil {
@@ -220,6 +220,10 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
+	case *kmsg.ElectLeadersResponse:
+		// v0 has no top-level code: its first partition says it.
+		return -1, r.ErrorCode == notController ||
+			(len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 && r.Topics[0].Partitions[0].ErrorCode == notController)
 	}
 	return -1, false
 }

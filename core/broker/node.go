@@ -360,6 +360,8 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.handleDeleteTopics(conn, hdr, r)
 	case *kmsg.CreatePartitionsRequest:
 		n.handleCreatePartitions(conn, hdr, r)
+	case *kmsg.ElectLeadersRequest:
+		n.handleElectLeaders(conn, hdr, r)
 	case *kmsg.DeleteRecordsRequest:
 		n.handleDeleteRecords(conn, hdr, r)
 	case *kmsg.DescribeConfigsRequest:

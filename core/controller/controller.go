@@ -203,7 +203,8 @@ func Handles(req kmsg.Request) bool {
 	switch r := req.(type) {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.AlterPartitionRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
+		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest,
+		*kmsg.ElectLeadersRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
@@ -238,6 +239,8 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleAlterConfigs(r, reply)
 	case *kmsg.IncrementalAlterConfigsRequest:
 		c.handleIncrementalAlterConfigs(r, reply)
+	case *kmsg.ElectLeadersRequest:
+		c.handleElectLeaders(r, reply)
 	case *kmsg.FetchRequest:
 		c.handleFetch(r, reply)
 	case *kmsg.FetchSnapshotRequest:

@@ -12,6 +12,7 @@
 //	CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 //	AllocateProducerIds (67) a block of producer ids per call
 //	AlterConfigs (33), IncrementalAlterConfigs (44)  topic configs (configs.go)
+//	ElectLeaders (43)        preferred and unclean elections an operator asks for
 //	Fetch (1) of __cluster_metadata-0: brokers following the metadata log
 //	timers                   a broker silent for broker.session.timeout.ms is fenced
 //

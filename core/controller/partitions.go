@@ -69,6 +69,13 @@ func (c *Controller) partitionChange(tp metadata.TopicPartition, cur metadata.Pa
 		next, _ = replica.RecordUncleanShutdown(next, id)
 	}
 	next, kind := replica.Elect(next, pol, c.acceptable)
+	return c.changeRecord(tp, cur, next, kind)
+}
+
+// changeRecord returns the record that takes partition tp from cur to next,
+// chosen by an election of the given kind (logged if the leader changes);
+// nil if nothing changes.
+func (c *Controller) changeRecord(tp metadata.TopicPartition, cur metadata.PartitionState, next replica.PartitionState, kind replica.ElectionKind) *metadata.PartitionChangeRecord {
 	change := &metadata.PartitionChangeRecord{TopicID: tp.TopicID, PartitionID: tp.Partition, Leader: metadata.NoLeaderChange}
 	changed := false
 	if next.LeaderID != cur.Leader {

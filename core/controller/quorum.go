@@ -118,6 +118,8 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
+	case *kmsg.ElectLeadersRequest:
+		return electLeadersErrorResponse(r, code, "")
 	}
 	if resp, ok := configsErrorResponse(req, code); ok {
 		return resp

@@ -1,0 +1,25 @@
+package broker
+
+// ElectLeaders (key 43), versions 0..2 (v2 is flexible; v1 adds the
+// election type and the top-level error code). kafka-leader-election.sh,
+// kadm's ElectLeaders, sarama and admin UIs send it.
+//
+// Served by core/controller (elect_leaders.go: PREFERRED and UNCLEAN
+// elections, answered once the leader changes commit). Any broker accepts
+// it: on a node without the controller role it is forwarded to the active
+// controller and the answer relayed (controller_role.go). The new leaders
+// reach the brokers through the metadata log.
+//
+// Skipped here: TimeoutMillis (the answer waits for the commit, which the
+// client's own request timeout bounds), and authorization (Strand has no
+// authorizer).
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+)
+
+func (n *Node) handleElectLeaders(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ElectLeadersRequest) {
+	n.handleControllerRequest(conn, hdr, req)
+}
