@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/metadata"
+	"strand/sim/memdisk"
+)
+
+// electLeaders sends ElectLeaders v2; topics nil asks for every partition.
+func (h *harness) electLeaders(electionType int8, topics map[string][]int32, order ...string) *kmsg.ElectLeadersResponse {
+	h.t.Helper()
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version, req.ElectionType, req.TimeoutMillis = 2, electionType, 30_000
+	if topics != nil {
+		req.Topics = []kmsg.ElectLeadersRequestTopic{}
+		for _, name := range order {
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = name, topics[name]
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp := h.send(req).(*kmsg.ElectLeadersResponse)
+	if resp.ErrorCode != 0 {
+		h.t.Fatalf("ElectLeaders: top-level error %d", resp.ErrorCode)
+	}
+	return resp
+}
+
+// electionResults flattens a response to "topic-partition" -> error code.
+func electionResults(resp *kmsg.ElectLeadersResponse) map[string]int16 {
+	out := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			out[fmt.Sprintf("%s-%d", rt.Topic, p.Partition)] = p.ErrorCode
+		}
+	}
+	return out
+}
+
+// TestElectPreferredLeaders: a preferred replica that lost leadership while
+// fenced cannot be elected until it is back in the ISR; then a PREFERRED
+// election moves leadership to it (one leader epoch later) and answers
+// ELECTION_NOT_NEEDED where the preferred replica leads and
+// UNKNOWN_TOPIC_OR_PARTITION for what does not exist. With every preferred
+// replica leading, an election over every partition answers nothing.
+func TestElectPreferredLeaders(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.LeaderImbalanceCheckIntervalMs = 0 // only the request moves leaders
+	h := newHarness(t, cfg)
+	epochs := h.startBrokers(3)
+	h.createTopic("a", 3, 3, nil)
+	mine, other := int32(-1), int32(-1)
+	for p := int32(0); p < 3; p++ {
+		if h.partition("a", p).Replicas[0] == 0 {
+			mine = p
+		} else {
+			other = p
+		}
+	}
+	if mine < 0 || other < 0 {
+		t.Fatal("placement gave broker 0 no preferred partition, or every one")
+	}
+	if s := h.partition("a", other); s.Leader != s.Replicas[0] {
+		t.Fatalf("partition %d starts led by %d, not its preferred replica %d", other, s.Leader, s.Replicas[0])
+	}
+	// Broker 0 goes silent and is fenced: leadership of its partition moves.
+	for elapsed := int64(0); elapsed < 10000; elapsed += 2000 {
+		h.advance(2000)
+		h.heartbeat(1, epochs[1], false)
+		h.heartbeat(2, epochs[2], false)
+	}
+	moved := h.partition("a", mine)
+	if moved.Leader == 0 || moved.Leader == metadata.NoLeader {
+		t.Fatalf("partition %d after fencing broker 0: %+v, want another leader", mine, moved)
+	}
+	got := electionResults(h.electLeaders(electionPreferred, map[string][]int32{"a": {mine}}, "a"))
+	if code := got["a-"+itoa(mine)]; code != kerr.PreferredLeaderNotAvailable.Code {
+		t.Fatalf("preferred election with broker 0 fenced: %v, want PREFERRED_LEADER_NOT_AVAILABLE", got)
+	}
+	if now := h.partition("a", mine); now.Leader != moved.Leader || now.LeaderEpoch != moved.LeaderEpoch {
+		t.Fatalf("a refused election changed the partition: %+v -> %+v", moved, now)
+	}
+
+	// Broker 0 restarts cleanly and rejoins the ISR.
+	epochs[0] = h.registerRaw(0, 2, -1).BrokerEpoch
+	h.heartbeat(0, epochs[0], false)
+	h.alterISR("a", mine, moved.Leader, epochs[moved.Leader], moved.LeaderEpoch, moved.PartitionEpoch, []int32{0, 1, 2})
+	rejoined := h.partition("a", mine)
+	if rejoined.Leader == 0 {
+		t.Fatal("leadership moved back before the election was asked for")
+	}
+
+	resp := h.electLeaders(electionPreferred, map[string][]int32{"a": {mine, other, 7}, "nope": {0}}, "a", "nope")
+	want := map[string]int16{
+		"a-" + itoa(mine):  0,
+		"a-" + itoa(other): kerr.ElectionNotNeeded.Code,
+		"a-7":              kerr.UnknownTopicOrPartition.Code,
+		"nope-0":           kerr.UnknownTopicOrPartition.Code,
+	}
+	if got := electionResults(resp); !maps.Equal(got, want) {
+		t.Fatalf("preferred election results %v, want %v", got, want)
+	}
+	now := h.partition("a", mine)
+	if now.Leader != 0 || now.LeaderEpoch != rejoined.LeaderEpoch+1 || !sameIDs(now.ISR, []int32{0, 1, 2}) {
+		t.Fatalf("after the preferred election: %+v, want broker 0 leading in epoch %d with the ISR kept", now, rejoined.LeaderEpoch+1)
+	}
+	// The answer came after the commit: the committed image has it.
+	if s, _ := h.c.Image().PartitionByName("a", mine); s.Leader != 0 {
+		t.Fatal("answered before the leader change committed")
+	}
+	if resp := h.electLeaders(electionPreferred, nil); len(resp.Topics) != 0 {
+		t.Fatalf("every-partition election with every preferred replica leading answered %v, want nothing", electionResults(resp))
+	}
+}
+
+// TestElectUncleanLeader: UNCLEAN elects a live out-of-sync replica for a
+// partition left leaderless (unclean election disabled in its config),
+// answers ELECTION_NOT_NEEDED for a partition with a leader, and, over
+// every partition, names only the partitions it elected.
+func TestElectUncleanLeader(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.LeaderImbalanceCheckIntervalMs = 0
+	h := newHarness(t, cfg)
+	epochs := h.startBrokers(2)
+	h.createTopic("u", 1, 2, map[string]string{"min.insync.replicas": "2"})
+	h.createTopic("led", 1, 2, nil)
+	s := h.partition("u", 0)
+	leader, follower := s.Leader, without(s.Replicas, s.Leader)[0]
+	got := electionResults(h.electLeaders(electionUnclean, map[string][]int32{"u": {0}}, "u"))
+	if got["u-0"] != kerr.ElectionNotNeeded.Code {
+		t.Fatalf("unclean election on a led partition: %v, want ELECTION_NOT_NEEDED", got)
+	}
+	// The follower leaves the ISR, restarts uncleanly (leaving the ELR),
+	// and then the leader goes silent: nobody may lead cleanly.
+	h.alterISR("u", 0, leader, epochs[leader], s.LeaderEpoch, s.PartitionEpoch, []int32{leader})
+	h.advance(9500)
+	h.heartbeat(leader, epochs[leader], false)
+	newEpoch := h.registerRaw(follower, 2, -1).BrokerEpoch
+	h.heartbeat(follower, newEpoch, false)
+	for elapsed := int64(0); elapsed < 10000; elapsed += 2000 {
+		h.advance(2000)
+		h.heartbeat(follower, newEpoch, false)
+	}
+	stuck := h.partition("u", 0)
+	if stuck.Leader != metadata.NoLeader {
+		t.Fatalf("partition u-0: %+v, want it leaderless before the unclean election", stuck)
+	}
+	if led := h.partition("led", 0); led.Leader != follower {
+		t.Fatalf("partition led-0: %+v, want led by live broker %d", led, follower)
+	}
+
+	resp := h.electLeaders(electionUnclean, nil)
+	if got, want := electionResults(resp), map[string]int16{"u-0": 0}; !maps.Equal(got, want) {
+		t.Fatalf("unclean election over every partition: %v, want %v", got, want)
+	}
+	now := h.partition("u", 0)
+	if now.Leader != follower || now.LeaderEpoch != stuck.LeaderEpoch+1 || !sameIDs(now.ISR, []int32{follower}) || len(now.ELR) != 0 {
+		t.Fatalf("after the unclean election: %+v, want broker %d alone in the ISR in epoch %d, empty ELR", now, follower, stuck.LeaderEpoch+1)
+	}
+}
+
+// TestElectLeadersRefusals: an unknown election type is INVALID_REQUEST for
+// the whole request and every partition; a controller that is not active
+// answers NOT_CONTROLLER, top-level and per partition, so a forwarding
+// broker looks for the active one.
+func TestElectLeadersRefusals(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	h.startBrokers(1)
+	h.createTopic("a", 1, 1, nil)
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version, req.ElectionType = 2, 5
+	req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+	resp := h.send(req).(*kmsg.ElectLeadersResponse)
+	if resp.ErrorCode != kerr.InvalidRequest.Code || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("election type 5: %+v, want INVALID_REQUEST", resp)
+	}
+
+	cfg := DefaultConfig(101)
+	cfg.Voters = []int32{100, 101}
+	standby := &harness{t: t, clock: &manualClock{}, disk: memdisk.New(memdisk.Options{}), cfg: cfg}
+	c, _ := standby.startController() // voter 100 is unreachable: 101 never leads
+	standby.advance(10_000)
+	req.ElectionType = electionPreferred
+	var got kmsg.Response
+	c.HandleRequest(req, func(r kmsg.Response) { got = r })
+	r := got.(*kmsg.ElectLeadersResponse)
+	if r.ErrorCode != kerr.NotController.Code || len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.NotController.Code {
+		t.Fatalf("standby controller answered %+v, want NOT_CONTROLLER", r)
+	}
+}
+
+func itoa(p int32) string { return fmt.Sprint(p) }
