@@ -119,10 +119,18 @@ func (n *Node) heartbeat() {
 	})
 }
 
-// storageFailed reports whether a hosted partition's log has failed. Until
-// log directories have ids, one failed directory fences the whole broker:
-// coarse, but it moves every affected leadership away.
+// storageFailed reports whether a log directory is offline or a hosted
+// partition's log has failed. Until log directories have ids, one failed
+// directory fences the whole broker: coarse, but it moves every affected
+// leadership away. An offline directory counts even while it holds no
+// log: it refuses new ones, so a broker left unfenced would be given
+// replicas, and leaderships, it cannot host.
 func (n *Node) storageFailed() bool {
+	for _, m := range n.managers {
+		if m.Err() != nil {
+			return true
+		}
+	}
 	for _, p := range n.sortedPartitions() {
 		if p.storageFailed() {
 			return true

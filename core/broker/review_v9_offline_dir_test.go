@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
 )
@@ -108,5 +109,55 @@ func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
 	}
 	if closeErr == nil {
 		t.Fatal("Close of a broker with a failed log reported no error")
+	}
+}
+
+// TestOfflineEmptyDirFencesTheBroker: a log directory that goes offline
+// while it holds no log (here a new broker's directory, whose sync at
+// open fails) refuses every new log, so the broker cannot host any
+// partition: it must ask to be fenced like one with failed logs, and the
+// controller then places no replica, and no leadership, on it. Before,
+// the broker asked to be fenced only when a hosted log had failed: it
+// stayed unfenced, took its share of a new topic's partitions and led
+// some of them, and those partitions could not be produced to.
+func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
+	c := newCluster(t, 4, map[string]string{"default.replication.factor": "1"})
+	c.waitRegistered()
+	n := c.nodes[4]
+	n.proc.Crash()
+	n.proc.Restart()
+	if err := n.disk.FailNextSync("."); err != nil {
+		t.Fatal(err)
+	}
+	c.start(n)
+	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.run(3000)
+	if n.node.managers[0].Err() == nil {
+		t.Fatal("test premise: the failed sync at open did not take the directory offline")
+	}
+	if len(n.node.managers[0].Partitions()) != 0 {
+		t.Fatal("test premise: the offline directory holds logs")
+	}
+	if b, ok := c.nodes[1].node.ctrl.Image().Broker(4); !ok || !b.Fenced {
+		t.Fatal("broker 4, whose only log directory is offline, is not fenced")
+	}
+
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", 8, 1
+	req.Topics = append(req.Topics, rt)
+	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create fresh: %v", kerr.ErrorForCode(code))
+	}
+	c.run(3000)
+	for p := range int32(8) {
+		leader := c.leaderOf("fresh", p)
+		if leader < 0 {
+			t.Fatalf("fresh-%d has no leader", p)
+		}
+		if r := c.produce(leader, "fresh", p, -1, recordBatch("x")); r.ErrorCode != 0 {
+			t.Errorf("produce to fresh-%d on its leader %d: %v", p, leader, kerr.ErrorForCode(r.ErrorCode))
+		}
 	}
 }
