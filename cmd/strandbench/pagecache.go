@@ -299,8 +299,10 @@ func printPageCacheLimit(out io.Writer, a, kfake *caseResults) {
   alone, no page to allocate, below what any machine pays for new pages). CPU is the writing thread's,
   user + system. The files stay until the end, so that the next runs do not reuse their freed pages.
   s/M rec scales the cost per byte to %s's bytes per record; new/%s is the limit's share of %s's broker
-  CPU in the same repetition, (%s-new)/kfake what is left of it over (c)'s. Information: the CPU goal is
-  held to the whole figure.
+  CPU in the same repetition, (%s-new)/kfake what is left of it over (c)'s. The cost of new pages swings
+  (0.2 to 2.3 s/GB on this VM) with how much memory the machine freed in the seconds before and has not yet
+  handed back: a share near or above 1 means (a)'s run got cheaper pages than the limit, right after it,
+  did. Information: the CPU goal is held to the whole figure.
 `, a.c.label, sizeName(pageCacheValueBytes), float64(bytesTotal)/1e6, a.bytesPerRecord(slices.Index(valueSizes, pageCacheValueBytes)), sizeName(pageCacheValueBytes),
 		smallBytesPerRecord, sizeName(valueSizes[small]), pageCacheWriteBytes>>10, a.c.label, a.c.label, a.c.label, a.c.label)
 }
