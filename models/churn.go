@@ -46,7 +46,14 @@ type AdminOp struct {
 //     TOPIC_ALREADY_EXISTS and a deletion must not succeed. A request
 //     without a definite answer (timed out, a connection error, any other
 //     error code) makes the topic's state unknown until the next definite
-//     answer, since it may still take effect.
+//     answer, since it may still take effect; and it stays pending after
+//     that answer, since a forwarded request can reach the controller late
+//     (the broker answered REQUEST_TIMED_OUT, the forward was still in the
+//     network), as in Kafka. A definite answer that contradicts the known
+//     state is accepted only if a pending request of the right kind (a
+//     deletion for a topic known to exist, a creation for one known to be
+//     deleted) explains it, and that request is then used up: each takes
+//     effect at most once.
 //
 // ops must be in call order, one at a time (the churn loop waits for each
 // answer).
@@ -58,6 +65,23 @@ func CheckTopicChurn(ops []AdminOp) []Violation {
 		deleted
 	)
 	states := map[string]state{}
+	// pending counts, per topic and kind, the requests without a definite
+	// answer that have not yet been seen to take effect.
+	type pendingKey struct {
+		topic string
+		kind  AdminKind
+	}
+	pending := map[pendingKey]int{}
+	// lateEffect reports whether a pending request of kind on op's topic
+	// explains an answer contradicting the known state, using it up.
+	lateEffect := func(op AdminOp, kind AdminKind) bool {
+		k := pendingKey{op.Topic, kind}
+		if pending[k] == 0 {
+			return false
+		}
+		pending[k]--
+		return true
+	}
 	ids := map[[16]byte]AdminOp{}
 	var out []Violation
 	bad := func(op AdminOp, format string, args ...any) {
@@ -70,8 +94,9 @@ func CheckTopicChurn(ops []AdminOp) []Violation {
 		switch {
 		case !definite:
 			states[op.Topic] = unknown
+			pending[pendingKey{op.Topic, op.Kind}]++
 		case op.Kind == AdminCreateTopic && op.ErrorCode == 0:
-			if st == exists {
+			if st == exists && !lateEffect(op, AdminDeleteTopic) {
 				bad(op, "succeeded while the topic existed")
 			}
 			if prev, used := ids[op.TopicID]; used {
@@ -80,22 +105,22 @@ func CheckTopicChurn(ops []AdminOp) []Violation {
 			ids[op.TopicID] = op
 			states[op.Topic] = exists
 		case op.Kind == AdminCreateTopic && op.ErrorCode == kerr.TopicAlreadyExists.Code:
-			if st == deleted {
+			if st == deleted && !lateEffect(op, AdminCreateTopic) {
 				bad(op, "TOPIC_ALREADY_EXISTS after the topic was deleted")
 			}
 			states[op.Topic] = exists
 		case op.Kind == AdminDeleteTopic && op.ErrorCode == 0:
-			if st == deleted {
+			if st == deleted && !lateEffect(op, AdminCreateTopic) {
 				bad(op, "succeeded on a topic already deleted")
 			}
 			states[op.Topic] = deleted
 		case op.Kind == AdminDeleteTopic && op.ErrorCode == kerr.UnknownTopicOrPartition.Code:
-			if st == exists {
+			if st == exists && !lateEffect(op, AdminDeleteTopic) {
 				bad(op, "UNKNOWN_TOPIC_OR_PARTITION while the topic existed")
 			}
 			states[op.Topic] = deleted
 		case op.Kind == AdminCreatePartitions && op.ErrorCode == 0:
-			if st == deleted {
+			if st == deleted && !lateEffect(op, AdminCreateTopic) {
 				bad(op, "succeeded on a deleted topic")
 			}
 			states[op.Topic] = exists
@@ -103,6 +128,7 @@ func CheckTopicChurn(ops []AdminOp) []Violation {
 			// NOT_CONTROLLER, REQUEST_TIMED_OUT, …: the request may
 			// still take effect.
 			states[op.Topic] = unknown
+			pending[pendingKey{op.Topic, op.Kind}]++
 		}
 	}
 	return out
