@@ -35,8 +35,12 @@ const (
 // accepts any first sequence from a producer it does not know yet (so a
 // batch may land after an earlier one was refused). final holds every partition's replicas (identical up
 // to the high watermark, which CheckFinal checks); the first replica's log
-// is read. Within the fault budget only: over it, an acknowledged batch
-// may be lost, and its retry then lands after later ones.
+// is read from its log start offset on: below it a replica may still
+// store batches the log no longer holds, and not the leader's (a follower
+// truncates only down to the end of the leader's epoch, which the
+// leader's log start may have moved above the leader's first batch of the
+// next epoch). Within the fault budget only: over it, an acknowledged
+// batch may be lost, and its retry then lands after later ones.
 func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]PartitionFinal) []Violation {
 	type sent struct {
 		pid   int64
@@ -69,8 +73,9 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 		bad := func(format string, args ...any) {
 			out = append(out, Violation{Check: "idempotence", TP: tp, Detail: fmt.Sprintf(format, args...)})
 		}
+		log := fromOffset(pf.Replicas[0], pf.Replicas[0].LogStartOffset)
 	batches:
-		for _, b := range pf.Replicas[0].Batches {
+		for _, b := range log.Batches {
 			if len(b.Bytes) < batchHeaderBytes {
 				bad("batch at %d: %d bytes, shorter than a header", b.BaseOffset, len(b.Bytes))
 				continue
@@ -80,7 +85,7 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 			baseSeq := int32(binary.BigEndian.Uint32(b.Bytes[batchBaseSequenceAt:]))
 			for i, r := range b.Records {
 				want, idempotent := byValue[r.Value]
-				if !idempotent {
+				if !idempotent || r.Offset < log.LogStartOffset {
 					continue
 				}
 				if prev, dup := seenAt[r.Value]; dup {
