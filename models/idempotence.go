@@ -34,13 +34,15 @@ const (
 // A gap is allowed: a batch the producer gave up leaves one, and Kafka
 // accepts any first sequence from a producer it does not know yet (so a
 // batch may land after an earlier one was refused). final holds every partition's replicas (identical up
-// to the high watermark, which CheckFinal checks); the first replica's log
-// is read from its log start offset on: below it a replica may still
-// store batches the log no longer holds, and not the leader's (a follower
+// to the high watermark, which CheckFinal checks, and from their log
+// starts on); the leader's log is read, all of it still stored: below its
+// log start a follower may store batches the leader never had (it
 // truncates only down to the end of the leader's epoch, which the
 // leader's log start may have moved above the leader's first batch of the
-// next epoch). Within the fault budget only: over it, an acknowledged
-// batch may be lost, and its retry then lands after later ones.
+// next epoch), while the leader's own batches there are its history, and
+// a duplicate a DeleteRecords has since cut is still a duplicate. Within
+// the fault budget only: over it, an acknowledged batch may be lost, and
+// its retry then lands after later ones.
 func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]PartitionFinal) []Violation {
 	type sent struct {
 		pid   int64
@@ -73,9 +75,8 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 		bad := func(format string, args ...any) {
 			out = append(out, Violation{Check: "idempotence", TP: tp, Detail: fmt.Sprintf(format, args...)})
 		}
-		log := fromOffset(pf.Replicas[0], pf.Replicas[0].LogStartOffset)
 	batches:
-		for _, b := range log.Batches {
+		for _, b := range leaderLog(pf).Batches {
 			if len(b.Bytes) < batchHeaderBytes {
 				bad("batch at %d: %d bytes, shorter than a header", b.BaseOffset, len(b.Bytes))
 				continue
@@ -85,7 +86,7 @@ func CheckIdempotence(sends []IdempotentSend, final map[TopicPartition]Partition
 			baseSeq := int32(binary.BigEndian.Uint32(b.Bytes[batchBaseSequenceAt:]))
 			for i, r := range b.Records {
 				want, idempotent := byValue[r.Value]
-				if !idempotent || r.Offset < log.LogStartOffset {
+				if !idempotent {
 					continue
 				}
 				if prev, dup := seenAt[r.Value]; dup {
