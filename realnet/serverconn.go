@@ -73,6 +73,9 @@ type serverConn struct {
 	id       env.ConnID
 	listener string
 	c        net.Conn
+	// clientHost is the peer's address as Kafka reports it ("/" and the
+	// IP), set in every request header (env.RequestHeader.ClientHost).
+	clientHost string
 	// raw is c's descriptor, for the loop's non-blocking writes; nil when
 	// c is not TCP.
 	raw syscall.RawConn
@@ -122,8 +125,21 @@ type serverConn struct {
 	direct net.Buffers
 }
 
+// clientHostOf renders a peer address as Kafka's ClientHost: "/" and the
+// IP (Java's InetAddress.toString with no host name), or the address as it
+// is when it has no IP.
+func clientHostOf(addr net.Addr) string {
+	if addr == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return "/" + host
+	}
+	return "/" + addr.String()
+}
+
 func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serverConn {
-	sc := &serverConn{net: n, id: id, listener: listener, c: c}
+	sc := &serverConn{net: n, id: id, listener: listener, c: c, clientHost: clientHostOf(c.RemoteAddr())}
 	sc.room.L = &sc.mu
 	sc.work.L = &sc.mu
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -240,6 +256,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return &badRequestError{err}
 	}
+	hdr.ClientHost = sc.clientHost
 	handler := sc.net.handler
 	if p, ok := handler.(requestPrechecker); ok {
 		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression and CRCs

@@ -345,7 +345,7 @@ func (n *Node) fanOutGroups(req kmsg.Request, client group.Client, groups []stri
 // handleGroupRequest serves a request about one group: its coordinator
 // answers.
 func (n *Node) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string) {
-	n.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID}, func(resp kmsg.Response) {
+	n.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID, ClientHost: hdr.ClientHost}, func(resp kmsg.Response) {
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 	})
 }

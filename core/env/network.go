@@ -15,6 +15,10 @@ type RequestHeader struct {
 	APIVersion    int16
 	CorrelationID int32
 	ClientID      string
+	// ClientHost is the client's address as Kafka reports it (the member
+	// client host in DescribeGroups: "/" and the IP). It is not on the
+	// wire: the Network sets it from the connection.
+	ClientHost string
 }
 
 // Network carries Kafka requests and responses between a node and its

@@ -275,6 +275,7 @@ func (c *conn) serverReceive(f frame) {
 		c.malformed(server, err)
 		return
 	}
+	header.ClientHost = c.client.address()
 	c.awaiting = append(c.awaiting, awaitingReply{correlationID: header.CorrelationID})
 	if !c.serverSaw {
 		c.serverSaw = true

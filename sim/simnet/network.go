@@ -130,6 +130,12 @@ type peerKey struct {
 // ID returns the host's number, which fault calls take.
 func (h *Host) ID() HostID { return h.id }
 
+// address is the host's address as a node sees it in env.RequestHeader's
+// ClientHost: a made-up IP per host, "/10.<high>.<low>.1".
+func (h *Host) address() string {
+	return fmt.Sprintf("/10.%d.%d.1", uint32(h.id)>>8&0xff, uint32(h.id)&0xff)
+}
+
 func (n *Network) addHost(proc *sched.Node, clientID string) *Host {
 	h := &Host{
 		net:      n,
