@@ -144,7 +144,10 @@ func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 
 // fail puts the log in the failed state for good and returns the error every
 // later call will see. Kafka takes the whole directory offline on any I/O
-// failure; the Log's owner does that when it sees env.ErrIO.
+// failure; Strand fails only this log (its directory goes offline when one
+// of the directory's own files fails, Manager.Fail), but the broker treats
+// either the same way: it asks to be fenced, and a clean shutdown writes no
+// clean-shutdown marker (SPEC.md §3.5).
 func (l *Log) fail(cause error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("log %s is offline after a storage failure: %w: %w", l.dir, env.ErrIO, cause)
