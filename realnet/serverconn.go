@@ -387,10 +387,7 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		}
 		return
 	}
-	i := 0
-	for i < len(sc.slots) && (sc.slots[i].answered || sc.slots[i].correlationID != correlationID) {
-		i++
-	}
+	i := sc.waitingSlotLocked(correlationID)
 	if i == len(sc.slots) {
 		closing := sc.closing
 		sc.mu.Unlock()
@@ -415,6 +412,16 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 	}
 }
 
+// waitingSlotLocked returns the index of the unanswered slot of
+// correlationID, or len(sc.slots) if none waits. sc.mu is held.
+func (sc *serverConn) waitingSlotLocked(correlationID int32) int {
+	i := 0
+	for i < len(sc.slots) && (sc.slots[i].answered || sc.slots[i].correlationID != correlationID) {
+		i++
+	}
+	return i
+}
+
 // closeAt closes the connection in request order (env.Network.Close) on
 // the first unanswered request correlationID: the slots after it are
 // dropped (their requests, if not delivered yet, never will be), it
@@ -428,10 +435,7 @@ func (sc *serverConn) closeAt(correlationID int32) {
 		sc.mu.Unlock()
 		return
 	}
-	i := 0
-	for i < len(sc.slots) && (sc.slots[i].answered || sc.slots[i].correlationID != correlationID) {
-		i++
-	}
+	i := sc.waitingSlotLocked(correlationID)
 	if i == len(sc.slots) {
 		closing := sc.closing
 		sc.mu.Unlock()
