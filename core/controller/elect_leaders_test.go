@@ -155,6 +155,20 @@ func TestElectUncleanLeader(t *testing.T) {
 		t.Fatalf("partition led-0: %+v, want led by live broker %d", led, follower)
 	}
 
+	// With the follower fenced too, no replica may lead at all: the
+	// partition stays leaderless.
+	h.advance(10000) // no heartbeats: its session expires
+	if got := electionResults(h.electLeaders(electionUnclean, map[string][]int32{"u": {0}}, "u")); got["u-0"] != kerr.EligibleLeadersNotAvailable.Code {
+		t.Fatalf("unclean election with every replica fenced: %v, want ELIGIBLE_LEADERS_NOT_AVAILABLE", got)
+	}
+	if p := h.partition("u", 0); p.Leader != metadata.NoLeader || p.LeaderEpoch != stuck.LeaderEpoch {
+		t.Fatalf("partition u-0 after a refused election: %+v, want it unchanged and leaderless", p)
+	}
+	h.heartbeat(follower, newEpoch, false) // back, and unfenced
+	if led := h.partition("led", 0); led.Leader != follower {
+		t.Fatalf("partition led-0 after broker %d came back: %+v, want led by it", follower, led)
+	}
+
 	resp := h.electLeaders(electionUnclean, nil)
 	if got, want := electionResults(resp), map[string]int16{"u-0": 0}; !maps.Equal(got, want) {
 		t.Fatalf("unclean election over every partition: %v, want %v", got, want)
