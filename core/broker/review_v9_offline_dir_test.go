@@ -25,15 +25,7 @@ func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
 		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	n := c.nodes[2]
-	n.proc.Crash()
-	n.proc.Restart()
-	// The first sync of the disk's root after the start is the Manager's
-	// (OpenManager syncs the parent of its directory).
-	if err := n.disk.FailNextSync("."); err != nil {
-		t.Fatal(err)
-	}
-	c.start(n)
-	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.restartWithFailedOpenSync(n)
 	c.run(2 * hwCheckpointIntervalMs)
 	if err := n.node.managers[0].Err(); err == nil {
 		t.Fatal("test premise: the failed sync at open did not take the directory offline")
@@ -124,13 +116,7 @@ func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
 	c := newCluster(t, 4, map[string]string{"default.replication.factor": "1"})
 	c.waitRegistered()
 	n := c.nodes[4]
-	n.proc.Crash()
-	n.proc.Restart()
-	if err := n.disk.FailNextSync("."); err != nil {
-		t.Fatal(err)
-	}
-	c.start(n)
-	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.restartWithFailedOpenSync(n)
 	c.run(3000)
 	if n.node.managers[0].Err() == nil {
 		t.Fatal("test premise: the failed sync at open did not take the directory offline")
@@ -160,4 +146,19 @@ func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
 			t.Errorf("produce to fresh-%d on its leader %d: %v", p, leader, kerr.ErrorForCode(r.ErrorCode))
 		}
 	}
+}
+
+// restartWithFailedOpenSync crashes and restarts n with the first sync of
+// its disk's root failing: that sync is the Manager's (OpenManager syncs
+// the parent of its directory), so the directory starts offline. It
+// returns once n has registered.
+func (c *cluster) restartWithFailedOpenSync(n *testNode) {
+	c.t.Helper()
+	n.proc.Crash()
+	n.proc.Restart()
+	if err := n.disk.FailNextSync("."); err != nil {
+		c.t.Fatal(err)
+	}
+	c.start(n)
+	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
 }
