@@ -90,6 +90,9 @@ func (c *Coordinator) handleOffsetCommit(r *kmsg.OffsetCommitRequest, reply func
 	}
 	seq := c.appendSeq + 1 // the number append gives this write
 	c.append(records, func(err error) {
+		if err == nil && c.liveGroup(g) {
+			g.inLog = true
+		}
 		c.finishOffsetWrite(g, keys, seq, err, func(tp topicPartition, i int) {
 			g.offsets[tp] = values[i]
 		})
@@ -157,7 +160,7 @@ func (c *Coordinator) offsetWrites(g *group, r *kmsg.OffsetCommitRequest, resp *
 // finishOffsetWrite ends an append of keys numbered seq that failed with
 // err or succeeded: on success apply runs for each key unless a later
 // append of the same key already succeeded, and the group is forgotten if
-// nothing is left of it. A failed append claims nothing, so an earlier
+// nothing is left of it, in memory or in the log (forgetIfUnused). A failed append claims nothing, so an earlier
 // append of the key that succeeds later still applies, as the log has it.
 func (c *Coordinator) finishOffsetWrite(g *group, keys []topicPartition, seq uint64, err error, apply func(tp topicPartition, i int)) {
 	for i, k := range keys {

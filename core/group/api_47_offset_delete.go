@@ -3,7 +3,10 @@ package group
 // OffsetDelete (key 47), version 0.
 //
 // Deletes committed offsets of a group with no members by writing
-// tombstones, answering once they are committed. Skipped: Kafka lets a
+// tombstones, answering once they are committed. A group left without
+// offsets stays, Empty, until the next expiry check deletes it (expiry.go),
+// as Kafka's OffsetMetadataManager.deleteOffsets leaves it to
+// cleanupGroupMetadata. Skipped: Kafka lets a
 // non-empty "consumer" group delete offsets of topics it is not subscribed
 // to (GROUP_SUBSCRIBED_TO_TOPIC otherwise), which means parsing the
 // consumer protocol's subscription; Strand answers NON_EMPTY_GROUP for any

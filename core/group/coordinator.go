@@ -151,8 +151,7 @@ func (c *Coordinator) replay(p parsedRecord) {
 	if !p.isGroup {
 		if p.offset == nil {
 			if g != nil {
-				delete(g.offsets, p.tp)
-				c.forgetIfUnused(g)
+				delete(g.offsets, p.tp) // the group stays, as Kafka's replay keeps it
 			}
 			return
 		}
@@ -161,6 +160,7 @@ func (c *Coordinator) replay(p parsedRecord) {
 			c.groups[p.groupID] = g
 		}
 		g.offsets[p.tp] = *p.offset
+		g.inLog = true
 		return
 	}
 	if p.group == nil {
@@ -168,24 +168,25 @@ func (c *Coordinator) replay(p parsedRecord) {
 			g.protocolType, g.protocol, g.leader, g.generation = "", "", "", 0
 			g.members, g.order, g.static = map[string]*member{}, nil, map[string]string{}
 			g.state, g.prevState = Empty, Empty
+			g.inLog = false
 			c.forgetIfUnused(g)
 		}
 		return
 	}
-	offsets := map[topicPartition]offsetValue{}
+	offsets, inLog := map[topicPartition]offsetValue{}, false
 	if g != nil {
-		offsets = g.offsets
+		offsets, inLog = g.offsets, g.inLog
 	}
 	g = groupFromRecord(p.groupID, p.group)
-	g.offsets = offsets
+	g.offsets, g.inLog = offsets, inLog
 	c.groups[p.groupID] = g
 }
 
-// forgetIfUnused drops an empty group with no offsets: nothing about it
-// remains in the log.
+// forgetIfUnused drops an empty group with no offsets that the log holds
+// nothing of (see group.inLog).
 func (c *Coordinator) forgetIfUnused(g *group) {
 	if g.state == Empty && g.protocolType == "" && len(g.members) == 0 && len(g.pending) == 0 &&
-		len(g.offsets) == 0 && len(g.offsetsInFlight) == 0 && c.groups[g.id] == g {
+		len(g.offsets) == 0 && len(g.offsetsInFlight) == 0 && !g.inLog && c.groups[g.id] == g {
 		delete(c.groups, g.id)
 	}
 }

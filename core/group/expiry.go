@@ -82,10 +82,11 @@ func (c *Coordinator) expireGroup(g *group, nowMs int64) {
 		}
 		expired = append(expired, tp)
 	}
-	// A group with a metadata record gets a tombstone for it; a simple
-	// group never had one and is forgotten once its offsets are gone.
-	deleteGroup := !keepsSome && g.state == Empty && len(g.pending) == 0 && !g.tombstoneInFlight &&
-		(g.protocolType != "" || g.generation > 0)
+	// An Empty group left with nothing gets a GroupMetadata tombstone, a
+	// simple group too (it never had a metadata record, but its offsets'
+	// records would rebuild it on a reload), as Kafka's maybeDeleteGroup
+	// writes one for every Empty classic group.
+	deleteGroup := !keepsSome && g.state == Empty && len(g.pending) == 0 && !g.tombstoneInFlight
 	if len(expired) == 0 && !deleteGroup {
 		return
 	}
@@ -110,6 +111,7 @@ func (c *Coordinator) expireGroup(g *group, nowMs int64) {
 			// loading the tombstone does. A commit made meanwhile keeps
 			// the group alive as a simple group, as it loads.
 			g.protocolType, g.protocol, g.leader, g.generation = "", "", "", 0
+			g.inLog = false
 		}
 		c.finishOffsetWrite(g, expired, seq, err, func(tp topicPartition, _ int) {
 			delete(g.offsets, tp)

@@ -252,8 +252,9 @@ func TestSimpleGroupOffsetsExpireFromTheirCommit(t *testing.T) {
 	}
 	h.clock.advance(expiryRetentionMs / 2)
 	h.expireAndCount()
-	// A simple group has no metadata record: no group tombstone.
-	if got, want := h.tombstonesOfBatch(len(h.store.log)-1), []string{"offset s/t/1"}; !slices.Equal(got, want) {
+	// The group left with nothing is deleted in the same batch, as Kafka's
+	// maybeDeleteGroup does, though a simple group has no metadata record.
+	if got, want := h.tombstonesOfBatch(len(h.store.log)-1), []string{"offset s/t/1", "group s"}; !slices.Equal(got, want) {
 		t.Fatalf("expiry batch %v, want %v", got, want)
 	}
 	h.store.commitAll()
@@ -291,12 +292,12 @@ func TestOldCommitVersionsTimestampsAreHonoured(t *testing.T) {
 		t.Fatalf("1 ms before the commit's own retention: %d appends", n)
 	}
 	r.clock.advance(1)
-	if n := r.expireAndCount(); n != 1 || !slices.Equal(r.tombstonesOfBatch(len(r.store.log)-1), []string{"offset r/t/0"}) {
+	if n := r.expireAndCount(); n != 1 || !slices.Equal(r.tombstonesOfBatch(len(r.store.log)-1), []string{"offset r/t/0", "group r"}) {
 		t.Fatalf("at the commit's own retention: %d appends", n)
 	}
 	r.store.commitAll()
 	r.clock.advance(9000)
-	if n := r.expireAndCount(); n != 1 || !slices.Equal(r.tombstonesOfBatch(len(r.store.log)-1), []string{"offset d/t/0"}) {
+	if n := r.expireAndCount(); n != 1 || !slices.Equal(r.tombstonesOfBatch(len(r.store.log)-1), []string{"offset d/t/0", "group d"}) {
 		t.Fatalf("at the dated commit's retention: %d appends", n)
 	}
 	r.store.commitAll()
@@ -522,8 +523,8 @@ func TestExpireTimestampSaturates(t *testing.T) {
 	}
 }
 
-// TestPropertyExpiryKeepsMemoryEqualToTheLog interleaves expiry passes and
-// topic deletions with commits (some with their own retention), joins,
+// TestPropertyExpiryKeepsMemoryEqualToTheLog interleaves expiry passes,
+// topic deletions and OffsetDeletes with commits (some with their own retention), joins,
 // leaves, time passing and appends completing or failing, then checks what
 // failover relies on: once every append is done, a coordinator loaded from
 // the log answers exactly as the running one does.
@@ -583,6 +584,13 @@ func TestPropertyExpiryKeepsMemoryEqualToTheLog(t *testing.T) {
 				h.commit(g, member[g], gen, topic, int32(rapid.IntRange(0, 1).Draw(rt, "partition")), offset)
 			},
 			"expire": func(rt *rapid.T) { h.c.ExpireOffsets() },
+			"offsetDelete": func(rt *rapid.T) {
+				r := kmsg.NewPtrOffsetDeleteRequest()
+				r.Group = rapid.SampledFrom(groups).Draw(rt, "group")
+				p := kmsg.OffsetDeleteRequestTopicPartition{Partition: int32(rapid.IntRange(0, 1).Draw(rt, "partition"))}
+				r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: rapid.SampledFrom([]string{"t", "u"}).Draw(rt, "topic"), Partitions: []kmsg.OffsetDeleteRequestTopicPartition{p}}}
+				h.send(r)
+			},
 			// A topic deleted; later commits of it are the re-created
 			// topic's.
 			"deleteTopic": func(rt *rapid.T) { h.c.OnTopicDeleted(rapid.SampledFrom([]string{"t", "u"}).Draw(rt, "topic")) },

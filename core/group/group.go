@@ -134,6 +134,13 @@ type group struct {
 	// being appended: a second one would, on completing, see a group reset
 	// by the first and re-formed to the same generation as unchanged.
 	tombstoneInFlight bool
+	// inLog is set while the log holds a committed offset of the group
+	// not since followed by its GroupMetadata tombstone: a reload then
+	// rebuilds the group, even with no offsets left (an OffsetDelete or a
+	// topic deletion removed them), so it is kept until the expiry check
+	// deletes it, as Kafka keeps it. A group the log holds nothing of is
+	// forgotten as soon as it is unused.
+	inLog bool
 }
 
 func newGroup(id string) *group {

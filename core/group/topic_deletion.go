@@ -16,10 +16,9 @@ package group
 // such a partition still in flight when the deletion arrives was appended
 // before the tombstone, so the log holds the tombstone after it; the key
 // gets a tombstone too, and finishOffsetWrite's ordering leaves no offset
-// whichever append completes first. A simple group left with nothing is
-// forgotten as a reload forgets it; a group with metadata stays until the
-// next expiry check deletes it, as Kafka's new coordinator leaves it to
-// its expiry job.
+// whichever append completes first. A group left with nothing, simple or
+// not, stays until the next expiry check deletes it, as Kafka's new
+// coordinator leaves it to its expiry job (and a reload rebuilds it).
 //
 // Only a loaded coordinator acts, as Kafka schedules the write on active
 // coordinators only: a deletion applied while the partition is loading
