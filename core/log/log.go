@@ -46,6 +46,8 @@ type Log struct {
 
 	// failed, once set, is returned (it wraps env.ErrIO) by every call.
 	failed error
+	// onFailure, if set, hears the log fail, once (SetFailureListener).
+	onFailure func(err error)
 	// scratch is reused for header reads; never retained by results.
 	scratch []byte
 	// readHints are where recent reads ended (read.go).
@@ -60,6 +62,13 @@ type Log struct {
 // owner binds the topic and partition. Logging never changes what the log
 // does.
 func (l *Log) SetLogger(logger env.Log) { l.logger = logger }
+
+// SetFailureListener registers fn to run once, when the log fails (on the
+// event loop, from inside whatever call failed it, or from Manager.Fail):
+// the owner answers at once what waits on the log (acks, parked fetches)
+// instead of letting it time out. fn must not call back into the log to
+// change it.
+func (l *Log) SetFailureListener(fn func(err error)) { l.onFailure = fn }
 
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
@@ -148,11 +157,21 @@ func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 // of the directory's own files fails, Manager.Fail), but the broker treats
 // either the same way: it asks to be fenced, and a clean shutdown writes no
 // clean-shutdown marker (SPEC.md §3.5).
-func (l *Log) fail(cause error) error {
-	if l.failed == nil {
-		l.failed = fmt.Errorf("log %s is offline after a storage failure: %w: %w", l.dir, env.ErrIO, cause)
+func (l *Log) fail(cause error) error { return l.takeOffline(cause, true) }
+
+// takeOffline is fail; logged false leaves the ERROR line to the caller,
+// Manager.Fail, which writes one for its whole directory.
+func (l *Log) takeOffline(cause error, logged bool) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	l.failed = fmt.Errorf("log %s is offline after a storage failure: %w: %w", l.dir, env.ErrIO, cause)
+	if logged {
 		l.logger.Error("storage failure: the log is offline; requests on it get KAFKA_STORAGE_ERROR",
 			slog.String("dir", l.dir), slog.Int64("log_end_offset", l.LogEndOffset()), slog.Any("err", cause))
+	}
+	if l.onFailure != nil {
+		l.onFailure(l.failed)
 	}
 	return l.failed
 }

@@ -80,22 +80,33 @@ func (m *Manager) Err() error { return m.failed }
 
 // Fail takes the log directory offline, as Kafka's LogDirFailureChannel
 // does on an IOException in it: every log in it fails (requests on them
-// get KAFKA_STORAGE_ERROR, and the broker asks to be fenced), CreateLog
+// get KAFKA_STORAGE_ERROR, what waits on them is answered so through
+// their failure listeners, and the broker asks to be fenced), CreateLog
 // refuses new ones, no checkpoint is written to it any more, and it stays
-// so until the process restarts. Checkpoint
-// writes call it on failure: a checkpoint that cannot be written leaves
-// the directory's durable state behind its logs with nobody told (a failed
-// Sync cannot be retried, env.ErrIO), and the clean shutdown that needs it
-// would fail anyway. It reports whether the directory was online before.
+// so until the process restarts. Writes of the directory's own files
+// (checkpoints, directory syncs) call it on failure: a checkpoint that
+// cannot be written leaves the directory's durable state behind its logs
+// with nobody told (a failed Sync cannot be retried, env.ErrIO), and the
+// clean shutdown that needs it would fail anyway. It logs one ERROR line
+// for the directory, with the cause and the number of logs it took
+// offline (those not failed already), and none per log. It reports
+// whether the directory was online before.
 func (m *Manager) Fail(cause error) bool {
 	if m.failed != nil {
 		return false
 	}
-	m.failed = fmt.Errorf("log directory %s is offline: %w", m.dir, cause)
+	m.failed = fmt.Errorf("log directory %s is offline: %w: %w", m.dir, env.ErrIO, cause)
+	tps := m.Partitions()
+	online := 0
+	for _, tp := range tps {
+		if m.logs[tp].Err() == nil {
+			online++
+		}
+	}
 	m.logger.Error("storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR",
-		slog.Int("partitions", len(m.logs)), slog.Any("err", cause))
-	for _, tp := range m.Partitions() {
-		_ = m.logs[tp].fail(m.failed) // each log reports its own failure
+		slog.Int("logs_taken_offline", online), slog.Int("logs", len(tps)), slog.Any("err", cause))
+	for _, tp := range tps {
+		_ = m.logs[tp].takeOffline(m.failed, false) // the line above speaks for every log
 	}
 	return true
 }

@@ -9,7 +9,11 @@ import (
 )
 
 // DeleteLog closes tp's log and deletes its files and directory. done
-// (optional) runs once the deletion is durable.
+// (optional) runs once the deletion is durable. A failed sync of the
+// directory, or an I/O error removing the files, takes the directory
+// offline (Fail), as a failed deletion does in Kafka (its
+// LogDirFailureChannel): a removal that may or may not be durable could
+// bring the log back at the next start.
 func (m *Manager) DeleteLog(tp TopicPartition, done func(error)) error {
 	l, ok := m.logs[tp]
 	if !ok {
@@ -23,12 +27,17 @@ func (m *Manager) DeleteLog(tp TopicPartition, done func(error)) error {
 		err = errors.Join(err, m.disk.Remove(joinPath(l.dir, name)))
 	}
 	if err = errors.Join(err, m.disk.Remove(l.dir)); err != nil {
-		return fmt.Errorf("delete log %s: %w", tp.DirName(), err)
+		err = fmt.Errorf("delete log %s: %w", tp.DirName(), err)
+		if errors.Is(err, env.ErrIO) {
+			m.Fail(err)
+		}
+		return err
 	}
 	m.disk.SyncDir(m.dir, func(err error) {
-		if done != nil {
-			done(err)
+		if err != nil {
+			err = fmt.Errorf("sync the log directory after deleting log %s: %w", tp.DirName(), err)
 		}
+		m.failOnError(done)(err)
 	})
 	return nil
 }
