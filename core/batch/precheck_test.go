@@ -33,6 +33,15 @@ func checkSplitMatches(t interface {
 	if diff := cmp.Diff(wantErr, gotErr); diff != "" {
 		t.Fatalf("Finish error differs from CheckProduced (-want +got):\n%s", diff)
 	}
+	// Passed is CheckProduced's verdict under limits no topic can break:
+	// no size bound but the pre-check's decompression bound, no key or
+	// timestamp rule.
+	open := testLimits()
+	open.BatchBytesMax, open.DecompressedBytesMax = math.MaxInt, precheckBound
+	_, openErr := CheckProduced(b, open)
+	if pre.Passed() != (openErr == nil) {
+		t.Fatalf("Passed() = %t, but CheckProduced under open limits says %v", pre.Passed(), openErr)
+	}
 }
 
 // TestPrecheckFinishMatchesCheckProduced draws batches (every codec, null

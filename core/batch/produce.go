@@ -170,6 +170,13 @@ func (p *Precheck) Finish(b []byte, limits ProduceLimits) (ProducedInfo, error) 
 	return p.w.info(limits), nil
 }
 
+// Passed reports whether the bytes passed every check PrecheckProduced runs
+// (no fault in the framing, CRC, header, compression or any record). Finish
+// may still refuse the batch on the topic's or the clock's rules. The
+// broker's pre-check recompresses only batches that passed, so that broken
+// input costs no compression.
+func (p *Precheck) Passed() bool { return p.w.err == nil }
+
 // walked is the outcome of walkProduced: the first fault found, and what was
 // learned about the records before it.
 type walked struct {

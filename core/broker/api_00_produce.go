@@ -23,7 +23,11 @@ package broker
 //
 // A topic whose compression.type names a codec (not "producer") stores each
 // batch in that codec, recompressing one sent in another as Kafka's
-// LogValidator does; the stored batch must fit max.message.bytes too.
+// LogValidator does; the stored batch must fit max.message.bytes too. The
+// pre-check recompresses on the connection goroutine when it knew the
+// topic's codec (api_00_produce_precheck.go); the loop recompresses only a
+// batch that was not pre-checked (the simulator) or whose topic changed its
+// codec since.
 //
 // Skipped: transactions (TransactionID is ignored); per-record error lists
 // (ErrorRecords); throttling. Produce does not auto-create topics, as in
@@ -71,7 +75,7 @@ type produceSlot struct {
 	// precheck is the batch's pre-check (PrecheckRequest), or nil: then
 	// produceOne checks the batch in full. produceOne clears it once used,
 	// as it refers to the request's bytes.
-	precheck *batch.Precheck
+	precheck *batchPrecheck
 }
 
 // handleProduce serves a Produce. prechecked, when not nil, carries the
@@ -177,10 +181,11 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		return errorCodeOf(err)
 	}
 	var info batch.ProducedInfo
-	if slot.precheck != nil {
-		info, err = slot.precheck.Finish(records, limits)
-		// A waiting slot keeps nothing of the request (handleProduce).
-		slot.precheck = nil
+	precheck := slot.precheck
+	// A waiting slot keeps nothing of the request (handleProduce).
+	slot.precheck = nil
+	if precheck != nil {
+		info, err = precheck.check.Finish(records, limits)
 	} else {
 		info, err = batch.CheckProduced(records, limits)
 	}
@@ -218,20 +223,15 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		res = log.AppendResult{BaseOffset: original.FirstOffset(), LastOffset: original.LastOffset,
 			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
 	} else {
-		batch.SetMaxTimestamp(records, limits.TimestampType, info.MaxTimestamp)
-		if codec, ok := storedCodec(n.topicConfig(key.topic).CompressionType); ok && codec != info.Header.Codec() {
-			if records, err = recompressed(records, codec, limits.DecompressedBytesMax); err != nil {
-				return kerr.CorruptMessage.Code
-			}
-			if len(records) > limits.BatchBytesMax {
-				return kerr.MessageTooLarge.Code // Kafka re-checks the size after recompressing
-			}
+		stored, code := n.storedForm(key.topic, records, info.Header.Codec(), precheck, limits)
+		if code != 0 {
+			return code
 		}
+		batch.SetMaxTimestamp(stored, limits.TimestampType, info.MaxTimestamp)
 		segments := p.log.SegmentCount()
-		// CheckProduced or Finish verified the CRC, SetMaxTimestamp
-		// recomputed it if it changed the batch, and recompressed computes
-		// its own.
-		if res, err = p.log.AppendCheckedAsLeader(records, epoch, limits.NowMs); err != nil {
+		// CheckProduced or Finish verified the CRC, recompressed computes
+		// its own, and SetMaxTimestamp recomputes it if it changes the batch.
+		if res, err = p.log.AppendCheckedAsLeader(stored, epoch, limits.NowMs); err != nil {
 			return errorCodeOf(err)
 		}
 		if p.log.SegmentCount() != segments {
@@ -327,6 +327,33 @@ func (n *Node) settleReplicaChange(p *partition, wake bool) {
 		n.wakeFetchWaiters(p)
 	}
 	n.completeDeleteRecords(p)
+}
+
+// storedForm returns the checked batch records as the topic stores it: in
+// the codec its compression.type names now, at append time. That is
+// records itself when the topic keeps the producer's codec or names the
+// one sent (sentCodec); otherwise the pre-check's recompressed copy when it
+// is in that codec, or a copy recompressed here on the loop (the request
+// was not pre-checked, or the topic's codec changed since its pre-check).
+// A recompressed batch must fit max.message.bytes too, as Kafka re-checks
+// the size after recompressing; the answer is then an error code.
+func (n *Node) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
+	codec, ok := storedCodec(n.topicConfig(topic).CompressionType)
+	if !ok || codec == sentCodec {
+		return records, 0
+	}
+	stored := precheck.recompressedIn(codec)
+	if stored == nil {
+		n.loopRecompressions++
+		var err error
+		if stored, err = recompressed(records, codec, limits.DecompressedBytesMax); err != nil {
+			return nil, kerr.CorruptMessage.Code
+		}
+	}
+	if len(stored) > limits.BatchBytesMax {
+		return nil, kerr.MessageTooLarge.Code
+	}
+	return stored, 0
 }
 
 // recompressed returns a copy of the checked batch b with its records stored

@@ -1,12 +1,15 @@
 package broker
 
 // The part of Produce that needs only the request's bytes: framing, CRC,
-// decompression and every record (core/batch.PrecheckProduced). realnet runs
-// it on connection goroutines before posting the request to the event loop,
-// so the loop only finishes the topic- and clock-dependent checks, assigns
+// decompression and every record (core/batch.PrecheckProduced), and the
+// recompression into the codec the topic's compression.type names, as last
+// published by the loop (publishPrecheckCodecs). realnet runs it on
+// connection goroutines before posting the request to the event loop, so
+// the loop only finishes the topic- and clock-dependent checks, assigns
 // offsets and appends (CLARIFICATIONS.md, "Zero copy and mmap ... Snappy").
 // A request that did not pass through PrecheckRequest (the simulator, tests,
-// the group coordinators' own appends) is checked in full on the loop.
+// the group coordinators' own appends), or whose topic changed its
+// compression.type in between, is checked or recompressed on the loop.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,13 +32,22 @@ type PrecheckedProduce struct {
 type batchPrecheck struct {
 	records []byte
 	check   batch.Precheck
+	// recompressed is records in the codec recompressedTo, made when the
+	// topic's compression.type named that codec at the pre-check and the
+	// bytes passed it; nil otherwise. It is a copy the request does not
+	// alias, with the producer's header (MaxTimestamp not yet stamped).
+	recompressed   []byte
+	recompressedTo batch.Codec
 }
 
 // PrecheckRequest runs the checks of req that need only its bytes and returns
 // the request to hand to HandleRequest: a *PrecheckedProduce for a Produce,
-// req itself otherwise. Unlike every other Node method it may run on any
-// goroutine, in parallel with the event loop and with itself: it reads only
-// precheckDecompressedBytesMax, fixed at New. The answer to the request is
+// req itself otherwise. A batch that passes them, sent in another codec
+// than the one its topic's compression.type names, is recompressed here
+// too. Unlike every other Node method it may run on any goroutine, in
+// parallel with the event loop and with itself: it reads only
+// precheckDecompressedBytesMax, fixed at New, and the codecs the loop
+// publishes atomically (precheckCodecOf). The answer to the request is
 // exactly what it would be without the pre-check.
 func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
 	produce, ok := req.(*kmsg.ProduceRequest)
@@ -44,19 +56,40 @@ func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Req
 	}
 	verdicts := make([][]batchPrecheck, len(produce.Topics))
 	for i := range produce.Topics {
+		codec, recompress := n.precheckCodecOf(produce.Topics[i].Topic)
 		partitions := produce.Topics[i].Partitions
 		verdicts[i] = make([]batchPrecheck, len(partitions))
 		for j := range partitions {
-			records := partitions[j].Records
-			verdicts[i][j] = batchPrecheck{records: records, check: batch.PrecheckProduced(records, n.precheckDecompressedBytesMax)}
+			v := &verdicts[i][j]
+			v.records = partitions[j].Records
+			v.check = batch.PrecheckProduced(v.records, n.precheckDecompressedBytesMax)
+			if recompress && v.check.Passed() {
+				v.recompressed, v.recompressedTo = precheckRecompressed(v.records, codec, n.precheckDecompressedBytesMax)
+			}
 		}
 	}
 	return &PrecheckedProduce{ProduceRequest: produce, verdicts: verdicts}
 }
 
+// precheckRecompressed is records, which passed the pre-check, in codec,
+// or nil if they are in it already. A failure (which only a broken
+// invariant could cause) also gives nil: the loop then recompresses and
+// answers for it.
+func precheckRecompressed(records []byte, codec batch.Codec, decompressedBytesMax int) ([]byte, batch.Codec) {
+	h, err := batch.ParseHeader(records)
+	if err != nil || h.Codec() == codec {
+		return nil, 0
+	}
+	out, err := recompressed(records, codec, decompressedBytesMax)
+	if err != nil {
+		return nil, 0
+	}
+	return out, codec
+}
+
 // precheckOf returns the pre-check of Topics[topic].Partitions[partition] if
 // one was made for exactly records, else nil (check everything on the loop).
-func (p *PrecheckedProduce) precheckOf(topic, partition int, records []byte) *batch.Precheck {
+func (p *PrecheckedProduce) precheckOf(topic, partition int, records []byte) *batchPrecheck {
 	if p == nil || topic >= len(p.verdicts) || partition >= len(p.verdicts[topic]) {
 		return nil
 	}
@@ -64,7 +97,17 @@ func (p *PrecheckedProduce) precheckOf(topic, partition int, records []byte) *ba
 	if !sameSlice(v.records, records) {
 		return nil
 	}
-	return &v.check
+	return v
+}
+
+// recompressedIn returns the pre-check's copy of the batch in codec, or nil
+// if it made none in that codec (the topic's compression.type changed since,
+// or the request was not pre-checked).
+func (v *batchPrecheck) recompressedIn(codec batch.Codec) []byte {
+	if v == nil || v.recompressed == nil || v.recompressedTo != codec {
+		return nil
+	}
+	return v.recompressed
 }
 
 // sameSlice reports whether a and b are the same bytes in memory, not merely

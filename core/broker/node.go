@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -144,6 +145,16 @@ type Node struct {
 	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
 	// goroutines, so it never changes after New.
 	precheckDecompressedBytesMax int
+	// precheckCodecs is what PrecheckRequest knows of the topics'
+	// compression.type, so that it can recompress there rather than on the
+	// loop: the loop publishes a new map (publishPrecheckCodecs) and never
+	// modifies a published one; connection goroutines only Load it.
+	precheckCodecs atomic.Pointer[topicCodecs]
+	// loopRecompressions counts the batches produceOne recompressed on the
+	// loop (storedForm): in realnet only those whose pre-check missed the
+	// topic's codec, as each holds every partition of the broker for the
+	// time it takes. Tests read it.
+	loopRecompressions int64
 
 	// controllerID is the voter this node believes is the active
 	// controller, starting at the lowest (controller_role.go, toController).

@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/batch"
+	"strand/core/env"
+)
+
+// precheckProduce runs PrecheckRequest on a one-partition Produce of
+// records to topic, as realnet's connection reader does, and returns the
+// pre-checked request and the partition's verdict.
+func precheckProduce(t *testing.T, n *Node, topic string, records []byte) (*PrecheckedProduce, *batchPrecheck) {
+	t.Helper()
+	req := produceReq(topic, 0, -1, records)
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1}
+	prechecked, ok := n.PrecheckRequest(hdr, req).(*PrecheckedProduce)
+	if !ok {
+		t.Fatalf("PrecheckRequest did not pre-check a Produce")
+	}
+	return prechecked, &prechecked.verdicts[0][0]
+}
+
+// sendPrechecked hands the node prechecked in place of a Produce, as if it
+// had been posted by a connection goroutine, and returns the answer.
+func (c *cluster) sendPrechecked(prechecked *PrecheckedProduce) kmsg.ProduceResponseTopicPartition {
+	c.t.Helper()
+	tn := c.nodes[1]
+	tn.nn.SetHandler(&replacing{node: tn.node, with: prechecked})
+	defer tn.nn.SetHandler(tn.node)
+	topic := prechecked.Topics[0].Topic
+	resp := c.request(1, produceReq(topic, 0, -1, recordBatch("placeholder"))).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+// withoutBaseOffset is a stored batch with its base offset zeroed (the CRC
+// does not cover it), so that batches stored at different offsets compare.
+func withoutBaseOffset(b []byte) []byte {
+	out := bytes.Clone(b)
+	clear(out[:8])
+	return out
+}
+
+// TestPrecheckRecompressesOffTheLoop: a topic with compression.type=gzip,
+// produced to in other codecs. The pre-check (a connection goroutine in
+// realnet) recompresses each batch, the loop appends the pre-check's copy
+// and recompresses nothing itself, and the stored batch is what the loop's
+// own recompression stores: gzip, with the producer's id, epoch, sequence
+// and timestamps, the records intact, and a retry recognised as one.
+// Batches the topic keeps as they are, or that fail the pre-check, are not
+// recompressed, and a batch that grows past max.message.bytes when
+// recompressed off the loop is refused as when recompressed on it.
+func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("to-gzip", map[string]string{"compression.type": "gzip"})
+	c.createTopicWith("as-sent", map[string]string{"compression.type": "producer"})
+	c.createTopicWith("to-zstd-small", map[string]string{"compression.type": "zstd", "max.message.bytes": "200"})
+	n := c.nodes[1].node
+	if codec, ok := n.precheckCodecOf("to-gzip"); !ok || codec != batch.CodecGzip {
+		t.Fatalf("codec published for to-gzip: %s %t, want gzip", codec, ok)
+	}
+	if codec, ok := n.precheckCodecOf("as-sent"); ok {
+		t.Fatalf("codec published for a topic keeping the producer's: %s", codec)
+	}
+
+	recs := []batch.Record{{Key: []byte("a"), Value: []byte("one one one one"), TimestampDelta: 0}, {Key: []byte("b"), Value: []byte("two two two two"), TimestampDelta: 5}}
+	next := int64(0)
+	for i, from := range []batch.Codec{batch.CodecNone, batch.CodecSnappy, batch.CodecLZ4, batch.CodecZstd} {
+		pid := int64(200 + i)
+		spec := batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: from, Records: recs,
+			Idempotent: true, ProducerID: pid, ProducerEpoch: 3, BaseSequence: 0}
+		sent := batch.Build(spec)
+		prechecked, v := precheckProduce(t, n, "to-gzip", bytes.Clone(sent))
+		if v.recompressedTo != batch.CodecGzip || v.recompressed == nil {
+			t.Fatalf("from %s: the pre-check made no gzip copy (codec %s, %d bytes)", from, v.recompressedTo, len(v.recompressed))
+		}
+		loopBefore := n.loopRecompressions
+		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != next {
+			t.Fatalf("from %s: error %d base %d, want 0 and %d", from, r.ErrorCode, r.BaseOffset, next)
+		}
+		if n.loopRecompressions != loopBefore {
+			t.Errorf("from %s: the loop recompressed %d batches of a pre-checked produce", from, n.loopRecompressions-loopBefore)
+		}
+		f := c.fetch(1, "to-gzip", 0, next)
+		codec, lat, vals := storedBatch(t, f.RecordBatches)
+		h, _ := batch.ParseHeader(f.RecordBatches)
+		if codec != batch.CodecGzip || lat || joined(vals) != "one one one one,two two two two" {
+			t.Fatalf("from %s: stored %s (LogAppendTime %t) values %q", from, codec, lat, vals)
+		}
+		if h.ProducerID != pid || h.ProducerEpoch != 3 || h.BaseSequence != 0 || h.LastOffsetDelta != 1 ||
+			h.FirstTimestamp != 1_767_225_600_000 || h.MaxTimestamp != 1_767_225_600_005 {
+			t.Fatalf("from %s: stored header %+v", from, h)
+		}
+		// The retry, sent as the producer sent it, is the same batch.
+		retry, _ := precheckProduce(t, n, "to-gzip", bytes.Clone(sent))
+		if r := c.sendPrechecked(retry); r.ErrorCode != 0 || r.BaseOffset != next {
+			t.Fatalf("from %s: retry answered error %d base %d, want the first answer (0, %d)", from, r.ErrorCode, r.BaseOffset, next)
+		}
+
+		// A batch recompressed by the pre-check is stored byte for byte as
+		// the same batch checked and recompressed on the loop (as the
+		// simulator sends it). Without a producer id both are appended.
+		spec.Idempotent = false
+		plain := batch.Build(spec)
+		viaPrecheck, _ := precheckProduce(t, n, "to-gzip", bytes.Clone(plain))
+		if r := c.sendPrechecked(viaPrecheck); r.ErrorCode != 0 {
+			t.Fatalf("from %s: batch without a producer id: error %d", from, r.ErrorCode)
+		}
+		if r := c.produce(1, "to-gzip", 0, -1, bytes.Clone(plain)); r.ErrorCode != 0 {
+			t.Fatalf("from %s: unchecked batch: error %d", from, r.ErrorCode)
+		}
+		if n.loopRecompressions != loopBefore+1 {
+			t.Fatalf("from %s: %d loop recompressions for one batch produced without a pre-check", from, n.loopRecompressions-loopBefore)
+		}
+		offPrecheck, offLoop := c.fetch(1, "to-gzip", 0, next+2), c.fetch(1, "to-gzip", 0, next+4)
+		a, _ := batch.ParseHeader(offPrecheck.RecordBatches)
+		b, _ := batch.ParseHeader(offLoop.RecordBatches)
+		first, second := offPrecheck.RecordBatches[:a.TotalBytes()], offLoop.RecordBatches[:b.TotalBytes()]
+		if !bytes.Equal(withoutBaseOffset(first), withoutBaseOffset(second)) {
+			t.Fatalf("from %s: the pre-check stored\n%x\nthe loop\n%x", from, first, second)
+		}
+		next += 6
+	}
+
+	// Nothing to recompress: a batch in the topic's codec, a topic keeping
+	// the producer's, a batch that fails the pre-check.
+	gzipped := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: batch.CodecGzip, Records: recs})
+	lz4 := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: batch.CodecLZ4, Records: recs})
+	flipped := bytes.Clone(lz4)
+	flipped[len(flipped)-1] ^= 1
+	for name, tc := range map[string]struct {
+		topic   string
+		records []byte
+	}{
+		"in the topic's codec":  {"to-gzip", gzipped},
+		"topic keeps the codec": {"as-sent", lz4},
+		"corrupt":               {"to-gzip", flipped},
+	} { // order-independent: separate cases
+		if _, v := precheckProduce(t, n, tc.topic, tc.records); v.recompressed != nil {
+			t.Errorf("%s: the pre-check recompressed to %s", name, v.recompressedTo)
+		}
+	}
+
+	// max.message.bytes applies to the pre-check's copy too: incompressible
+	// values grow under zstd's framing.
+	noise := make([]byte, 120)
+	for i := range noise {
+		noise[i] = byte(i*151 + 7)
+	}
+	small := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: []batch.Record{{Key: []byte("k"), Value: noise}}})
+	prechecked, v := precheckProduce(t, n, "to-zstd-small", small)
+	if len(small) > 200 || len(v.recompressed) <= 200 {
+		t.Fatalf("test batch of %d bytes, %d recompressed: want it to fit only before", len(small), len(v.recompressed))
+	}
+	loopBefore := n.loopRecompressions
+	if r := c.sendPrechecked(prechecked); r.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Errorf("batch growing past max.message.bytes when recompressed by the pre-check: error %d, want MESSAGE_TOO_LARGE", r.ErrorCode)
+	}
+	if n.loopRecompressions != loopBefore {
+		t.Errorf("the loop recompressed the oversized batch again")
+	}
+}
+
+// TestPrecheckRecompressionRaceFallsBackToTheLoop: the topic's
+// compression.type changes between a batch's pre-check and its append. The
+// loop stores the batch in the codec the topic names at append time:
+// recompressing it itself when the pre-check's copy is in another codec or
+// there is none, and storing the batch as sent when the topic now keeps
+// the producer's codec.
+func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("changing", map[string]string{"compression.type": "gzip"})
+	n := c.nodes[1].node
+	recs := []batch.Record{{Key: []byte("a"), Value: []byte("one one one one")}, {Key: []byte("b"), Value: []byte("two two two two")}}
+	snappy := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: batch.CodecSnappy, Records: recs})
+	alterTo := func(compressionType string) {
+		t.Helper()
+		c.mustAlter(1, "changing", set("compression.type", compressionType))
+		c.waitFor("compression.type "+compressionType+" applied", 10000, func() bool {
+			return n.topicConfig("changing").CompressionType == compressionType
+		})
+	}
+	steps := []struct {
+		// precheckedAs is the codec the pre-check should copy the batch
+		// into, or -1 for none; then the topic changes to alteredTo.
+		precheckedAs batch.Codec
+		alteredTo    string
+		wantStored   batch.Codec
+		wantLoop     int64
+	}{
+		{batch.CodecGzip, "lz4", batch.CodecLZ4, 1},
+		{batch.CodecLZ4, "producer", batch.CodecSnappy, 0},
+		{-1, "zstd", batch.CodecZstd, 1},
+		{batch.CodecZstd, "snappy", batch.CodecSnappy, 0},
+	}
+	for i, step := range steps {
+		prechecked, v := precheckProduce(t, n, "changing", bytes.Clone(snappy))
+		if step.precheckedAs < 0 && v.recompressed != nil {
+			t.Fatalf("step %d: the pre-check recompressed to %s, want no copy", i, v.recompressedTo)
+		}
+		if step.precheckedAs >= 0 && (v.recompressed == nil || v.recompressedTo != step.precheckedAs) {
+			t.Fatalf("step %d: the pre-check's copy is in %s (%d bytes), want %s", i, v.recompressedTo, len(v.recompressed), step.precheckedAs)
+		}
+		alterTo(step.alteredTo)
+		loopBefore := n.loopRecompressions
+		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != int64(2*i) {
+			t.Fatalf("step %d: error %d base %d, want 0 and %d", i, r.ErrorCode, r.BaseOffset, 2*i)
+		}
+		if got := n.loopRecompressions - loopBefore; got != step.wantLoop {
+			t.Errorf("step %d: %d recompressions on the loop, want %d", i, got, step.wantLoop)
+		}
+		codec, _, vals := storedBatch(t, c.fetch(1, "changing", 0, int64(2*i)).RecordBatches)
+		if codec != step.wantStored || joined(vals) != "one one one one,two two two two" {
+			t.Errorf("step %d: stored %s with values %q after compression.type became %s, want %s", i, codec, vals, step.alteredTo, step.wantStored)
+		}
+	}
+}
