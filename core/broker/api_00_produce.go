@@ -336,19 +336,26 @@ func (n *Node) settleReplicaChange(p *partition, wake bool) {
 // is in that codec, or a copy recompressed here on the loop (the request
 // was not pre-checked, or the topic's codec changed since its pre-check).
 // A recompressed batch must fit max.message.bytes too, as Kafka re-checks
-// the size after recompressing; the answer is then an error code.
+// the size after recompressing; the answer is then an error code. The
+// pre-check's size decides without its copy, which it keeps only within
+// the broker's message.max.bytes.
 func (n *Node) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
 	codec, ok := storedCodec(n.topicConfig(topic).CompressionType)
 	if !ok || codec == sentCodec {
 		return records, 0
 	}
-	stored := precheck.recompressedIn(codec)
-	if stored == nil {
-		n.loopRecompressions++
-		var err error
-		if stored, err = recompressed(records, codec, limits.DecompressedBytesMax); err != nil {
-			return nil, kerr.CorruptMessage.Code
+	if r := precheck.recompressionTo(codec); r != nil {
+		if r.batchBytes > limits.BatchBytesMax {
+			return nil, kerr.MessageTooLarge.Code
 		}
+		if r.stored != nil {
+			return r.stored, 0
+		}
+	}
+	n.loopRecompressions++
+	stored, err := recompressed(records, codec, limits.DecompressedBytesMax)
+	if err != nil {
+		return nil, kerr.CorruptMessage.Code
 	}
 	if len(stored) > limits.BatchBytesMax {
 		return nil, kerr.MessageTooLarge.Code

@@ -32,12 +32,25 @@ type PrecheckedProduce struct {
 type batchPrecheck struct {
 	records []byte
 	check   batch.Precheck
-	// recompressed is records in the codec recompressedTo, made when the
-	// topic's compression.type named that codec at the pre-check and the
-	// bytes passed it; nil otherwise. It is a copy the request does not
-	// alias, with the producer's header (MaxTimestamp not yet stamped).
-	recompressed   []byte
-	recompressedTo batch.Codec
+	// recompression is records in the codec the topic's compression.type
+	// named at the pre-check, made when that differs from the producer's
+	// and the bytes passed; nil otherwise.
+	recompression *recompression
+}
+
+// recompression is a batch the pre-check recompressed.
+type recompression struct {
+	codec batch.Codec
+	// batchBytes is the recompressed batch's size, which decides
+	// MESSAGE_TOO_LARGE.
+	batchBytes int
+	// stored is the recompressed batch: a copy the request does not alias,
+	// with the producer's header (MaxTimestamp not yet stamped). It is nil
+	// when over the broker's message.max.bytes: requests waiting for the
+	// loop keep what the connection budgets count plus at most that per
+	// batch, and such a batch is refused by every topic but one whose
+	// max.message.bytes is larger, where the loop recompresses it.
+	stored []byte
 }
 
 // PrecheckRequest runs the checks of req that need only its bytes and returns
@@ -46,9 +59,9 @@ type batchPrecheck struct {
 // than the one its topic's compression.type names, is recompressed here
 // too. Unlike every other Node method it may run on any goroutine, in
 // parallel with the event loop and with itself: it reads only
-// precheckDecompressedBytesMax, fixed at New, and the codecs the loop
-// publishes atomically (precheckCodecOf). The answer to the request is
-// exactly what it would be without the pre-check.
+// precheckDecompressedBytesMax and precheckBatchBytesMax, fixed at New, and
+// the codecs the loop publishes atomically (precheckCodecOf). The answer to
+// the request is exactly what it would be without the pre-check.
 func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
 	produce, ok := req.(*kmsg.ProduceRequest)
 	if !ok || hdr.APIKey != kmsg.Produce.Int16() {
@@ -64,27 +77,31 @@ func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Req
 			v.records = partitions[j].Records
 			v.check = batch.PrecheckProduced(v.records, n.precheckDecompressedBytesMax)
 			if recompress && v.check.Passed() {
-				v.recompressed, v.recompressedTo = precheckRecompressed(v.records, codec, n.precheckDecompressedBytesMax)
+				v.recompression = n.precheckRecompression(v.records, codec)
 			}
 		}
 	}
 	return &PrecheckedProduce{ProduceRequest: produce, verdicts: verdicts}
 }
 
-// precheckRecompressed is records, which passed the pre-check, in codec,
+// precheckRecompression is records, which passed the pre-check, in codec,
 // or nil if they are in it already. A failure (which only a broken
 // invariant could cause) also gives nil: the loop then recompresses and
 // answers for it.
-func precheckRecompressed(records []byte, codec batch.Codec, decompressedBytesMax int) ([]byte, batch.Codec) {
+func (n *Node) precheckRecompression(records []byte, codec batch.Codec) *recompression {
 	h, err := batch.ParseHeader(records)
 	if err != nil || h.Codec() == codec {
-		return nil, 0
+		return nil
 	}
-	out, err := recompressed(records, codec, decompressedBytesMax)
+	out, err := recompressed(records, codec, n.precheckDecompressedBytesMax)
 	if err != nil {
-		return nil, 0
+		return nil
 	}
-	return out, codec
+	r := &recompression{codec: codec, batchBytes: len(out), stored: out}
+	if len(out) > n.precheckBatchBytesMax {
+		r.stored = nil
+	}
+	return r
 }
 
 // precheckOf returns the pre-check of Topics[topic].Partitions[partition] if
@@ -100,14 +117,14 @@ func (p *PrecheckedProduce) precheckOf(topic, partition int, records []byte) *ba
 	return v
 }
 
-// recompressedIn returns the pre-check's copy of the batch in codec, or nil
-// if it made none in that codec (the topic's compression.type changed since,
-// or the request was not pre-checked).
-func (v *batchPrecheck) recompressedIn(codec batch.Codec) []byte {
-	if v == nil || v.recompressed == nil || v.recompressedTo != codec {
+// recompressionTo returns the pre-check's recompression of the batch into
+// codec, or nil if it made none into that codec (the topic's
+// compression.type changed since, or the request was not pre-checked).
+func (v *batchPrecheck) recompressionTo(codec batch.Codec) *recompression {
+	if v == nil || v.recompression == nil || v.recompression.codec != codec {
 		return nil
 	}
-	return v.recompressed
+	return v.recompression
 }
 
 // sameSlice reports whether a and b are the same bytes in memory, not merely

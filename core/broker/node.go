@@ -145,6 +145,10 @@ type Node struct {
 	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
 	// goroutines, so it never changes after New.
 	precheckDecompressedBytesMax int
+	// precheckBatchBytesMax is the broker's message.max.bytes, the largest
+	// recompressed batch PrecheckRequest keeps; fixed at New like the bound
+	// above.
+	precheckBatchBytesMax int
 	// precheckCodecs is what PrecheckRequest knows of the topics'
 	// compression.type, so that it can recompress there rather than on the
 	// loop: the loop publishes a new map (publishPrecheckCodecs) and never
@@ -258,6 +262,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		coordinators: map[int32]*coordinatorSlot{},
 	}
 	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
+	n.precheckBatchBytesMax = int(b.MessageMaxBytes)
 	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
 	n.fetchSessions.logStartUntold = cfg.Bugs.SessionLogStartUntold
 	if err := n.logConfig.Validate(); err != nil {

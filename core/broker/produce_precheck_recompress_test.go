@@ -76,8 +76,8 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 			Idempotent: true, ProducerID: pid, ProducerEpoch: 3, BaseSequence: 0}
 		sent := batch.Build(spec)
 		prechecked, v := precheckProduce(t, n, "to-gzip", bytes.Clone(sent))
-		if v.recompressedTo != batch.CodecGzip || v.recompressed == nil {
-			t.Fatalf("from %s: the pre-check made no gzip copy (codec %s, %d bytes)", from, v.recompressedTo, len(v.recompressed))
+		if r := v.recompression; r == nil || r.codec != batch.CodecGzip || r.stored == nil || r.batchBytes != len(r.stored) {
+			t.Fatalf("from %s: the pre-check made no gzip copy: %+v", from, r)
 		}
 		loopBefore := n.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != next {
@@ -141,8 +141,8 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 		"topic keeps the codec": {"as-sent", lz4},
 		"corrupt":               {"to-gzip", flipped},
 	} { // order-independent: separate cases
-		if _, v := precheckProduce(t, n, tc.topic, tc.records); v.recompressed != nil {
-			t.Errorf("%s: the pre-check recompressed to %s", name, v.recompressedTo)
+		if _, v := precheckProduce(t, n, tc.topic, tc.records); v.recompression != nil {
+			t.Errorf("%s: the pre-check recompressed to %s", name, v.recompression.codec)
 		}
 	}
 
@@ -154,8 +154,8 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	}
 	small := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: []batch.Record{{Key: []byte("k"), Value: noise}}})
 	prechecked, v := precheckProduce(t, n, "to-zstd-small", small)
-	if len(small) > 200 || len(v.recompressed) <= 200 {
-		t.Fatalf("test batch of %d bytes, %d recompressed: want it to fit only before", len(small), len(v.recompressed))
+	if r := v.recompression; len(small) > 200 || r == nil || len(r.stored) <= 200 {
+		t.Fatalf("test batch of %d bytes, recompressed %+v: want a copy that fits only before", len(small), r)
 	}
 	loopBefore := n.loopRecompressions
 	if r := c.sendPrechecked(prechecked); r.ErrorCode != kerr.MessageTooLarge.Code {
@@ -201,11 +201,12 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 	}
 	for i, step := range steps {
 		prechecked, v := precheckProduce(t, n, "changing", bytes.Clone(snappy))
-		if step.precheckedAs < 0 && v.recompressed != nil {
-			t.Fatalf("step %d: the pre-check recompressed to %s, want no copy", i, v.recompressedTo)
+		r := v.recompression
+		if step.precheckedAs < 0 && r != nil {
+			t.Fatalf("step %d: the pre-check recompressed to %s, want no copy", i, r.codec)
 		}
-		if step.precheckedAs >= 0 && (v.recompressed == nil || v.recompressedTo != step.precheckedAs) {
-			t.Fatalf("step %d: the pre-check's copy is in %s (%d bytes), want %s", i, v.recompressedTo, len(v.recompressed), step.precheckedAs)
+		if step.precheckedAs >= 0 && (r == nil || r.stored == nil || r.codec != step.precheckedAs) {
+			t.Fatalf("step %d: the pre-check's copy is %+v, want one in %s", i, r, step.precheckedAs)
 		}
 		alterTo(step.alteredTo)
 		loopBefore := n.loopRecompressions
@@ -218,6 +219,51 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 		codec, _, vals := storedBatch(t, c.fetch(1, "changing", 0, int64(2*i)).RecordBatches)
 		if codec != step.wantStored || joined(vals) != "one one one one,two two two two" {
 			t.Errorf("step %d: stored %s with values %q after compression.type became %s, want %s", i, codec, vals, step.alteredTo, step.wantStored)
+		}
+	}
+}
+
+// TestPrecheckKeepsNoCopyOverMessageMaxBytes: the pre-check keeps a
+// recompressed batch only within the broker's message.max.bytes (200
+// here), so that requests waiting for the loop hold little beyond their
+// own bytes. Over it, only the copy's size is kept: a topic with the
+// broker's limit refuses the batch (MESSAGE_TOO_LARGE) without the loop
+// recompressing it, and a topic allowing more gets it recompressed on the
+// loop and stored.
+func TestPrecheckKeepsNoCopyOverMessageMaxBytes(t *testing.T) {
+	c := newCluster(t, 1, map[string]string{"message.max.bytes": "200"})
+	c.waitRegistered()
+	c.createTopicWith("zstd-default", map[string]string{"compression.type": "zstd"})
+	c.createTopicWith("zstd-large", map[string]string{"compression.type": "zstd", "max.message.bytes": "1000"})
+	n := c.nodes[1].node
+	noise := make([]byte, 120)
+	for i := range noise {
+		noise[i] = byte(i*151 + 7)
+	}
+	small := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Records: []batch.Record{{Key: []byte("k"), Value: noise}}})
+	for _, tc := range []struct {
+		topic    string
+		wantCode int16
+		wantLoop int64
+	}{
+		{"zstd-default", kerr.MessageTooLarge.Code, 0},
+		{"zstd-large", 0, 1},
+	} {
+		prechecked, v := precheckProduce(t, n, tc.topic, bytes.Clone(small))
+		if r := v.recompression; len(small) > 200 || r == nil || r.stored != nil || r.batchBytes <= 200 || r.codec != batch.CodecZstd {
+			t.Fatalf("%s: batch of %d bytes recompressed %+v: want its zstd size over 200 and no copy", tc.topic, len(small), r)
+		}
+		loopBefore := n.loopRecompressions
+		if r := c.sendPrechecked(prechecked); r.ErrorCode != tc.wantCode {
+			t.Errorf("%s: error %v, want %v", tc.topic, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(tc.wantCode))
+		}
+		if got := n.loopRecompressions - loopBefore; got != tc.wantLoop {
+			t.Errorf("%s: %d recompressions on the loop, want %d", tc.topic, got, tc.wantLoop)
+		}
+		if tc.wantCode == 0 {
+			if codec, _, _ := storedBatch(t, c.fetch(1, tc.topic, 0, 0).RecordBatches); codec != batch.CodecZstd {
+				t.Errorf("%s: stored %s, want zstd", tc.topic, codec)
+			}
 		}
 	}
 }
