@@ -10,9 +10,10 @@ package broker
 // controller and the answer relayed (controller_role.go). The new leaders
 // reach the brokers through the metadata log.
 //
-// Skipped here: TimeoutMillis (the answer waits for the commit, which the
-// client's own request timeout bounds), and authorization (Strand has no
-// authorizer).
+// TimeoutMillis is the controller's deadline to start on the request, as
+// in Kafka (elect_leaders.go); the forwarding itself is bounded by
+// controllerRequestTimeoutMs, as Kafka's by its forwarding timeout.
+// Skipped: authorization (Strand has no authorizer).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

@@ -24,10 +24,14 @@ const (
 // decided from the latest image, the changes go in one batch, and the
 // answer waits for their commit.
 //
-//   - PREFERRED moves leadership to the first replica of the assignment if
-//     it is in the ISR and may lead (registered, unfenced, not shutting
-//     down); ELECTION_NOT_NEEDED if it already leads,
-//     PREFERRED_LEADER_NOT_AVAILABLE otherwise.
+//   - PREFERRED, as Kafka's PartitionChangeBuilder.electPreferredLeader:
+//     ELECTION_NOT_NEEDED if the first replica of the assignment leads;
+//     otherwise it becomes leader if it is valid (in the ISR, or in the
+//     ELR when the ISR is empty, and registered, unfenced, not shutting
+//     down); otherwise a valid current leader stays and the answer is
+//     PREFERRED_LEADER_NOT_AVAILABLE; otherwise (no valid leader) the
+//     partition gets the leader a clean election gives it, another valid
+//     replica, PREFERRED_LEADER_NOT_AVAILABLE if there is none.
 //   - UNCLEAN elects a leader for a partition without one, by
 //     replica.Elect's rule with unclean election allowed whatever the
 //     topic's unclean.leader.election.enable says (the ISR, the ELR and the
@@ -40,11 +44,24 @@ const (
 // An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION; an
 // unknown election type INVALID_REQUEST for the whole request.
 //
-// Kafka's PREFERRED election on a leaderless partition whose preferred
-// replica cannot lead elects another ISR member; Strand's controller never
-// leaves a partition leaderless while an ISR member may lead, so answering
-// PREFERRED_LEADER_NOT_AVAILABLE there loses nothing.
+// TimeoutMillis is Kafka's deadline for the controller to start on the
+// request (QuorumController queues it with that deadline; an event still
+// queued at its deadline fails with REQUEST_TIMED_OUT, and once it runs
+// the answer waits for the commit whatever the deadline). This controller
+// starts on a request as it arrives, so only a TimeoutMillis of 0 or less
+// is past due: REQUEST_TIMED_OUT, top-level and per partition, nothing
+// elected. An empty (not null) topic list is answered empty at once, as
+// Kafka's QuorumController.electLeaders does before queueing.
 func (c *Controller) handleElectLeaders(req *kmsg.ElectLeadersRequest, reply func(kmsg.Response)) {
+	if req.Topics != nil && len(req.Topics) == 0 {
+		reply(req.ResponseKind())
+		return
+	}
+	if req.TimeoutMillis <= 0 {
+		reply(electLeadersErrorResponse(req, kerr.RequestTimedOut.Code,
+			fmt.Sprintf("TimeoutMillis %d: the deadline passed before the controller started on the request", req.TimeoutMillis)))
+		return
+	}
 	if !c.Active() {
 		reply(notControllerResponse(req))
 		return
@@ -116,17 +133,15 @@ func (c *Controller) electLeader(t *txn, topicName string, partition int32, elec
 	tp := metadata.TopicPartition{Topic: topic.Name, TopicID: topic.ID, Partition: partition}
 	if electionType == electionPreferred {
 		preferred := cur.Replicas[0]
-		switch {
-		case cur.Leader == preferred:
+		if cur.Leader == preferred {
 			return fail(kerr.ElectionNotNeeded, "preferred replica %d already leads", preferred)
-		case !slices.Contains(cur.ISR, preferred) || !c.acceptable(preferred):
+		}
+		next, kind := c.preferredElection(topic.Name, toReplicaState(cur))
+		if next.LeaderID == cur.Leader {
 			return fail(kerr.PreferredLeaderNotAvailable,
 				"preferred replica %d is not in the ISR %v or may not lead (fenced, unregistered or shutting down)", preferred, cur.ISR)
 		}
-		now := toReplicaState(cur)
-		next := now
-		next.LeaderID, next.LeaderEpoch, next.PartitionEpoch = preferred, now.LeaderEpoch+1, now.PartitionEpoch+1
-		t.add(c.changeRecord(tp, cur, next, replica.ElectionClean))
+		t.add(c.changeRecord(tp, cur, next, kind))
 		return out
 	}
 	if cur.Leader != metadata.NoLeader {
@@ -140,6 +155,35 @@ func (c *Controller) electLeader(t *txn, topicName string, partition int32, elec
 	}
 	t.add(c.changeRecord(tp, cur, next, kind))
 	return out
+}
+
+// preferredElection is the state after Kafka's preferred election
+// (PartitionChangeBuilder.electPreferredLeader) of cur, whose preferred
+// replica does not lead: the preferred replica if it is valid (in the ISR,
+// or in the ELR when the ISR is empty, and acceptable); else cur unchanged
+// if its leader is valid; else the clean election replica.Elect makes with
+// the topic's policy and no unclean election, which takes the first valid
+// replica in assignment order (not the preferred one, invalid), as Kafka
+// does. A partition with a leader has it in the ISR, so the ELR matters
+// only to a leaderless one, where replica.Elect's first valid replica is
+// the preferred one whenever it is valid.
+func (c *Controller) preferredElection(topicName string, cur replica.PartitionState) (replica.PartitionState, replica.ElectionKind) {
+	valid := func(id int32) bool {
+		inISR := slices.Contains(cur.ISR, id)
+		return (inISR || (len(cur.ISR) == 0 && slices.Contains(cur.ELR, id))) && c.acceptable(id)
+	}
+	if cur.LeaderID != metadata.NoLeader && valid(cur.LeaderID) {
+		preferred := cur.Replicas[0]
+		if !valid(preferred) {
+			return cur, replica.ElectionKept
+		}
+		next := cur
+		next.LeaderID, next.LeaderEpoch, next.PartitionEpoch = preferred, cur.LeaderEpoch+1, cur.PartitionEpoch+1
+		return next, replica.ElectionClean
+	}
+	pol := c.policy(topicName)
+	pol.UncleanEnabled = false
+	return replica.Elect(cur, pol, c.acceptable)
 }
 
 // electLeadersErrorResponse answers every partition named in req, and the

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -210,3 +211,109 @@ func TestElectLeadersRefusals(t *testing.T) {
 }
 
 func itoa(p int32) string { return fmt.Sprint(p) }
+
+// TestPreferredElectionOfALeaderlessPartitionElectsAnotherISRMember: as
+// Kafka's PartitionChangeBuilder.electPreferredLeader, a PREFERRED election
+// of a partition without a leader whose preferred replica may not lead
+// elects the first other replica (assignment order) that may: in the ISR
+// and registered, unfenced, not shutting down. Strand's controller itself
+// never leaves such a partition leaderless (every change that lets a
+// replica lead elects one), so the test writes that state directly.
+func TestPreferredElectionOfALeaderlessPartitionElectsAnotherISRMember(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.LeaderImbalanceCheckIntervalMs = 0
+	h := newHarness(t, cfg)
+	epochs := h.startBrokers(3)
+	h.createTopic("a", 1, 3, nil)
+	s := h.partition("a", 0)
+	preferred := s.Replicas[0]
+	// The preferred replica goes silent and is fenced: it leaves the ISR.
+	for elapsed := int64(0); elapsed < 10000; elapsed += 2000 {
+		h.advance(2000)
+		for _, id := range s.Replicas[1:] {
+			h.heartbeat(id, epochs[id], false)
+		}
+	}
+	moved := h.partition("a", 0)
+	if moved.Leader == preferred || moved.Leader == metadata.NoLeader || slices.Contains(moved.ISR, preferred) {
+		t.Fatalf("after fencing broker %d: %+v, want another leader and it out of the ISR", preferred, moved)
+	}
+	tx := h.c.begin()
+	topic, _ := h.c.latest.TopicByName("a")
+	tx.add(&metadata.PartitionChangeRecord{TopicID: topic.ID, PartitionID: 0, Leader: metadata.NoLeader})
+	tx.commit(func() {}, nil)
+	h.settle()
+	leaderless := h.partition("a", 0)
+	if leaderless.Leader != metadata.NoLeader {
+		t.Fatalf("written state: %+v, want no leader", leaderless)
+	}
+
+	got := electionResults(h.electLeaders(electionPreferred, map[string][]int32{"a": {0}}, "a"))
+	if got["a-0"] != 0 {
+		t.Fatalf("preferred election of a leaderless partition with ISR %v: %v, want an election", leaderless.ISR, got)
+	}
+	want := s.Replicas[1] // the first after the preferred one; both others are in the ISR
+	if now := h.partition("a", 0); now.Leader != want || now.LeaderEpoch != leaderless.LeaderEpoch+1 || !sameIDs(now.ISR, leaderless.ISR) {
+		t.Fatalf("after the election: %+v, want broker %d leading in epoch %d with ISR %v", now, want, leaderless.LeaderEpoch+1, leaderless.ISR)
+	}
+	// Now led by an ISR member that may lead: the fenced preferred replica
+	// is PREFERRED_LEADER_NOT_AVAILABLE again.
+	got = electionResults(h.electLeaders(electionPreferred, map[string][]int32{"a": {0}}, "a"))
+	if got["a-0"] != kerr.PreferredLeaderNotAvailable.Code {
+		t.Fatalf("preferred election with a valid leader and the preferred replica fenced: %v, want PREFERRED_LEADER_NOT_AVAILABLE", got)
+	}
+}
+
+// TestElectLeadersDeadline: Kafka's controller runs ElectLeaders as an
+// event whose deadline is TimeoutMillis after the request arrived, and an
+// event still queued at its deadline fails with REQUEST_TIMED_OUT,
+// top-level and for every partition, electing nothing. Strand's
+// controller runs a request as it arrives, so only a TimeoutMillis of 0 or
+// less is past due; an empty (not null) topic list is answered empty at
+// once, before that or any other check, as Kafka's QuorumController does.
+func TestElectLeadersDeadline(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.LeaderImbalanceCheckIntervalMs = 0
+	h := newHarness(t, cfg)
+	h.startBrokers(3)
+	h.createTopic("a", 1, 3, nil)
+	s := h.partition("a", 0)
+	// Leadership moves off the preferred replica (still in the ISR), so
+	// that a PREFERRED election has something to do.
+	other := s.Replicas[1]
+	tx := h.c.begin()
+	topic, _ := h.c.latest.TopicByName("a")
+	tx.add(&metadata.PartitionChangeRecord{TopicID: topic.ID, PartitionID: 0, Leader: other})
+	tx.commit(func() {}, nil)
+	h.settle()
+	before := h.partition("a", 0)
+	if before.Leader != other {
+		t.Fatalf("written state: %+v, want broker %d leading", before, other)
+	}
+
+	for _, timeoutMs := range []int32{0, -1} {
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.Version, req.ElectionType, req.TimeoutMillis = 2, electionPreferred, timeoutMs
+		req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+		resp := h.send(req).(*kmsg.ElectLeadersResponse)
+		if resp.ErrorCode != kerr.RequestTimedOut.Code || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 ||
+			resp.Topics[0].Partitions[0].ErrorCode != kerr.RequestTimedOut.Code {
+			t.Fatalf("TimeoutMillis %d: %+v, want REQUEST_TIMED_OUT top-level and for a-0", timeoutMs, resp)
+		}
+		if now := h.partition("a", 0); now.Leader != before.Leader || now.LeaderEpoch != before.LeaderEpoch {
+			t.Fatalf("TimeoutMillis %d changed the partition: %+v -> %+v", timeoutMs, before, now)
+		}
+	}
+
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version, req.ElectionType, req.TimeoutMillis = 2, 7, 0
+	req.Topics = []kmsg.ElectLeadersRequestTopic{}
+	if resp := h.send(req).(*kmsg.ElectLeadersResponse); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+		t.Fatalf("empty topic list: %+v, want an empty answer", resp)
+	}
+
+	got := electionResults(h.electLeaders(electionPreferred, map[string][]int32{"a": {0}}, "a"))
+	if got["a-0"] != 0 || h.partition("a", 0).Leader != s.Replicas[0] {
+		t.Fatalf("with a deadline ahead: %v, leader %d; want broker %d elected", got, h.partition("a", 0).Leader, s.Replicas[0])
+	}
+}
