@@ -280,9 +280,14 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 }
 
 // notHostedCode is the answer for a partition this node does not host:
-// NOT_LEADER_OR_FOLLOWER if the partition exists in the cluster (the client's
-// metadata is stale), UNKNOWN_TOPIC_OR_PARTITION otherwise.
+// KAFKA_STORAGE_ERROR if it is assigned here but its log could not be
+// opened (storage_failure.go), NOT_LEADER_OR_FOLLOWER if the partition
+// exists in the cluster (the client's metadata is stale),
+// UNKNOWN_TOPIC_OR_PARTITION otherwise.
 func (n *Node) notHostedCode(key partitionKey) int16 {
+	if n.partitionOffline(key) {
+		return kerr.KafkaStorageError.Code
+	}
 	if _, ok := n.image.PartitionByName(key.topic, key.index); ok {
 		return kerr.NotLeaderForPartition.Code
 	}

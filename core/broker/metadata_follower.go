@@ -378,9 +378,8 @@ func (n *Node) reconcilePartitions() {
 		if p == nil {
 			var err error
 			if p, err = n.openPartition(tp); err != nil {
-				n.cfg.Log.Error("cannot open partition; it stays unavailable on this broker", slog.String("topic", tp.Topic),
-					slog.Int("partition", int(tp.Partition)), slog.Any("err", err))
-				continue // the partition stays unavailable here
+				n.markPartitionOffline(tp, err)
+				continue // the partition stays offline here
 			}
 			n.partitions[key] = p
 		}
@@ -391,6 +390,7 @@ func (n *Node) reconcilePartitions() {
 		n.setIneligibleReplicas(p)
 		n.afterReplicaChange(p)
 	}
+	n.forgetOfflinePartitions()
 	n.applyTopicConfigs()
 	n.wakeAllFetchWaiters()
 }

@@ -188,6 +188,9 @@ type Node struct {
 	// managers are the log directories, in log.dirs order.
 	managers   []*log.Manager
 	partitions map[partitionKey]*partition
+	// offlinePartitions are the partitions assigned here whose log could
+	// not be opened (storage_failure.go markPartitionOffline).
+	offlinePartitions map[partitionKey]bool
 	// topicConfigs caches resolved topic configurations for the image at
 	// offset topicConfigsAt (topic_config.go).
 	topicConfigs   map[string]config.TopicConfig

@@ -97,21 +97,17 @@ func (l replicaLog) EndOffsetForEpoch(requested int32) (int32, int64) {
 func (p *partition) storageFailed() bool { return p.log.Err() != nil }
 
 // openPartition takes tp's log from the log directory that recovered it at
-// start, or creates it in the directory hosting the fewest logs, and wraps
-// it in a replica state machine started from the checkpointed HW.
+// start, or creates it in the live directory hosting the fewest logs
+// (logDirFor), and wraps it in a replica state machine started from the
+// checkpointed HW.
 func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	key := partitionKey{tp.Topic, tp.Partition}
 	ltp := log.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
-	m, disk := n.managers[0], n.disks[0]
-	for i, candidate := range n.managers {
-		if _, ok := candidate.Log(ltp); ok {
-			m, disk = candidate, n.disks[i]
-			break
-		}
-		if len(candidate.Partitions()) < len(m.Partitions()) {
-			m, disk = candidate, n.disks[i]
-		}
+	dir, err := n.logDirFor(ltp)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
+	m, disk := n.managers[dir], n.disks[dir]
 	l, err := n.claimLog(m, disk, ltp, tp.TopicID)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
@@ -143,6 +139,7 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	}
 	_ = n.loadProducers(p) // on failure the state stays nil and syncProducers retries
 	l.SetRecoveryPointListener(func(int64) { n.onDurable(p) })
+	l.SetFailureListener(func(error) { n.onLogFailure(p) })
 	return p, nil
 }
 

@@ -95,7 +95,11 @@ func (m *Manager) Fail(cause error) bool {
 	if m.failed != nil {
 		return false
 	}
-	m.failed = fmt.Errorf("log directory %s is offline: %w: %w", m.dir, env.ErrIO, cause)
+	name := m.dir
+	if name == "" {
+		name = "." // the disk's root, as the broker opens its directories
+	}
+	m.failed = fmt.Errorf("log directory %s is offline: %w: %w", name, env.ErrIO, cause)
 	tps := m.Partitions()
 	online := 0
 	for _, tp := range tps {

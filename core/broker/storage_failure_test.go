@@ -1,0 +1,301 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strand/core/env"
+	"strand/core/log"
+	"strand/core/metadata"
+	"strand/sim/memdisk"
+)
+
+// asyncAnswer is a request sent on a connection of its own, so that its
+// answer does not wait behind another request's: done is set, with resp
+// and atMs (the scheduler's time), when it arrives.
+type asyncAnswer struct {
+	done bool
+	resp kmsg.Response
+	err  error
+	atMs int64
+}
+
+// sendAlone sends req to node id on a new connection.
+func (c *cluster) sendAlone(id int32, req kmsg.Request) *asyncAnswer {
+	c.t.Helper()
+	cc, err := c.client.Dial(env.NodeID(id), nil)
+	if err != nil {
+		c.t.Fatalf("dial %d: %v", id, err)
+	}
+	a := &asyncAnswer{}
+	cc.Send(req, func(r kmsg.Response, e error) { a.done, a.resp, a.err, a.atMs = true, r, e, c.s.NowNs()/1e6 })
+	return a
+}
+
+// holdAcksOnNode2 pauses nodes 1 and 3 of threeNodes, so that node 2, the
+// leader of r-0, appends but its HW cannot move (and, the controller
+// paused, it is not fenced either: nothing but the log failure itself can
+// answer what waits), then sends an acks=all produce with a 30 s timeout
+// and a consumer fetch at the HW waiting up to 30 s, and checks both wait.
+func holdAcksOnNode2(t *testing.T, c *cluster) (produce, fetch *asyncAnswer) {
+	t.Helper()
+	c.nodes[1].proc.Pause()
+	c.nodes[3].proc.Pause()
+	req := produceReq("r", 0, -1, recordBatch("unreplicated"))
+	req.TimeoutMillis = 30000
+	produce = c.sendAlone(2, req)
+	fetch = c.sendAlone(2, fetchReq("r", 0, 0, 30000))
+	c.run(200)
+	if produce.done || fetch.done {
+		t.Fatalf("test premise: acks=all (answered %v) and the fetch at the HW (answered %v) wait", produce.done, fetch.done)
+	}
+	if leo := c.nodes[2].node.partitions[partitionKey{"r", 0}].log.LogEndOffset(); leo != 1 {
+		t.Fatalf("test premise: node 2's r-0 LEO is %d, want 1", leo)
+	}
+	return produce, fetch
+}
+
+// produceCode and fetchCode are the r-0 error codes of answered requests.
+func produceCode(t *testing.T, a *asyncAnswer) int16 {
+	t.Helper()
+	if a.err != nil {
+		t.Fatalf("produce: %v", a.err)
+	}
+	return a.resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+func fetchCode(t *testing.T, a *asyncAnswer) int16 {
+	t.Helper()
+	if a.err != nil {
+		t.Fatalf("fetch: %v", a.err)
+	}
+	return a.resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// TestLogDirFailureAnswersWaitingAcksAndFetches: when a log directory goes
+// offline (Manager.Fail), an acks=all produce waiting for the HW and a
+// long-polling fetch on one of its logs are answered KAFKA_STORAGE_ERROR
+// at once, as Kafka completes an offline replica's delayed operations
+// with that error. Before, both waited for their timeouts (30 s here; in
+// a cluster whose controller is reachable, until the fence moved
+// leadership).
+func TestLogDirFailureAnswersWaitingAcksAndFetches(t *testing.T) {
+	c := threeNodes(t)
+	produce, fetch := holdAcksOnNode2(t, c)
+	failedAtMs := c.s.NowNs() / 1e6
+	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	c.run(20)
+	if !produce.done || !fetch.done {
+		t.Fatalf("20 ms after the directory went offline: acks=all answered %v, fetch answered %v; want both answered",
+			produce.done, fetch.done)
+	}
+	if code := produceCode(t, produce); code != kerr.KafkaStorageError.Code {
+		t.Errorf("acks=all answered %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+	if code := fetchCode(t, fetch); code != kerr.KafkaStorageError.Code {
+		t.Errorf("fetch answered %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+	if produce.atMs-failedAtMs > 5 || fetch.atMs-failedAtMs > 5 {
+		t.Errorf("answered %d ms (produce) and %d ms (fetch) after the failure, want at once", produce.atMs-failedAtMs, fetch.atMs-failedAtMs)
+	}
+}
+
+// TestNoAckAfterTheLeaderLogFailed: a produce waiting for the HW when the
+// leader's log fails is never acknowledged, even if the HW covers it
+// later: here an ISR shrink proposed before the failure is applied right
+// after it, in the same event-loop step, so the HW reaches the record.
+// The records a failed leader log holds may be lost with it; the answer
+// must be an error. Before, the acks=all produce was answered success.
+func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
+	// As threeNodes, with a short replica.lag.time.max.ms: a follower
+	// caught up less than that ago holds the HW even outside the ISR.
+	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3", "replica.lag.time.max.ms": "1000"})
+	c.waitRegistered()
+	c.createTopic(2, "other", 1, 3)
+	c.createTopic(3, "r", 1, 3)
+	if l := c.leaderOf("r", 0); l != 2 {
+		t.Fatalf("test premise: leader of r-0 is %d, want 2", l)
+	}
+	c.nodes[1].proc.Pause() // the controller: nothing commits, nobody is fenced
+	req := produceReq("r", 0, -1, recordBatch("on two of three"))
+	req.TimeoutMillis = 30000
+	produce := c.sendAlone(2, req)
+	n3 := c.nodes[3].node
+	c.waitFor("node 3 replicates the record", 5000, func() bool {
+		p := n3.partitions[partitionKey{"r", 0}]
+		return p != nil && p.log.LogEndOffset() == 1
+	})
+	c.run(1500) // node 3's next fetch tells the leader its LEO; node 1 stops counting as caught up
+	if produce.done {
+		t.Fatalf("test premise: acks=all waits for node 1, in the ISR; answered %+v", produce.resp)
+	}
+	n2 := c.nodes[2].node
+	p := n2.partitions[partitionKey{"r", 0}]
+	state, _ := n2.image.PartitionByName("r", 0)
+	if !slices.Equal(state.ISR, []int32{1, 2, 3}) || p.replica.HighWatermark() != 0 {
+		t.Fatalf("test premise: ISR %v (want [1 2 3]), HW %d (want 0)", state.ISR, p.replica.HighWatermark())
+	}
+
+	n2.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	shrunk := state
+	shrunk.ISR, shrunk.PartitionEpoch = []int32{2, 3}, state.PartitionEpoch+1
+	// The shrink, committed before the failure was noticed, applied as
+	// reconcilePartitions applies a pushed state.
+	n2.applyPartitionState(p, shrunk)
+	n2.setIneligibleReplicas(p)
+	n2.afterReplicaChange(p)
+	if p.replica.HighWatermark() != 1 {
+		t.Fatalf("test premise: the shrink moved the HW to %d, want 1", p.replica.HighWatermark())
+	}
+	c.run(20)
+	if !produce.done {
+		t.Fatal("acks=all not answered after its leader log failed")
+	}
+	if code := produceCode(t, produce); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("acks=all answered %v after its leader log failed, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+}
+
+// TestFailedSyncAnswersDurableWaitAtOnce: on a topic with
+// flush.messages=1 a produce waits for its leader's Sync; when that Sync
+// fails, the log fails and the produce is answered KAFKA_STORAGE_ERROR
+// at once. Before, it waited out its request timeout (30 s here).
+func TestFailedSyncAnswersDurableWaitAtOnce(t *testing.T) {
+	c := newCluster(t, 1, map[string]string{"log.flush.interval.messages": "1"})
+	c.waitRegistered()
+	c.createTopic(1, "d", 1, 1)
+	n := c.nodes[1]
+	p := n.node.partitions[partitionKey{"d", 0}]
+	if p == nil || !p.syncAcks {
+		t.Fatal("test premise: d-0 is hosted with flush.messages=1")
+	}
+	if err := n.disk.FailNextSync(p.log.Dir() + "/00000000000000000000.log"); err != nil {
+		t.Fatal(err)
+	}
+	req := produceReq("d", 0, 1, recordBatch("never synced"))
+	req.TimeoutMillis = 30000
+	produce := c.sendAlone(1, req)
+	c.run(200)
+	if p.log.Err() == nil {
+		t.Fatal("test premise: the failed Sync did not fail the log")
+	}
+	if !produce.done {
+		t.Fatal("200 ms after the failed Sync the produce waiting for it is not answered")
+	}
+	if code := produceCode(t, produce); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce answered %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+}
+
+// startWithTwoLogDirs restarts node id with two log directories: its own
+// disk first, then a fresh one.
+func (c *cluster) startWithTwoLogDirs(tn *testNode) *memdisk.Disk {
+	c.t.Helper()
+	tn.cfg.Broker.LogDirs = []string{fmt.Sprintf("/data/node%d", tn.id), fmt.Sprintf("/data2/node%d", tn.id)}
+	second := memdisk.New(memdisk.Options{Post: tn.proc.Post})
+	node, err := New(tn.cfg, tn.clock, tn.nn, []env.Disk{tn.disk, second}, c.ids)
+	if err != nil {
+		c.t.Fatalf("node %d: New: %v", tn.id, err)
+	}
+	tn.node = node
+	tn.nn.SetHandler(node)
+	return second
+}
+
+// TestNewLogGoesToALiveDirectory: a partition whose log must be created
+// goes to a live log directory, never to an offline one, even when the
+// offline one holds fewer logs. Before, openPartition chose the directory
+// with the fewest logs, offline or not; CreateLog refused there, and the
+// partition stayed unavailable on this broker though another directory
+// was healthy.
+func TestNewLogGoesToALiveDirectory(t *testing.T) {
+	c := threeNodes(t)
+	n := c.nodes[2]
+	n.proc.Crash()
+	n.proc.Restart()
+	c.startWithTwoLogDirs(n)
+	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.partitions[partitionKey{"r", 0}] != nil })
+	if n.node.partitions[partitionKey{"r", 0}].manager != n.node.managers[0] {
+		t.Fatal("test premise: r-0's log, recovered from the first directory, is opened from it")
+	}
+	// The second directory, holding no log, goes offline.
+	n.node.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	p, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 0, TopicID: metadata.TopicID{1}})
+	if err != nil {
+		t.Fatalf("openPartition with one live directory: %v", err)
+	}
+	if p.manager != n.node.managers[0] {
+		t.Fatal("the new log went to the offline directory")
+	}
+	if p.log.Err() != nil {
+		t.Fatalf("the new log failed: %v", p.log.Err())
+	}
+
+	// No directory live: the open fails with a storage error.
+	n.node.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	if _, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 1, TopicID: metadata.TopicID{1}}); errorCodeOf(err) != kerr.KafkaStorageError.Code {
+		t.Fatalf("openPartition with no live directory: %v, want a storage error", err)
+	}
+}
+
+// TestPartitionWithoutALiveDirectoryAnswersStorageError: a partition
+// assigned to a broker that cannot open its log, here because its only
+// log directory is offline and holds no log for it, stays offline there:
+// requests on it get KAFKA_STORAGE_ERROR, as Kafka's offline partitions
+// (HostedPartition.Offline), and the failure is logged once, not at every
+// metadata change. Before, they got NOT_LEADER_OR_FOLLOWER, which sends a
+// client looking for a leader elsewhere as if this broker were no
+// replica, and each metadata change logged the failure again.
+func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
+	c := threeNodes(t)
+	n := c.nodes[3]
+	n.proc.Crash()
+	n.proc.Restart()
+	// r-0's log is gone from node 3 (a new disk mounted in its place) and
+	// the directory goes offline at open.
+	for _, name := range mustList(t, n.disk, "r-0") {
+		if err := n.disk.Remove(log.TopicPartition{Topic: "r", Partition: 0}.DirName() + "/" + name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.disk.Remove("r-0"); err != nil {
+		t.Fatal(err)
+	}
+	n.disk.Writeback() // the removal survives the crash below
+	c.restartWithFailedOpenSync(n)
+	c.run(3000)
+	if n.node.managers[0].Err() == nil {
+		t.Fatal("test premise: the directory is not offline")
+	}
+	if n.node.partitions[partitionKey{"r", 0}] != nil {
+		t.Fatal("test premise: r-0 opened on node 3")
+	}
+	if f := c.fetch(3, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch of r-0 from node 3: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(f.ErrorCode))
+	}
+	c.createTopic(2, "later", 1, 2) // metadata changes: node 3 reconciles again
+	c.run(1000)
+	const line = "cannot open partition; it stays offline on this broker, requests on it get KAFKA_STORAGE_ERROR"
+	if got := n.logs.matching(slog.LevelError, line, map[string]string{"topic": "r"}); len(got) != 1 {
+		t.Fatalf("the failed open of r-0 logged %d times, want once; log:\n%s", len(got), n.logs)
+	}
+
+	c.deleteTopic(2, "r")
+	c.waitFor("node 3 forgets the deleted topic's offline partition", 10000, func() bool {
+		return !n.node.partitionOffline(partitionKey{"r", 0})
+	})
+}
+
+func mustList(t *testing.T, disk env.Disk, dir string) []string {
+	t.Helper()
+	names, err := disk.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
