@@ -259,7 +259,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	hdr.ClientHost = sc.clientHost
 	handler := sc.net.handler
 	if p, ok := handler.(requestPrechecker); ok {
-		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression and CRCs
+		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression, CRCs, recompression
 	}
 	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
 	if !ok {

@@ -139,3 +139,9 @@ func sameSlice(a, b []byte) bool {
 func decompressedBytesMaxOf(messageMaxBytes int32) int {
 	return max(decompressedBytesMaxFloor, 4*int(messageMaxBytes))
 }
+
+// LoopRecompressions is how many produced batches the node recompressed on
+// its event loop (storedForm) since it started, for tests and diagnostics:
+// with realnet's pre-check it grows only when a topic's compression.type
+// changed between a batch's pre-check and its append.
+func (n *Node) LoopRecompressions() int64 { return n.loopRecompressions }
