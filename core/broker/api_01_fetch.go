@@ -6,7 +6,9 @@ package broker
 // 0, replica fetchers) up to the LEO, and a replica's fetch drives the
 // leader's view of it (core/replica OnFollowerFetch): HW, ISR expansion,
 // DivergingEpoch (v12). LastStableOffset = HW at both isolation levels: no
-// transactions yet. PartitionMaxBytes and MaxBytes bound the response, except
+// transactions yet. A consumer's fetch v11+ is served by a follower too,
+// up to the follower's own HW (KIP-392, consumerFetchFromFollower); below
+// v11, and for replicas, only the leader serves. PartitionMaxBytes and MaxBytes bound the response, except
 // that the first non-empty partition returns its first batch whole (KIP-74).
 // Long polling: without enough data (MinBytes) and without errors, the
 // request waits up to MaxWaitMillis, re-checked whenever a hosted
@@ -29,7 +31,9 @@ package broker
 // v15 moves the replica id into ReplicaState; v16's NodeEndpoints are
 // left empty (no CurrentLeader is ever set).
 //
-// Skipped: preferred read replicas (KIP-392), throttling.
+// Skipped: choosing a preferred read replica for the client (KIP-392's
+// replica.selector.class; Kafka's default selects none, so the leader
+// serves, as here), throttling.
 //
 // Zero copy: record batches are never copied by the broker. A partition's
 // batches stay file regions (log.Read), pinned (log.Pin) from the answer
@@ -62,13 +66,23 @@ type fetchWaiter struct {
 	parked bool
 }
 
-// parkedPartition is what a parked fetch waits on in one partition.
+// parkedPartition is what a parked fetch waits on in one partition: its
+// leader epoch and role when parked (a follower serves consumers too) are
+// what a change of either is checked against.
 type parkedPartition struct {
 	p           *partition
 	leaderEpoch int32
+	role        replica.Role
 	fetchOffset int64
 	maxBytes    int32
 }
+
+// followerReadVersionMin is the first Fetch version whose consumer fetches
+// a follower serves. Kafka's FetchParams.fetchOnlyLeader is isFromFollower
+// || (isFromConsumer && clientMetadata empty), and KafkaApis builds the
+// client metadata (rack id, KIP-392) for every request from v11, whatever
+// its rack id.
+const followerReadVersionMin = 11
 
 func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
 	if controller.Handles(req) { // a fetch of the metadata log
@@ -172,7 +186,7 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 				rp = fetchPartitionError(fp.Partition, kerr.InconsistentTopicID.Code)
 				p = nil
 			default:
-				rp, records = n.fetchPartition(req.ReplicaID, p, t.Topic, fp, &remaining, &minOneBatch)
+				rp, records = n.fetchPartition(req, p, t.Topic, fp, &remaining, &minOneBatch)
 			}
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
 				answerNow = true
@@ -190,10 +204,11 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 	return answer, bytes, answerNow
 }
 
-// fetchPartition answers one partition of a Fetch and finds its records,
-// as regions of the partition's log; p is the hosted partition fp names,
-// nil if none.
-func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
+// fetchPartition answers one partition of req and finds its records, as
+// regions of the partition's log; p is the hosted partition fp names, nil
+// if none.
+func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
+	replicaID := req.ReplicaID
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = fp.Partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
@@ -217,6 +232,8 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
 		}, n.nowMs())
 		defer n.afterFollowerFetch(p, hwBefore)
+	} else if req.Version >= followerReadVersionMin && p.replica.Role() == replica.RoleFollower {
+		d = consumerFetchFromFollower(p, fp.FetchOffset, fp.CurrentLeaderEpoch)
 	} else {
 		d = p.replica.OnConsumerFetch(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	}
@@ -243,6 +260,40 @@ func (n *Node) fetchPartition(replicaID int32, p *partition, topic string, fp km
 		*minOneBatch = false
 	}
 	return rp, records
+}
+
+// consumerFetchFromFollower decides a consumer's fetch of p, which this
+// node follows (KIP-392), as Kafka's Partition.fetchRecords does without
+// requiring the leader: the request's leader epoch against the follower's
+// (older FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 accepted), a
+// fetch offset outside [log start, LEO] OFFSET_OUT_OF_RANGE, and records
+// below the follower's HW, which it learned from the leader's answers and
+// never exceeds its LEO (min guards a truncation not yet clamped): every
+// record below it is committed, so a consumer reads from a follower only
+// what it could read from the leader. The answer's HW, last stable offset
+// and log start are the follower's, as Kafka's.
+func consumerFetchFromFollower(p *partition, fetchOffset int64, currentLeaderEpoch int32) replica.FetchDecision {
+	leo := p.log.LogEndOffset()
+	d := replica.FetchDecision{
+		HighWatermark:  min(p.replica.HighWatermark(), leo),
+		LogStartOffset: p.log.LogStartOffset(),
+		LogEndOffset:   leo,
+	}
+	switch epoch := p.replica.LeaderEpoch(); {
+	case currentLeaderEpoch == replica.NoEpoch:
+	case currentLeaderEpoch < epoch:
+		d.Error = kerr.FencedLeaderEpoch.Code
+		return d
+	case currentLeaderEpoch > epoch:
+		d.Error = kerr.UnknownLeaderEpoch.Code
+		return d
+	}
+	if fetchOffset < d.LogStartOffset || fetchOffset > leo {
+		d.Error = kerr.OffsetOutOfRange.Code
+		return d
+	}
+	d.ReadFromOffset, d.ReadToOffset = fetchOffset, max(fetchOffset, d.HighWatermark)
+	return d
 }
 
 // afterFollowerFetch is afterReplicaChange after a follower's fetch of p.
@@ -275,7 +326,8 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, us
 				if last := len(p.fetchWaiters) - 1; last < 0 || p.fetchWaiters[last] != w {
 					p.fetchWaiters = append(p.fetchWaiters, w)
 				}
-				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
+				w.parts = append(w.parts, parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), role: p.replica.Role(),
+					fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes})
 			}
 			i++
 		}
@@ -437,16 +489,18 @@ func (n *Node) fetchReady(w *fetchWaiter, woken *partition) bool {
 // partitionReady looks at one partition of a parked fetch: ready is set
 // when it alone makes the fetch ready (it changed role, epoch or log, or
 // has data and minBytes is 1); otherwise bytes is what a read of it would
-// return now (0 when nothing is above the fetch offset).
+// return now (0 when nothing is above the fetch offset). Only a leader's
+// partitions park, and a follower's for a consumer (only those are served
+// without an error).
 func (n *Node) partitionReady(w *fetchWaiter, pp parkedPartition, minBytes int64) (ready bool, bytes int64) {
 	p := pp.p
-	if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != replica.RoleLeader {
+	if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != pp.role {
 		return true, 0
 	}
 	leo := p.log.LogEndOffset()
 	bound := leo
 	if w.req.ReplicaID < 0 {
-		bound = p.replica.HighWatermark()
+		bound = min(p.replica.HighWatermark(), leo) // a follower's HW may await its clamp after a truncation
 	}
 	if bound <= pp.fetchOffset {
 		return false, 0

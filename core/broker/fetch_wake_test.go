@@ -38,7 +38,7 @@ func TestFetchReadyWokenPartitionFirstAgrees(t *testing.T) {
 			w.req.MinBytes = 1 + rng.Int32N(3*batchBytes)
 			for range 1 + rng.IntN(partitions+1) { // may name one twice
 				p := hosted[rng.IntN(partitions)]
-				pp := parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), maxBytes: 1 << 20}
+				pp := parkedPartition{p: p, leaderEpoch: p.replica.LeaderEpoch(), role: p.replica.Role(), maxBytes: 1 << 20}
 				pp.fetchOffset = max(0, p.log.LogEndOffset()-rng.Int64N(3))
 				if rng.IntN(20) == 0 {
 					pp.leaderEpoch-- // parked in an older epoch

@@ -40,9 +40,12 @@ func TestReplicationAcksAllAndFollowersCatchUp(t *testing.T) {
 		}
 		return true
 	})
-	// Consumers are served by the leader only.
-	if f := c.fetch(3, "r", 0, 0); f.ErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("fetch from a follower: error %d, want NOT_LEADER_OR_FOLLOWER", f.ErrorCode)
+	// Below Fetch v11 consumers are served by the leader only (from v11 a
+	// follower serves them too: TestConsumerFetchFromFollower).
+	old := fetchReq("r", 0, 0, 0)
+	old.SetVersion(10)
+	if f := c.request(3, old).(*kmsg.FetchResponse).Topics[0].Partitions[0]; f.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch v10 from a follower: error %d, want NOT_LEADER_OR_FOLLOWER", f.ErrorCode)
 	}
 	if r := c.produce(1, "r", 0, 1, recordBatch("x")); r.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("produce to a follower: error %d, want NOT_LEADER_OR_FOLLOWER", r.ErrorCode)
