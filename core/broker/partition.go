@@ -146,13 +146,28 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 // openManagers opens every log directory, recovering the logs in it. The
 // metadata log lives in its own subdirectory of the first (see
 // metadataLogDir), out of the Manager's sight.
+//
+// A directory other than the first that cannot be opened starts offline
+// (log.FailedManager), as Kafka's LogManager starts without the
+// directories it cannot load: the broker runs on the others (and, one
+// directory offline, asks to be fenced). The first one failing refuses the
+// start, as Kafka stops when its metadata log directory fails: it holds
+// the metadata log and the clean-shutdown marker. An offline directory
+// makes the restart unclean, as Kafka reads no clean-shutdown epoch when
+// a directory is offline: its logs were not recovered.
 func (n *Node) openManagers() error {
 	for i, d := range n.disks {
+		logger := n.cfg.Log.With(n.logDirAttr(i))
 		m, err := log.OpenManager(d, "", n.logConfigFor, n.wallMs())
-		if err != nil {
-			return fmt.Errorf("broker: log dir %d: %w", i, err)
+		switch {
+		case err == nil:
+			m.SetLogger(logger)
+		case i == 0:
+			return fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
+		default:
+			m = log.FailedManager(d, "", n.logConfigFor, logger, fmt.Errorf("open the log directory: %w", err))
+			n.previousBrokerEpoch = -1
 		}
-		m.SetLogger(n.cfg.Log.With(n.logDirAttr(i)))
 		n.managers = append(n.managers, m)
 	}
 	return nil

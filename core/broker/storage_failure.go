@@ -82,16 +82,23 @@ func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
 // one holding it (if that directory is offline the log has failed with
 // it, and the partition answers KAFKA_STORAGE_ERROR), otherwise the live
 // directory holding the fewest logs, the first of them on a tie. It fails,
-// wrapping the directories' storage errors, when none is live: an offline
-// directory refuses new logs.
+// wrapping the directories' storage errors, when none is live (an offline
+// directory refuses new logs), or when a directory went offline before its
+// logs were read: tp's log may be there, and an empty one created
+// elsewhere would replace it.
 func (n *Node) logDirFor(tp log.TopicPartition) (int, error) {
-	chosen := -1
-	var offline []error
 	for i, m := range n.managers {
 		if _, ok := m.Log(tp); ok {
 			return i, nil
 		}
+	}
+	chosen := -1
+	var offline []error
+	for i, m := range n.managers {
 		if err := m.Err(); err != nil {
+			if m.LogsUnknown() {
+				return -1, fmt.Errorf("log %s may be in a log directory that went offline before its logs were read: %w", tp.DirName(), err)
+			}
 			offline = append(offline, err)
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -192,19 +193,34 @@ func TestFailedSyncAnswersDurableWaitAtOnce(t *testing.T) {
 	}
 }
 
-// startWithTwoLogDirs restarts node id with two log directories: its own
-// disk first, then a fresh one.
-func (c *cluster) startWithTwoLogDirs(tn *testNode) *memdisk.Disk {
+// startWithTwoLogDirs starts node tn (restarted) with two log
+// directories: its own disk first, then second (a fresh one if nil).
+func (c *cluster) startWithTwoLogDirs(tn *testNode, second *memdisk.Disk) error {
 	c.t.Helper()
 	tn.cfg.Broker.LogDirs = []string{fmt.Sprintf("/data/node%d", tn.id), fmt.Sprintf("/data2/node%d", tn.id)}
-	second := memdisk.New(memdisk.Options{Post: tn.proc.Post})
+	if second == nil {
+		second = memdisk.New(memdisk.Options{Post: tn.proc.Post})
+	}
 	node, err := New(tn.cfg, tn.clock, tn.nn, []env.Disk{tn.disk, second}, c.ids)
 	if err != nil {
-		c.t.Fatalf("node %d: New: %v", tn.id, err)
+		return err
 	}
 	tn.node = node
 	tn.nn.SetHandler(node)
-	return second
+	return nil
+}
+
+// writeDurably writes a file of content at name on disk, durably.
+func writeDurably(t *testing.T, disk *memdisk.Disk, name, content string) {
+	t.Helper()
+	f, err := disk.Open(name, env.OpenOptions{Create: true})
+	if err == nil {
+		err = f.Append([]byte(content))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.Writeback()
 }
 
 // TestNewLogGoesToALiveDirectory: a partition whose log must be created
@@ -218,7 +234,9 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	n := c.nodes[2]
 	n.proc.Crash()
 	n.proc.Restart()
-	c.startWithTwoLogDirs(n)
+	if err := c.startWithTwoLogDirs(n, nil); err != nil {
+		t.Fatal(err)
+	}
 	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.partitions[partitionKey{"r", 0}] != nil })
 	if n.node.partitions[partitionKey{"r", 0}].manager != n.node.managers[0] {
 		t.Fatal("test premise: r-0's log, recovered from the first directory, is opened from it")
@@ -298,4 +316,71 @@ func mustList(t *testing.T, disk env.Disk, dir string) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// TestStartsWithoutABrokenSecondLogDir: a broker whose second log
+// directory cannot be opened (here its recovery-point checkpoint is
+// garbage) starts on the first, as Kafka's LogManager starts without the
+// directories it cannot load: the broken one is offline, logged once at
+// ERROR with its path and the cause; the broker asks to be fenced; the
+// restart counts as unclean though the last shutdown was clean (the
+// offline directory's logs were not recovered, as Kafka reads no
+// clean-shutdown epoch then); and no log is created while a directory
+// whose logs were never read might hold it. Before, New failed and the
+// broker did not start at all, its controller role with it.
+func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
+	c := threeNodes(t)
+	n := c.nodes[2]
+	c.shutdownCleanly(n)
+	n.proc.Crash()
+	n.proc.Restart()
+	if f, err := n.disk.Open(cleanShutdownFile, env.OpenOptions{}); err != nil {
+		t.Fatalf("test premise: the clean shutdown wrote no marker: %v", err)
+	} else {
+		_ = f.Close()
+	}
+	second := memdisk.New(memdisk.Options{Post: n.proc.Post})
+	writeDurably(t, second, log.RecoveryPointCheckpointName, "garbage\n")
+	if err := c.startWithTwoLogDirs(n, second); err != nil {
+		t.Fatalf("a broker with one healthy and one broken log dir did not start: %v", err)
+	}
+	if n.node.previousBrokerEpoch != -1 {
+		t.Errorf("restart with an offline log dir registers as clean (epoch %d)", n.node.previousBrokerEpoch)
+	}
+	c.waitFor("node 2 registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.run(3000)
+	if n.node.managers[0].Err() != nil || n.node.managers[1].Err() == nil {
+		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.managers[0].Err(), n.node.managers[1].Err())
+	}
+	const offline = "storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR"
+	lines := n.logs.matching(slog.LevelError, offline, map[string]string{"log_dir": "/data2/node2"})
+	if len(lines) != 1 || !strings.Contains(lines[0].attrs["err"], log.RecoveryPointCheckpointName) {
+		t.Fatalf("the broken log dir logged %d times (want once, naming the checkpoint); log:\n%s", len(lines), n.logs)
+	}
+	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
+		t.Error("broker 2, with an offline log dir, is not fenced")
+	}
+	if p := n.node.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.managers[0] || p.log.Err() != nil {
+		t.Error("r-0, in the healthy log dir, is not open from it")
+	}
+	_, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 0, TopicID: metadata.TopicID{1}})
+	if errorCodeOf(err) != kerr.KafkaStorageError.Code {
+		t.Errorf("a log created while a log dir's logs are unknown: %v, want a storage error", err)
+	}
+}
+
+// TestBrokenFirstLogDirRefusesTheStart: the first log directory holds the
+// metadata log and the clean-shutdown marker; a broker that cannot open it
+// refuses to start, as Kafka stops when its metadata log directory fails,
+// with an error naming it.
+func TestBrokenFirstLogDirRefusesTheStart(t *testing.T) {
+	c := threeNodes(t)
+	n := c.nodes[2]
+	n.proc.Crash()
+	n.proc.Restart()
+	writeDurably(t, n.disk, log.RecoveryPointCheckpointName, "garbage\n")
+	err := c.startWithTwoLogDirs(n, nil)
+	if err == nil || !strings.Contains(err.Error(), "first log dir") {
+		t.Fatalf("New with a broken first log dir: %v, want a refusal naming it", err)
+	}
 }

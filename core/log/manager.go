@@ -68,6 +68,9 @@ type Manager struct {
 	// failed is set once the directory went offline: a sync of the
 	// directory itself or a checkpoint write failed (Fail).
 	failed error
+	// logsUnknown is set when the directory went offline before its logs
+	// were read (FailedManager): it may hold any partition's log.
+	logsUnknown bool
 	// logger receives the operator log lines (SetLogger).
 	logger env.Log
 }
@@ -77,6 +80,13 @@ func (m *Manager) SetLogger(logger env.Log) { m.logger = logger }
 
 // Err returns the error that took the log directory offline, if any.
 func (m *Manager) Err() error { return m.failed }
+
+// LogsUnknown reports whether the directory went offline before its logs
+// were read (FailedManager): a partition's log may be there though Log
+// does not find it, so a log created elsewhere could stand in for it
+// with none of its records. Kafka likewise refuses to create a log that
+// is not new while a directory is offline.
+func (m *Manager) LogsUnknown() bool { return m.logsUnknown }
 
 // Fail takes the log directory offline, as Kafka's LogDirFailureChannel
 // does on an IOException in it: every log in it fails (requests on them
@@ -95,11 +105,7 @@ func (m *Manager) Fail(cause error) bool {
 	if m.failed != nil {
 		return false
 	}
-	name := m.dir
-	if name == "" {
-		name = "." // the disk's root, as the broker opens its directories
-	}
-	m.failed = fmt.Errorf("log directory %s is offline: %w: %w", name, env.ErrIO, cause)
+	m.failed = fmt.Errorf("log directory %s is offline: %w: %w", shownDir(m.dir), env.ErrIO, cause)
 	tps := m.Partitions()
 	online := 0
 	for _, tp := range tps {
@@ -113,6 +119,15 @@ func (m *Manager) Fail(cause error) bool {
 		_ = m.logs[tp].takeOffline(m.failed, false) // the line above speaks for every log
 	}
 	return true
+}
+
+// shownDir is dir as errors name it: "." for the disk's root, where the
+// broker keeps each log directory's files.
+func shownDir(dir string) string {
+	if dir == "" {
+		return "."
+	}
+	return dir
 }
 
 // refuseOffline answers done with the directory's failure and reports
@@ -150,23 +165,17 @@ func (m *Manager) failOnError(done func(error)) func(error) {
 // configuration.
 func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config, nowMs int64) (*Manager, error) {
 	if err := disk.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+		return nil, fmt.Errorf("open log directory %s: %w", shownDir(dir), err)
 	}
 	if err := checkpoint.RemoveTemps(disk, dir); err != nil {
-		return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+		return nil, fmt.Errorf("open log directory %s: %w", shownDir(dir), err)
 	}
-	m := &Manager{
-		disk: disk, dir: dir, configFor: configFor, logs: map[TopicPartition]*Log{},
-		recoveryPoints:  checkpoint.NewWriter(disk, dir, RecoveryPointCheckpointName),
-		replication:     checkpoint.NewWriter(disk, dir, ReplicationCheckpointName),
-		logStartOffsets: checkpoint.NewWriter(disk, dir, LogStartOffsetCheckpointName),
-		cleaner:         managerCleaner{offsets: checkpoint.NewWriter(disk, dir, CleanerOffsetCheckpointName)},
-	}
+	m := newManager(disk, dir, configFor)
 	checkpoints := map[string]map[TopicPartition]int64{}
 	for _, name := range []string{RecoveryPointCheckpointName, ReplicationCheckpointName, LogStartOffsetCheckpointName, CleanerOffsetCheckpointName} {
 		offsets, err := readOffsets(disk, joinPath(dir, name))
 		if err != nil {
-			return nil, fmt.Errorf("open log directory %s: %w", dir, err)
+			return nil, fmt.Errorf("open log directory %s: %w", shownDir(dir), err)
 		}
 		checkpoints[name] = offsets
 	}
@@ -183,6 +192,31 @@ func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config,
 		}
 	})
 	return m, nil
+}
+
+// FailedManager is the Manager of a log directory that could not be opened
+// (OpenManager failed with cause): it is offline from the start (Fail, which
+// logs its ERROR line to logger), holds no log and refuses new ones. A
+// broker with other, healthy, log directories starts on those, as Kafka's
+// LogManager does with the directories it could not load.
+func FailedManager(disk env.Disk, dir string, configFor func(topic string) Config, logger env.Log, cause error) *Manager {
+	m := newManager(disk, dir, configFor)
+	m.highWatermarks, m.recoveryPointTrust = map[TopicPartition]int64{}, map[TopicPartition]int64{}
+	m.logger, m.logsUnknown = logger, true
+	m.Fail(cause)
+	return m
+}
+
+// newManager is a Manager of dir holding no log yet, its checkpoints not
+// read.
+func newManager(disk env.Disk, dir string, configFor func(topic string) Config) *Manager {
+	return &Manager{
+		disk: disk, dir: dir, configFor: configFor, logs: map[TopicPartition]*Log{},
+		recoveryPoints:  checkpoint.NewWriter(disk, dir, RecoveryPointCheckpointName),
+		replication:     checkpoint.NewWriter(disk, dir, ReplicationCheckpointName),
+		logStartOffsets: checkpoint.NewWriter(disk, dir, LogStartOffsetCheckpointName),
+		cleaner:         managerCleaner{offsets: checkpoint.NewWriter(disk, dir, CleanerOffsetCheckpointName)},
+	}
 }
 
 func (m *Manager) openLogs(checkpoints map[string]map[TopicPartition]int64, nowMs int64) error {

@@ -125,3 +125,33 @@ func TestDeleteLogFailedSyncTakesTheDirOffline(t *testing.T) {
 		t.Fatal("CreateLog in the offline directory succeeded")
 	}
 }
+
+// TestFailedManagerIsOfflineFromTheStart: the Manager of a directory that
+// could not be opened holds no log, refuses new ones and every checkpoint
+// write, says its logs are unknown, and logs its failure once.
+func TestFailedManagerIsOfflineFromTheStart(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	var got lines
+	cause := errors.New("open the log directory: garbage checkpoint")
+	m := FailedManager(disk, "data", func(string) Config { return testConfig() }, env.NewLog(&got), cause)
+	if !errors.Is(m.Err(), cause) || !errors.Is(m.Err(), env.ErrIO) || !m.LogsUnknown() || len(m.Partitions()) != 0 {
+		t.Fatalf("Err %v, LogsUnknown %v, %d logs; want offline with the cause, logs unknown, none held", m.Err(), m.LogsUnknown(), len(m.Partitions()))
+	}
+	if _, err := m.CreateLog(TopicPartition{Topic: "t", Partition: 0}, 0); !errors.Is(err, cause) {
+		t.Errorf("CreateLog: %v, want the directory's failure", err)
+	}
+	var written error
+	m.WriteRecoveryPoints(func(err error) { written = err })
+	if !errors.Is(written, cause) {
+		t.Errorf("WriteRecoveryPoints: %v, want the directory's failure", written)
+	}
+	if len(got) != 1 || got[0].level != slog.LevelError || got[0].attrs["err"] != cause.Error() {
+		t.Fatalf("logged %+v, want one ERROR line with the cause", got)
+	}
+	if names, _ := disk.List("data"); len(names) != 0 {
+		t.Fatalf("a failed Manager wrote %v", names)
+	}
+	if m2, err := OpenManager(disk, "data", func(string) Config { return testConfig() }, 0); err != nil || m2.LogsUnknown() {
+		t.Fatalf("OpenManager: %v; an opened directory's logs are known", err)
+	}
+}
