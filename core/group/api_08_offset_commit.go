@@ -160,8 +160,9 @@ func (c *Coordinator) offsetWrites(g *group, r *kmsg.OffsetCommitRequest, resp *
 // finishOffsetWrite ends an append of keys numbered seq that failed with
 // err or succeeded: on success apply runs for each key unless a later
 // append of the same key already succeeded, and the group is forgotten if
-// nothing is left of it, in memory or in the log (forgetIfUnused). A failed append claims nothing, so an earlier
-// append of the key that succeeds later still applies, as the log has it.
+// nothing is left of it, in memory or in the log (forgetIfUnused). A
+// failed append claims nothing, so an earlier append of the key that
+// succeeds later still applies, as the log has it.
 func (c *Coordinator) finishOffsetWrite(g *group, keys []topicPartition, seq uint64, err error, apply func(tp topicPartition, i int)) {
 	for i, k := range keys {
 		g.offsetsInFlight[k]--

@@ -151,7 +151,8 @@ func (c *Coordinator) replay(p parsedRecord) {
 	if !p.isGroup {
 		if p.offset == nil {
 			if g != nil {
-				delete(g.offsets, p.tp) // the group stays, as Kafka's replay keeps it
+				delete(g.offsets, p.tp)
+				c.forgetIfUnused(g) // kept while its commits are in the log, as Kafka's replay keeps it
 			}
 			return
 		}
