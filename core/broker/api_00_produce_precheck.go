@@ -46,10 +46,12 @@ type recompression struct {
 	batchBytes int
 	// stored is the recompressed batch: a copy the request does not alias,
 	// with the producer's header (MaxTimestamp not yet stamped). It is nil
-	// when over the broker's message.max.bytes: requests waiting for the
-	// loop keep what the connection budgets count plus at most that per
-	// batch, and such a batch is refused by every topic but one whose
-	// max.message.bytes is larger, where the loop recompresses it.
+	// when over the broker's message.max.bytes (such a batch is refused by
+	// every topic but one whose max.message.bytes is larger, where the loop
+	// recompresses it), or when the request's copies would pass its own
+	// batch bytes plus one message.max.bytes (the loop recompresses the
+	// rest): requests waiting for the loop keep at most about twice what
+	// the connection budgets count.
 	stored []byte
 }
 
@@ -67,6 +69,15 @@ func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Req
 	if !ok || hdr.APIKey != kmsg.Produce.Int16() {
 		return req
 	}
+	// keepBytes bounds the copies the request keeps in all (see
+	// recompression.stored): its own batch bytes plus one
+	// message.max.bytes, as tiny batches may expand a thousandfold.
+	keepBytes := n.precheckBatchBytesMax
+	for i := range produce.Topics {
+		for j := range produce.Topics[i].Partitions {
+			keepBytes += len(produce.Topics[i].Partitions[j].Records)
+		}
+	}
 	verdicts := make([][]batchPrecheck, len(produce.Topics))
 	for i := range produce.Topics {
 		codec, recompress := n.precheckCodecOf(produce.Topics[i].Topic)
@@ -77,7 +88,7 @@ func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Req
 			v.records = partitions[j].Records
 			v.check = batch.PrecheckProduced(v.records, n.precheckDecompressedBytesMax)
 			if recompress && v.check.Passed() {
-				v.recompression = n.precheckRecompression(v.records, codec)
+				v.recompression = n.precheckRecompression(v.records, codec, &keepBytes)
 			}
 		}
 	}
@@ -87,8 +98,9 @@ func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Req
 // precheckRecompression is records, which passed the pre-check, in codec,
 // or nil if they are in it already. A failure (which only a broken
 // invariant could cause) also gives nil: the loop then recompresses and
-// answers for it.
-func (n *Node) precheckRecompression(records []byte, codec batch.Codec) *recompression {
+// answers for it. The copy is kept only within keepBytes, which it then
+// takes from.
+func (n *Node) precheckRecompression(records []byte, codec batch.Codec, keepBytes *int) *recompression {
 	h, err := batch.ParseHeader(records)
 	if err != nil || h.Codec() == codec {
 		return nil
@@ -98,8 +110,10 @@ func (n *Node) precheckRecompression(records []byte, codec batch.Codec) *recompr
 		return nil
 	}
 	r := &recompression{codec: codec, batchBytes: len(out), stored: out}
-	if len(out) > n.precheckBatchBytesMax {
+	if len(out) > n.precheckBatchBytesMax || len(out) > *keepBytes {
 		r.stored = nil
+	} else {
+		*keepBytes -= len(out)
 	}
 	return r
 }
