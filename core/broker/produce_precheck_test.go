@@ -179,23 +179,31 @@ func (r *replacing) HandleClosed(conn env.ConnID) { r.node.HandleClosed(conn) }
 // HandleRequest, reported as loop-ns/produce, with the batch checked on the
 // loop ("unchecked", as before the pre-check existed and as in the
 // simulator) or pre-checked beforehand ("prechecked", PrecheckRequest run
-// outside the measured time, as realnet's connection goroutines do). ns/op
-// also counts the simulated network and client.
+// outside the measured time, as realnet's connection goroutines do), into a
+// topic keeping the producer's codec or one whose compression.type is gzip
+// ("to-gzip": recompressed on the loop, or by the pre-check). ns/op also
+// counts the simulated network and client.
 func BenchmarkProduceOnLoop(b *testing.B) {
 	recs := make([]batch.Record, 100)
 	for i := range recs {
 		recs[i] = batch.Record{Key: []byte(fmt.Sprint("key-", i)), Value: bytes.Repeat([]byte(fmt.Sprintf("%04d", i)), 25)}
 	}
 	template := batch.Build(batch.BuildSpec{Codec: batch.CodecSnappy, FirstTimestamp: 1_767_225_600_000, Records: recs})
-	for _, prechecked := range []bool{false, true} {
-		name := "unchecked"
-		if prechecked {
-			name = "prechecked"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		prechecked bool
+		topic      map[string]string
+		name       string
+	}{
+		{false, nil, "unchecked"},
+		{true, nil, "prechecked"},
+		{false, map[string]string{"compression.type": "gzip"}, "unchecked-to-gzip"},
+		{true, map[string]string{"compression.type": "gzip"}, "prechecked-to-gzip"},
+	} {
+		prechecked := tc.prechecked
+		b.Run(tc.name, func(b *testing.B) {
 			c := newCluster(&testing.T{}, 1, map[string]string{"log.segment.bytes": "1073741824"})
 			c.waitRegistered()
-			c.createTopicWith("bench", nil)
+			c.createTopicWith("bench", tc.topic)
 			timing := &timingHandler{node: c.nodes[1].node, precheck: prechecked}
 			c.nodes[1].nn.SetHandler(timing)
 			b.SetBytes(int64(len(template)))
