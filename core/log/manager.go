@@ -65,8 +65,9 @@ type Manager struct {
 	replication         *checkpoint.Writer
 	logStartOffsets     *checkpoint.Writer
 	cleaner             managerCleaner
-	// failed is set once the directory went offline: a sync of the
-	// directory itself or a checkpoint write failed (Fail).
+	// failed is set once the directory went offline (Fail): a sync of the
+	// directory itself, a checkpoint write or a log's deletion failed, or
+	// the directory could not be opened (FailedManager).
 	failed error
 	// logsUnknown is set when the directory went offline before its logs
 	// were read (FailedManager): it may hold any partition's log.
