@@ -243,7 +243,7 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	}
 	// The second directory, holding no log, goes offline.
 	n.node.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
-	p, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 0, TopicID: metadata.TopicID{1}})
+	p, err := openFresh(n.node, 0)
 	if err != nil {
 		t.Fatalf("openPartition with one live directory: %v", err)
 	}
@@ -256,7 +256,7 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 
 	// No directory live: the open fails with a storage error.
 	n.node.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
-	if _, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 1, TopicID: metadata.TopicID{1}}); errorCodeOf(err) != kerr.KafkaStorageError.Code {
+	if _, err := openFresh(n.node, 1); errorCodeOf(err) != kerr.KafkaStorageError.Code {
 		t.Fatalf("openPartition with no live directory: %v, want a storage error", err)
 	}
 }
@@ -307,6 +307,12 @@ func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 	c.waitFor("node 3 forgets the deleted topic's offline partition", 10000, func() bool {
 		return !n.node.partitionOffline(partitionKey{"r", 0})
 	})
+}
+
+// openFresh opens partition index of a topic "fresh" the image does not
+// know, as reconcilePartitions opens an assigned one.
+func openFresh(n *Node, index int32) (*partition, error) {
+	return n.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: index, TopicID: metadata.TopicID{1}})
 }
 
 func mustList(t *testing.T, disk env.Disk, dir string) []string {
@@ -363,7 +369,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	if p := n.node.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.managers[0] || p.log.Err() != nil {
 		t.Error("r-0, in the healthy log dir, is not open from it")
 	}
-	_, err := n.node.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: 0, TopicID: metadata.TopicID{1}})
+	_, err := openFresh(n.node, 0)
 	if errorCodeOf(err) != kerr.KafkaStorageError.Code {
 		t.Errorf("a log created while a log dir's logs are unknown: %v, want a storage error", err)
 	}
