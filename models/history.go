@@ -50,8 +50,14 @@ type Fetch struct {
 	Client int
 	TP     TopicPartition
 	// LeaderEpoch is the leader epoch the consumer sent as
-	// CurrentLeaderEpoch; a successful answer means the leader was in it.
-	LeaderEpoch      int32
+	// CurrentLeaderEpoch; a successful answer means the replica that
+	// answered was in it.
+	LeaderEpoch int32
+	// Replica is the broker that answered; Follower is set when it was
+	// not the leader the client's metadata named, but a follower serving
+	// a consumer (KIP-392): its high watermark may lag the leader's.
+	Replica          int32
+	Follower         bool
 	FetchOffset      int64
 	CallNs, ReturnNs int64
 	// Records are the records returned at or above FetchOffset, in the

@@ -32,27 +32,95 @@ func CheckFetchContiguity(h History) []Violation {
 	return out
 }
 
-// CheckHighWatermarks checks that the high watermark one client sees for a
-// partition never goes backwards within one leader epoch, taking its
-// fetches in the order they returned.
-func CheckHighWatermarks(h History) []Violation {
+// Restart is one broker restart at AtNs: a new incarnation, whose state (a
+// follower's high watermark among it) starts again from what its disk kept.
+type Restart struct {
+	Node int32
+	AtNs int64
+}
+
+// CheckHighWatermarks checks the high watermarks fetches returned, taking
+// them in the order they returned:
+//   - the one a client sees from a partition's leader never goes backwards
+//     within one leader epoch;
+//   - the one a client sees from one follower (KIP-392) never goes
+//     backwards within one leader epoch, unless that follower restarted in
+//     between (a follower's HW lags the leader's, so a client alternating
+//     between them sees it move back and forth; but one follower learns it
+//     from the leader's answers, in order, and never truncates below it in
+//     one epoch);
+//   - a follower never answers with a high watermark above its leader's:
+//     a fetch the leader answered in the same epoch, sent after the
+//     follower's answer came back, must not return a lower one (the
+//     leader's HW only grows within an epoch), unless the leader restarted
+//     in between.
+func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 	type key struct {
-		client int
-		tp     TopicPartition
-		epoch  int32
+		client  int
+		tp      TopicPartition
+		epoch   int32
+		replica int32 // -1 for the leader
+	}
+	restarted := func(node int32, fromNs, toNs int64) bool {
+		for _, r := range restarts {
+			if r.Node == node && r.AtNs > fromNs && r.AtNs < toNs {
+				return true
+			}
+		}
+		return false
 	}
 	fetches := append([]Fetch(nil), h.Fetches...)
 	sort.SliceStable(fetches, func(i, j int) bool { return fetches[i].ReturnNs < fetches[j].ReturnNs })
 	last := map[key]Fetch{}
 	var out []Violation
 	for _, f := range fetches {
-		k := key{f.Client, f.TP, f.LeaderEpoch}
-		if prev, ok := last[k]; ok && f.HighWatermark < prev.HighWatermark {
+		k := key{f.Client, f.TP, f.LeaderEpoch, -1}
+		if f.Follower {
+			k.replica = f.Replica
+		}
+		if prev, ok := last[k]; ok && f.HighWatermark < prev.HighWatermark && !(f.Follower && restarted(f.Replica, prev.CallNs, f.ReturnNs)) {
+			who := "client %d in leader epoch %d"
+			if f.Follower {
+				who = fmt.Sprintf("client %%d from follower %d in leader epoch %%d", f.Replica)
+			}
 			out = append(out, Violation{Check: "hw-monotonic", TP: f.TP, Detail: fmt.Sprintf(
-				"client %d in leader epoch %d: high watermark %d at t=%dns after %d at t=%dns",
+				who+": high watermark %d at t=%dns after %d at t=%dns",
 				f.Client, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
 		}
 		last[k] = f
+	}
+	out = append(out, checkFollowerHWBound(fetches, restarted)...)
+	return out
+}
+
+// checkFollowerHWBound is CheckHighWatermarks' third check, over fetches
+// sorted by return time: per partition and epoch, each follower answer is
+// compared with the lowest HW a leader answer called after it returned.
+func checkFollowerHWBound(fetches []Fetch, restarted func(node int32, fromNs, toNs int64) bool) []Violation {
+	type key struct {
+		tp    TopicPartition
+		epoch int32
+	}
+	leaderAnswers := map[key][]Fetch{}
+	for _, f := range fetches {
+		if !f.Follower {
+			k := key{f.TP, f.LeaderEpoch}
+			leaderAnswers[k] = append(leaderAnswers[k], f)
+		}
+	}
+	var out []Violation
+	for _, f := range fetches {
+		if !f.Follower {
+			continue
+		}
+		for _, g := range leaderAnswers[key{f.TP, f.LeaderEpoch}] {
+			if g.CallNs > f.ReturnNs && g.HighWatermark < f.HighWatermark && !restarted(g.Replica, f.CallNs, g.ReturnNs) {
+				out = append(out, Violation{Check: "follower-hw", TP: f.TP, Detail: fmt.Sprintf(
+					"client %d's fetch from follower %d in leader epoch %d returned high watermark %d at t=%dns, but client %d's fetch from leader %d, sent later (t=%dns), returned %d",
+					f.Client, f.Replica, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, g.Client, g.Replica, g.CallNs, g.HighWatermark)})
+				break
+			}
+		}
 	}
 	return out
 }
@@ -152,9 +220,11 @@ type FinalReport struct {
 // CheckFinal checks the converged cluster: every partition has a leader,
 // every replica starts at the leader's log start offset, holds the same
 // batches byte for byte from there on and ends at the high watermark, and
-// every acks=all-acknowledged record is at its offset unless DeleteRecords
-// deleted it (it lies below the log start, which some DeleteRecords asked
-// for). The log start itself must be explained by DeleteRecords: above
+// every acks=all-acknowledged record, and every record a fetch returned
+// below its high watermark (committed, from a leader or a follower), is at
+// its offset unless DeleteRecords deleted it (it lies below the log start,
+// which some DeleteRecords asked for). Over budget, committed records may
+// be lost: only acknowledged ones are counted. The log start itself must be explained by DeleteRecords: above
 // every offset asked for, records vanished from the front; below the low
 // watermark of one that completed, the deletion was undone.
 func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOptions) FinalReport {
@@ -216,6 +286,27 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 				rep.Violations = append(rep.Violations, Violation{Check: "acked-present", TP: p.TP, Detail: fmt.Sprintf(
 					"client %d's acks=all record %s acknowledged at offset %d (t=%dns) but the log holds %q there",
 					p.Client, v, o, p.ReturnNs, got)})
+			}
+		}
+	}
+	for _, f := range h.Fetches {
+		values, known := valueAt[f.TP]
+		if !known || opts.OverBudget {
+			continue
+		}
+		for _, r := range f.Records {
+			if r.Offset < deletedBelow[f.TP] || r.Offset >= f.HighWatermark {
+				continue // deleted by DeleteRecords; above the HW is contiguity's
+			}
+			if got := values.at(r.Offset); got != r.Value {
+				from := "leader"
+				if f.Follower {
+					from = "follower"
+				}
+				rep.Violations = append(rep.Violations, Violation{Check: "fetched-present", TP: f.TP, Detail: fmt.Sprintf(
+					"client %d read %s at offset %d below the high watermark %d from %s %d (t=%dns) but the log holds %q there: it was not committed",
+					f.Client, r.Value, r.Offset, f.HighWatermark, from, f.Replica, f.ReturnNs, got)})
+				break
 			}
 		}
 	}

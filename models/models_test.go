@@ -123,21 +123,87 @@ func TestFetchContiguity(t *testing.T) {
 
 func TestHighWatermarks(t *testing.T) {
 	a, b := fetch(0, 1, 2, 0, 5), fetch(0, 3, 4, 0, 7)
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{b, a}}); len(vs) != 0 {
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{b, a}}, nil); len(vs) != 0 {
 		t.Fatalf("rising HW flagged: %v", vs)
 	}
 	c := fetch(0, 5, 6, 0, 6)
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}); !checks(vs, "hw-monotonic") {
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}, nil); !checks(vs, "hw-monotonic") {
 		t.Fatal("a falling HW in one epoch passed")
 	}
 	c.LeaderEpoch = 1
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}); len(vs) != 0 {
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}, nil); len(vs) != 0 {
 		t.Fatalf("HW in a new leader epoch flagged: %v", vs)
 	}
 	other := c
 	other.LeaderEpoch, other.Client = 0, 1
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, other}}); len(vs) != 0 {
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, other}}, nil); len(vs) != 0 {
 		t.Fatalf("another client's lower HW flagged: %v", vs)
+	}
+}
+
+// fromFollower is f answered by follower node.
+func fromFollower(f Fetch, node int32) Fetch {
+	f.Replica, f.Follower = node, true
+	return f
+}
+
+func TestHighWatermarksFromFollowers(t *testing.T) {
+	// A client alternating between the leader and a lagging follower sees
+	// the HW go back and forth: no violation.
+	lead, lagging, lead2 := fetch(0, 1, 2, 0, 7), fromFollower(fetch(0, 3, 4, 0, 5), 2), fetch(0, 5, 6, 0, 8)
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{lead, lagging, lead2}}, nil); len(vs) != 0 {
+		t.Fatalf("a follower's lagging HW flagged: %v", vs)
+	}
+	// The leader's own HW falling is still caught among follower answers.
+	leadFalls := fetch(0, 5, 6, 0, 6)
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{lead, lagging, leadFalls}}, nil); !checks(vs, "hw-monotonic") {
+		t.Fatal("a leader's falling HW passed among follower answers")
+	}
+	// One follower's HW falling within an epoch is caught, unless it
+	// restarted in between.
+	f1, f2 := fromFollower(fetch(0, 1, 2, 0, 6), 2), fromFollower(fetch(0, 3, 4, 0, 4), 2)
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{f1, f2}}, nil); !checks(vs, "hw-monotonic") {
+		t.Fatal("a follower's falling HW passed")
+	}
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{f1, f2}}, []Restart{{Node: 2, AtNs: 3}}); len(vs) != 0 {
+		t.Fatalf("a restarted follower's lower HW flagged: %v", vs)
+	}
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{f1, f2}}, []Restart{{Node: 3, AtNs: 3}}); !checks(vs, "hw-monotonic") {
+		t.Fatal("another node's restart excused a follower's falling HW")
+	}
+	other := fromFollower(f2, 3)
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{f1, other}}, nil); len(vs) != 0 {
+		t.Fatalf("two followers' HWs compared: %v", vs)
+	}
+	// A follower's HW above what the leader answers afterwards, in the
+	// same epoch, is caught (another client's fetch too).
+	ahead, leaderLater := fromFollower(fetch(0, 1, 2, 0, 9), 2), fetch(1, 3, 4, 0, 7)
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{ahead, leaderLater}}, nil); !checks(vs, "follower-hw") {
+		t.Fatal("a follower ahead of its leader passed")
+	}
+	leaderBefore := fetch(1, 1, 2, 0, 7) // sent before the follower answered: its HW may be older
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{ahead, leaderBefore}}, nil); len(vs) != 0 {
+		t.Fatalf("a leader answer sent before the follower's flagged: %v", vs)
+	}
+	leaderLater.LeaderEpoch = 1
+	if vs := CheckHighWatermarks(History{Fetches: []Fetch{ahead, leaderLater}}, nil); len(vs) != 0 {
+		t.Fatalf("a new leader's HW compared with the old epoch's follower: %v", vs)
+	}
+}
+
+func TestFinalFetchedPresent(t *testing.T) {
+	ok := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 2,
+		Replicas: []ReplicaLog{replica(1, "a", "b"), replica(2, "a", "b")}}}
+	read := fromFollower(fetch(0, 1, 2, 0, 2, "a", "x"), 2)
+	if rep := CheckFinal(History{Fetches: []Fetch{read}}, ok, FinalOptions{}); !checks(rep.Violations, "fetched-present") {
+		t.Fatal("a read record missing from the final log passed")
+	}
+	if rep := CheckFinal(History{Fetches: []Fetch{read}}, ok, FinalOptions{OverBudget: true}); len(rep.Violations) != 0 {
+		t.Fatalf("over budget, a lost committed record flagged: %v", rep.Violations)
+	}
+	good := fromFollower(fetch(0, 1, 2, 0, 2, "a", "b"), 2)
+	if rep := CheckFinal(History{Fetches: []Fetch{good}}, ok, FinalOptions{}); len(rep.Violations) != 0 {
+		t.Fatalf("records present flagged: %v", rep.Violations)
 	}
 }
 

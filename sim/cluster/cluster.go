@@ -71,6 +71,9 @@ type Cluster struct {
 	raft *raftChecker
 	// alters are the AlterPartition exchanges the nodes' networks saw.
 	alters []models.AlterPartitionOp
+	// restarts are the brokers' restarts, in order: a follower's high
+	// watermark may go back across one (models.CheckHighWatermarks).
+	restarts []models.Restart
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
@@ -201,6 +204,7 @@ func (c *Cluster) start(n *Node) error {
 // restart brings a crashed node back in a new incarnation.
 func (c *Cluster) restart(n *Node) {
 	n.Proc.Restart()
+	c.restarts = append(c.restarts, models.Restart{Node: n.ID, AtNs: c.S.NowNs()})
 	// A crash ends the disk's armed faults: the new incarnation starts
 	// with a working log directory.
 	n.diskFaulted, n.failNextSync = false, false

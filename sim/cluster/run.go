@@ -173,6 +173,10 @@ func (r *run) violate(check, detail string) {
 	r.s.Halt(check + ": " + detail)
 }
 
+// followerFetchOneIn: one consumer fetch in this many goes to a follower
+// (KIP-392), so that the followers' read path runs under faults too.
+const followerFetchOneIn = 4
+
 func (r *run) execute(bugs Bugs) {
 	streams := sched.NewStreams(r.opts.Seed)
 	r.f = drawFaults(streams, r.shape)
@@ -198,6 +202,7 @@ func (r *run) execute(bugs Bugs) {
 		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
+		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
 	})
 	if err != nil {
 		r.violate("setup", err.Error())
@@ -421,7 +426,7 @@ func (r *run) check() {
 	}
 	vs = append(vs, models.CheckFetchContiguity(h)...)
 	vs = append(vs, models.CheckDeleteRecords(h)...)
-	vs = append(vs, models.CheckHighWatermarks(h)...)
+	vs = append(vs, models.CheckHighWatermarks(h, r.c.restarts)...)
 	vs = append(vs, models.CheckLeaders(r.samples)...)
 	vs = append(vs, models.CheckMetadataRegisters(r.w.AdminOps(), r.c.alters, 0)...)
 	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget,

@@ -17,10 +17,13 @@ import (
 // request timeout. The connection is closed, as real clients do.
 var errTimedOut = errors.New("request timed out (client side)")
 
-// leaderInfo is what Metadata said about a partition.
+// leaderInfo is what Metadata said about a partition: its leader, leader
+// epoch and replicas (the leader among them), which consumers may fetch
+// from (KIP-392).
 type leaderInfo struct {
-	leader int32
-	epoch  int32
+	leader   int32
+	epoch    int32
+	replicas []int32
 }
 
 // client is one simulated client host with its connections and its
@@ -146,7 +149,7 @@ func (c *client) refreshMetadata(then func()) {
 					}
 					// Never go back to an older epoch a stale broker reports.
 					if old, ok := c.leaders[tp]; !ok || p.LeaderEpoch >= old.epoch {
-						c.leaders[tp] = leaderInfo{leader: p.Leader, epoch: p.LeaderEpoch}
+						c.leaders[tp] = leaderInfo{leader: p.Leader, epoch: p.LeaderEpoch, replicas: append([]int32(nil), p.Replicas...)}
 					}
 				}
 			}

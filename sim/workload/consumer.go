@@ -11,9 +11,9 @@ import (
 	"strand/models"
 )
 
-// consumer fetches its partitions from their leaders, each partition in
-// its own loop of one fetch at a time, from offset 0 up to the high
-// watermark.
+// consumer fetches its partitions from their leaders (and, some of the
+// time, their followers: fetchFrom), each partition in its own loop of one
+// fetch at a time, from offset 0 up to the high watermark.
 type consumer struct {
 	w      *Workload
 	client *client
@@ -46,12 +46,43 @@ func (c *consumer) fetchLoop(i int) {
 	})
 }
 
-// fetchFrom sends one Fetch of tp at offset to the leader li names,
-// records it if it succeeds, and calls done with the next offset to fetch
-// and whether the fetch succeeded. Consumers and group members share it.
+// fetchFrom sends one Fetch of tp at offset, to the leader li names or, one
+// time in Config.FollowerFetchOneIn, to one of the followers li names (the
+// client's metadata, perhaps stale; KIP-392: a follower serves consumers'
+// Fetch v11+ up to its own high watermark), records it if it succeeds, and
+// calls done with the next offset to fetch and whether the fetch
+// succeeded. Consumers and group members share it.
 func (w *Workload) fetchFrom(c *client, tp models.TopicPartition, li leaderInfo, offset int64, done func(next int64, ok bool)) {
+	replica := li.leader
+	if oneIn := w.cfg.FollowerFetchOneIn; oneIn > 0 {
+		r := w.cfg.FollowerFetchRand
+		if followers := li.followers(); r.IntN(oneIn) == 0 && len(followers) > 0 {
+			replica = followers[r.IntN(len(followers))]
+		}
+	}
+	w.fetchFromReplica(c, tp, li, replica, offset, done)
+}
+
+// followers lists the replicas other than the leader, in metadata order.
+func (li leaderInfo) followers() []int32 {
+	var out []int32
+	for _, id := range li.replicas {
+		if id != li.leader {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// fetchFromReplica is fetchFrom's fetch from replica, the leader or a
+// follower. A follower's errors are handled as kgo handles them: an
+// OFFSET_OUT_OF_RANGE (the follower lags the offset, or has not yet
+// learned a log start) is retried on the leader at once, which resolves
+// it; NOT_LEADER_OR_FOLLOWER and FENCED/UNKNOWN_LEADER_EPOCH fail the
+// fetch, so that its caller refreshes its metadata and retries.
+func (w *Workload) fetchFromReplica(c *client, tp models.TopicPartition, li leaderInfo, replica int32, offset int64, done func(next int64, ok bool)) {
 	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(12)
+	req.SetVersion(12) // ≥ 11: a follower serves it
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, w.cfg.FetchMaxWaitMs, 1, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = tp.Topic
@@ -61,10 +92,19 @@ func (w *Workload) fetchFrom(c *client, tp models.TopicPartition, li leaderInfo,
 	rt.Partitions = append(rt.Partitions, fp)
 	req.Topics = append(req.Topics, rt)
 	callNs := w.s.NowNs()
-	c.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
-		next, ok := w.handleFetch(c, tp, li, callNs, offset, resp, err)
+	follower := replica != li.leader
+	if follower {
+		w.followerFetches++
+	}
+	c.send(replica, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
+		next, ok := w.handleFetch(c, tp, li, replica, callNs, offset, resp, err)
 		if ok || !outOfRange(resp, err) {
 			done(next, ok)
+			return
+		}
+		if follower {
+			w.followerRetriesOnLeader++
+			w.fetchFromReplica(c, tp, li, li.leader, offset, done)
 			return
 		}
 		// Below the log start (DeleteRecords moved it), the consumer moves
@@ -94,7 +134,7 @@ func outOfRange(resp kmsg.Response, err error) bool {
 
 // handleFetch records a successful fetch; it returns the next offset to
 // fetch and whether the fetch succeeded.
-func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInfo, callNs, fetchOffset int64,
+func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInfo, replica int32, callNs, fetchOffset int64,
 	resp kmsg.Response, err error) (int64, bool) {
 	if err != nil {
 		return fetchOffset, false
@@ -111,8 +151,11 @@ func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInf
 	}
 	w.observedHW[tp] = max(w.observedHW[tp], rp.HighWatermark)
 	records, decodeErr := decodeRecords(rp.RecordBatches, fetchOffset)
-	f := models.Fetch{Client: c.index, TP: tp, LeaderEpoch: li.epoch, FetchOffset: fetchOffset,
-		CallNs: callNs, ReturnNs: w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}
+	f := models.Fetch{Client: c.index, TP: tp, LeaderEpoch: li.epoch, Replica: replica, Follower: replica != li.leader,
+		FetchOffset: fetchOffset, CallNs: callNs, ReturnNs: w.s.NowNs(), Records: records, HighWatermark: rp.HighWatermark}
+	if f.Follower && len(records) > 0 {
+		w.followerFetchesRead++
+	}
 	w.history.Fetches = append(w.history.Fetches, f)
 	if decodeErr != nil {
 		w.decodeErrors = append(w.decodeErrors, fmt.Sprintf("client %d fetch %s at %d: %v", c.index, tp, fetchOffset, decodeErr))

@@ -55,6 +55,12 @@ type Config struct {
 	// DeleteRand is the stream the deleter draws from.
 	DeleteIntervalNs int64
 	DeleteRand       *rand.Rand
+	// FollowerFetchOneIn: one consumer fetch in FollowerFetchOneIn, drawn
+	// from FollowerFetchRand, goes to a follower of its partition instead
+	// of the leader (KIP-392, consumer.go fetchFrom); 0: none does. Its
+	// own stream, so that the draws do not reshuffle the workload's.
+	FollowerFetchOneIn int
+	FollowerFetchRand  *rand.Rand
 }
 
 func (c Config) validate() error {
@@ -77,6 +83,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: RequestTimeoutNs, BackoffNs and ProduceTimeoutMs must be positive")
 	case c.DeleteIntervalNs < 0 || (c.DeleteIntervalNs > 0 && c.DeleteRand == nil):
 		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
+	case c.FollowerFetchOneIn < 0 || (c.FollowerFetchOneIn > 0 && c.FollowerFetchRand == nil):
+		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	}
 	return nil
 }
@@ -105,6 +113,11 @@ type Workload struct {
 	// offsetResets counts consumers moved to the log start after
 	// OFFSET_OUT_OF_RANGE.
 	offsetResets int
+	// followerFetches counts fetches sent to a follower,
+	// followerFetchesRead those that returned records, and
+	// followerRetriesOnLeader those retried on the leader after an
+	// OFFSET_OUT_OF_RANGE (fetchFromReplica).
+	followerFetches, followerFetchesRead, followerRetriesOnLeader int
 	// groups names the consumer groups.
 	groups []string
 
@@ -259,8 +272,8 @@ func (w *Workload) Stats() string {
 	for _, f := range w.history.Fetches {
 		records += len(f.Records)
 	}
-	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d",
-		len(w.history.Produces), acked, len(w.history.Fetches), records)
+	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d follower_fetches=%d follower_reads=%d follower_oor_retries=%d",
+		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader)
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
 	}
