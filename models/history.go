@@ -66,6 +66,14 @@ type Fetch struct {
 	HighWatermark int64
 }
 
+// answeredBy names the replica that answered f, for violations.
+func (f Fetch) answeredBy() string {
+	if f.Follower {
+		return fmt.Sprintf("follower %d", f.Replica)
+	}
+	return fmt.Sprintf("leader %d", f.Replica)
+}
+
 // DeleteRecords is one DeleteRecords request for one partition, as its
 // client saw it: a request to move the log start offset up to Offset.
 type DeleteRecords struct {

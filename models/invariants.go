@@ -48,12 +48,13 @@ type Restart struct {
 //     between (a follower's HW lags the leader's, so a client alternating
 //     between them sees it move back and forth; but one follower learns it
 //     from the leader's answers, in order, and never truncates below it in
-//     one epoch);
-//   - a follower never answers with a high watermark above its leader's:
-//     a fetch the leader answered in the same epoch, sent after the
-//     follower's answer came back, must not return a lower one (the
-//     leader's HW only grows within an epoch), unless the leader restarted
-//     in between.
+//     one epoch).
+//
+// A follower's HW is not compared with its leader's: a new leader's HW
+// may lag the HW the cluster committed in earlier epochs (until it commits
+// in its own), which a follower that led before still holds; records
+// below a follower's HW must be committed all the same, which CheckFinal
+// checks (fetched-present, hw-final).
 func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 	type key struct {
 		client  int
@@ -88,39 +89,6 @@ func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 				f.Client, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
 		}
 		last[k] = f
-	}
-	out = append(out, checkFollowerHWBound(fetches, restarted)...)
-	return out
-}
-
-// checkFollowerHWBound is CheckHighWatermarks' third check, over fetches
-// sorted by return time: per partition and epoch, each follower answer is
-// compared with the lowest HW a leader answer called after it returned.
-func checkFollowerHWBound(fetches []Fetch, restarted func(node int32, fromNs, toNs int64) bool) []Violation {
-	type key struct {
-		tp    TopicPartition
-		epoch int32
-	}
-	leaderAnswers := map[key][]Fetch{}
-	for _, f := range fetches {
-		if !f.Follower {
-			k := key{f.TP, f.LeaderEpoch}
-			leaderAnswers[k] = append(leaderAnswers[k], f)
-		}
-	}
-	var out []Violation
-	for _, f := range fetches {
-		if !f.Follower {
-			continue
-		}
-		for _, g := range leaderAnswers[key{f.TP, f.LeaderEpoch}] {
-			if g.CallNs > f.ReturnNs && g.HighWatermark < f.HighWatermark && !restarted(g.Replica, f.CallNs, g.ReturnNs) {
-				out = append(out, Violation{Check: "follower-hw", TP: f.TP, Detail: fmt.Sprintf(
-					"client %d's fetch from follower %d in leader epoch %d returned high watermark %d at t=%dns, but client %d's fetch from leader %d, sent later (t=%dns), returned %d",
-					f.Client, f.Replica, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, g.Client, g.Replica, g.CallNs, g.HighWatermark)})
-				break
-			}
-		}
 	}
 	return out
 }
@@ -223,8 +191,10 @@ type FinalReport struct {
 // every acks=all-acknowledged record, and every record a fetch returned
 // below its high watermark (committed, from a leader or a follower), is at
 // its offset unless DeleteRecords deleted it (it lies below the log start,
-// which some DeleteRecords asked for). Over budget, committed records may
-// be lost: only acknowledged ones are counted. The log start itself must be explained by DeleteRecords: above
+// which some DeleteRecords asked for), and no fetch returned a high
+// watermark above the final one (hw-final: what was committed stays
+// committed). Over budget, committed records may be lost: only
+// acknowledged ones are counted. The log start itself must be explained by DeleteRecords: above
 // every offset asked for, records vanished from the front; below the low
 // watermark of one that completed, the deletion was undone.
 func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOptions) FinalReport {
@@ -294,18 +264,19 @@ func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOp
 		if !known || opts.OverBudget {
 			continue
 		}
+		if pf := final[f.TP]; f.HighWatermark > pf.HighWatermark {
+			rep.Violations = append(rep.Violations, Violation{Check: "hw-final", TP: f.TP, Detail: fmt.Sprintf(
+				"client %d's fetch from %s returned high watermark %d (t=%dns), above the final high watermark %d: it counted uncommitted records",
+				f.Client, f.answeredBy(), f.HighWatermark, f.ReturnNs, pf.HighWatermark)})
+		}
 		for _, r := range f.Records {
 			if r.Offset < deletedBelow[f.TP] || r.Offset >= f.HighWatermark {
 				continue // deleted by DeleteRecords; above the HW is contiguity's
 			}
 			if got := values.at(r.Offset); got != r.Value {
-				from := "leader"
-				if f.Follower {
-					from = "follower"
-				}
 				rep.Violations = append(rep.Violations, Violation{Check: "fetched-present", TP: f.TP, Detail: fmt.Sprintf(
-					"client %d read %s at offset %d below the high watermark %d from %s %d (t=%dns) but the log holds %q there: it was not committed",
-					f.Client, r.Value, r.Offset, f.HighWatermark, from, f.Replica, f.ReturnNs, got)})
+					"client %d read %s at offset %d below the high watermark %d from %s (t=%dns) but the log holds %q there: it was not committed",
+					f.Client, r.Value, r.Offset, f.HighWatermark, f.answeredBy(), f.ReturnNs, got)})
 				break
 			}
 		}
