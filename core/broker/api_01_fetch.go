@@ -233,7 +233,7 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 		}, n.nowMs())
 		defer n.afterFollowerFetch(p, hwBefore)
 	} else if req.Version >= followerReadVersionMin && p.replica.Role() == replica.RoleFollower {
-		d = consumerFetchFromFollower(p, fp.FetchOffset, fp.CurrentLeaderEpoch)
+		d = consumerFetchFromFollower(p, fp.FetchOffset, fp.CurrentLeaderEpoch, n.cfg.Bugs.FollowerPastHW)
 	} else {
 		d = p.replica.OnConsumerFetch(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	}
@@ -271,13 +271,17 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 // never exceeds its LEO (min guards a truncation not yet clamped): every
 // record below it is committed, so a consumer reads from a follower only
 // what it could read from the leader. The answer's HW, last stable offset
-// and log start are the follower's, as Kafka's.
-func consumerFetchFromFollower(p *partition, fetchOffset int64, currentLeaderEpoch int32) replica.FetchDecision {
+// and log start are the follower's, as Kafka's. pastHW is the planted bug
+// Bugs.FollowerPastHW: the LEO stands for the HW.
+func consumerFetchFromFollower(p *partition, fetchOffset int64, currentLeaderEpoch int32, pastHW bool) replica.FetchDecision {
 	leo := p.log.LogEndOffset()
 	d := replica.FetchDecision{
 		HighWatermark:  min(p.replica.HighWatermark(), leo),
 		LogStartOffset: p.log.LogStartOffset(),
 		LogEndOffset:   leo,
+	}
+	if pastHW {
+		d.HighWatermark = leo
 	}
 	switch epoch := p.replica.LeaderEpoch(); {
 	case currentLeaderEpoch == replica.NoEpoch:

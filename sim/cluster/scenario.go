@@ -130,11 +130,14 @@ type Bugs struct {
 	// DeleteRecords log start only once its HW moves. The quiet check
 	// catches it (quiet.go).
 	SessionLogStartUntold bool
+	// FollowerPastHW: followers serve consumers up to their log end
+	// offset, not their HW (broker.Bugs.FollowerPastHW).
+	FollowerPastHW bool
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
 var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early",
-	"group-double-assign", producer.BugDedupOff, "session-log-start-untold"}
+	"group-double-assign", producer.BugDedupOff, "session-log-start-untold", "follower-past-hw"}
 
 // ParseBug turns a bug name into the switches it sets; "" is no bug.
 func ParseBug(name string) (Bugs, error) {
@@ -161,6 +164,8 @@ func ParseBug(name string) (Bugs, error) {
 		b.Quorum.CommitEarly = true
 	case "session-log-start-untold":
 		b.SessionLogStartUntold = true
+	case "follower-past-hw":
+		b.FollowerPastHW = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
@@ -170,5 +175,5 @@ func ParseBug(name string) (Bugs, error) {
 // broker is the part of the bugs every broker's core runs with.
 func (b Bugs) broker() broker.Bugs {
 	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group,
-		SessionLogStartUntold: b.SessionLogStartUntold}
+		SessionLogStartUntold: b.SessionLogStartUntold, FollowerPastHW: b.FollowerPastHW}
 }
