@@ -11,12 +11,16 @@
 //     in one pass; Porcupine confirms and draws every rejected partition,
 //     and checks every partition when asked (a seeded fraction of runs).
 //   - CheckFetchContiguity, CheckHighWatermarks, CheckLeaders: direct
-//     invariants on the history and on sampled node state.
+//     invariants on the history and on sampled node state. Fetches answered
+//     by followers (KIP-392) are checked as the leader's are, except that
+//     their HW is monotonic per (client, follower, leader epoch) across no
+//     restart of the follower, not per (client, leader epoch).
 //   - CheckFinal: after healing, every partition has a leader, replicas are
 //     identical byte for byte from the leader's log start, and every
-//     acks=all-acknowledged record sits at its offset unless a
-//     DeleteRecords deleted it; the log start is one DeleteRecords asked
-//     for, and not below one that completed. CheckDeleteRecords: a
+//     acks=all-acknowledged record, and every record a fetch read below its
+//     HW, sits at its offset unless a DeleteRecords deleted it; no fetch
+//     saw an HW above the final one; the log start is one DeleteRecords
+//     asked for, and not below one that completed. CheckDeleteRecords: a
 //     completed DeleteRecords answered a low watermark at or above its
 //     offset.
 //   - CheckAssignments, CheckCommitGenerations, CheckOffsets (groups.go):

@@ -1,0 +1,26 @@
+package cluster
+
+import "testing"
+
+// TestConsumersReadFromFollowers guards the workload's follower fetches
+// (KIP-392) against passing by doing nothing: in a few standard seeds,
+// fetches sent to followers must come back with records, some must be
+// retried on the leader after OFFSET_OUT_OF_RANGE, and the checkers must
+// find nothing wrong with what they read.
+func TestConsumersReadFromFollowers(t *testing.T) {
+	retried := 0
+	for seed := uint64(1); seed <= 3; seed++ {
+		res := Run(Options{Seed: seed, Shape: "standard", DiscardLogs: true})
+		for _, v := range res.Violations {
+			t.Errorf("seed %d: %s", seed, v)
+		}
+		sent, read := statsCount(res.Stats, "follower_fetches"), statsCount(res.Stats, "follower_reads")
+		if sent <= 0 || read <= 0 || read > sent {
+			t.Errorf("seed %d: %d follower fetches sent, %d returned records (stats %q)", seed, sent, read, res.Stats)
+		}
+		retried += max(0, statsCount(res.Stats, "follower_oor_retries"))
+	}
+	if retried == 0 {
+		t.Error("no follower fetch was retried on the leader after OFFSET_OUT_OF_RANGE in seeds 1-3")
+	}
+}
