@@ -85,8 +85,9 @@ func (c *Cluster) checkSyncedKept(n *Node) {
 			continue
 		}
 		if end := c.logEnd(n, tp); end < e.Offset {
-			c.fail("synced-kept", fmt.Sprintf("node %d %s: after a power loss the log ends at %d, below its checkpointed recovery point %d",
-				n.ID, tp, end, e.Offset))
+			names, _ := n.Disk.List(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+			c.fail("synced-kept", fmt.Sprintf("node %d %s: after a power loss the log ends at %d, below its checkpointed recovery point %d (files %v)",
+				n.ID, tp, end, e.Offset, names))
 			return
 		}
 	}
