@@ -109,14 +109,22 @@ const (
 	// on this shared machine back-to-back throughput runs differ by ±50%,
 	// which no 5% goal survives (kgo's throughput ratio is printed).
 	idempotenceCPURatioMax = 1.05
-	// latencyDuration is the length of the fixed-rate run, idempotencePairs
-	// and idempotenceDuration the interleaved idempotent and
-	// non-idempotent runs, rebalanceRuns the rebalance repetitions.
+	// latencyDuration is the length of the fixed-rate run, rebalanceRuns
+	// the rebalance repetitions. kgoIdempotencePairs and
+	// idempotenceDuration are kgo's interleaved idempotent and
+	// non-idempotent runs (informational).
 	latencyDuration     = 2 * time.Second
-	idempotencePairs    = 5
 	kgoIdempotencePairs = 3
 	idempotenceDuration = time.Second
 	rebalanceRuns       = 3
+	// The raw producer's idempotence pairs, the goal's (measureIdempotence):
+	// idempotencePairs pairs of runs of idempotenceRunRecords records each
+	// (about 220 MB of log, under a 1 GiB segment), after a warm-up pair of
+	// idempotenceWarmUpRecords. A run past idempotenceRunLimit fails.
+	idempotencePairs         = 12
+	idempotenceRunRecords    = 2_000_000
+	idempotenceWarmUpRecords = 500_000
+	idempotenceRunLimit      = 30 * time.Second
 	// diskWriteBytes and diskTotalBytes shape the raw write limit.
 	diskWriteBytes = 1 << 20
 	diskTotalBytes = 256 << 20
@@ -520,24 +528,99 @@ func measureIdempotence(cl *cluster, r *caseResults) error {
 		ratios = append(ratios, idem.recordsPerSec()/plain.recordsPerSec())
 	}
 	r.idempotenceRatio = medianFloat(ratios)
-	// Raw pairs, the goal's: the same 1000-record batches, acks=all, with
-	// and without a producer id and sequences.
-	var cpuRatios []float64
-	for range idempotencePairs {
-		idem, err := produceRaw(cl, "bench-idempotence", valueSizes[0], idempotenceDuration, rawProducer{acks: -1, idempotent: true})
-		if err != nil {
+	return measureRawIdempotence(cl, r)
+}
+
+// measureRawIdempotence measures the goal's figure: the broker's CPU per
+// record with the raw producer's 1000-record acks=all batches, with and
+// without a producer id and sequences. On this VM a 1 s run's CPU per record
+// moved by up to 3× with what the machine did meanwhile, none of it
+// idempotence (session 9): a segment roll's background flush (a gigabyte's
+// writeback, billed to the broker in whichever run it falls); the kernel's
+// writeback of the gigabytes the runs before left dirty, which held the
+// broker's write worker in ext4 block allocation for up to a second; the
+// cost of new page-cache pages, which about doubled for good after 4–5 GB
+// of new page cache (SPEC §7, "Page cache on this VM"); and the
+// neighbours' load. So each run produces a fixed idempotenceRunRecords;
+// each pair produces to two new topics, one per side, so that no run rolls
+// a segment, after a sync, so that no writeback backlog is left, and then
+// deletes them, so that the next pair's pages are ones just freed rather
+// than the machine's dearer new ones; the pairs alternate which side goes
+// first; each run's CPU is read once the broker has written its batches;
+// and the figure is the idempotent runs' summed CPU over the
+// non-idempotent runs' (the same records each side), over idempotencePairs
+// pairs after a warm-up pair that is not counted.
+func measureRawIdempotence(cl *cluster, r *caseResults) error {
+	for pair := range idempotencePairs + 1 {
+		records := idempotenceRunRecords
+		if pair == 0 {
+			records = idempotenceWarmUpRecords
+		}
+		idempotentTopic := fmt.Sprintf("bench-idempotence-raw-%d-idempotent", pair)
+		plainTopic := fmt.Sprintf("bench-idempotence-raw-%d-non-idempotent", pair)
+		for _, topic := range []string{idempotentTopic, plainTopic} {
+			if err := cl.createTopic(topic, 1); err != nil {
+				return err
+			}
+		}
+		unix.Sync()
+		var idem, plain produceResult
+		for _, idempotent := range idempotenceOrder(pair) {
+			topic := plainTopic
+			if idempotent {
+				topic = idempotentTopic
+			}
+			p, err := produceRaw(cl, topic, valueSizes[0], idempotenceRunLimit,
+				rawProducer{acks: -1, idempotent: idempotent, batches: records / rawProduceBatchRecords, awaitWritten: true})
+			if err != nil {
+				return err
+			}
+			if idempotent {
+				idem = p
+			} else {
+				plain = p
+			}
+		}
+		if err := cl.deleteTopics(idempotentTopic, plainTopic); err != nil {
 			return err
 		}
-		plain, err := produceRaw(cl, "bench-idempotence", valueSizes[0], idempotenceDuration, rawProducer{acks: -1})
-		if err != nil {
-			return err
+		if pair > 0 {
+			r.rawIdempotentRuns = append(r.rawIdempotentRuns, idem)
+			r.rawNonIdempotentRuns = append(r.rawNonIdempotentRuns, plain)
 		}
-		r.rawIdempotentRuns = append(r.rawIdempotentRuns, idem)
-		r.rawNonIdempotentRuns = append(r.rawNonIdempotentRuns, plain)
-		cpuRatios = append(cpuRatios, idem.cpuSecPerMillion()/plain.cpuSecPerMillion())
 	}
-	r.idempotenceCPURatio = medianFloat(cpuRatios)
+	r.idempotenceCPURatio = summedCPUPerRecordRatio(r.rawIdempotentRuns, r.rawNonIdempotentRuns)
 	return nil
+}
+
+// idempotenceOrder is the order of pair's runs, true for the idempotent
+// one: idempotent first in even pairs, second in odd ones, so that neither
+// side always follows the other.
+func idempotenceOrder(pair int) []bool {
+	if pair%2 == 0 {
+		return []bool{true, false}
+	}
+	return []bool{false, true}
+}
+
+// summedCPUPerRecordRatio is subject's broker CPU per record over limit's,
+// each summed over its runs: every run counts by its records, so that a run
+// whose CPU per record a neighbour's burst doubled weighs no more than its
+// share of the work.
+func summedCPUPerRecordRatio(subject, limit []produceResult) float64 {
+	perRecord := func(runs []produceResult) float64 {
+		var cpu time.Duration
+		var records int64
+		for _, p := range runs {
+			cpu += p.brokerCPU
+			records += p.records
+		}
+		if records == 0 {
+			panic("strandbench: CPU per record of no records")
+		}
+		return cpu.Seconds() / float64(records)
+	}
+	return perRecord(subject) / perRecord(limit)
 }
 
 // runIdempotenceOnly starts case c alone (Strand, one node) and runs only
@@ -719,18 +802,31 @@ func printGroupFigures(r *caseResults) {
 
 // printIdempotence prints the idempotent against non-idempotent runs.
 func printIdempotence(r *caseResults) {
-	fmt.Printf("\nidempotence on %s, acks=all, 100 B, interleaved pairs of %s runs: kgo (informational), then the raw producer\n", r.c.label, idempotenceDuration)
+	fmt.Printf("\nidempotence on %s, acks=all, 100 B: kgo, interleaved pairs of %s runs (informational); then the raw producer, the goal's:\n", r.c.label, idempotenceDuration)
+	fmt.Printf("  %d pairs of %d-record runs after a warm-up pair of %d, each pair on two new topics (no segment roll in a run)\n", len(r.rawIdempotentRuns), idempotenceRunRecords, idempotenceWarmUpRecords)
+	fmt.Printf("  after a sync (no writeback backlog), deleted after it (the next pair reuses their pages), idempotent first in every\n")
+	fmt.Printf("  other pair, each run's broker CPU read once the broker has written its batches; the goal's figure is the idempotent\n")
+	fmt.Printf("  runs' summed CPU per record over the non-idempotent runs'\n")
 	for i := range r.idempotentRuns {
 		idem, plain := r.idempotentRuns[i], r.nonIdempotentRuns[i]
 		fmt.Printf("  kgo: idempotent %.0f rec/s %.2f CPU s/M rec, non-idempotent %.0f rec/s %.2f CPU s/M rec\n",
 			idem.recordsPerSec(), idem.cpuSecPerMillion(), plain.recordsPerSec(), plain.cpuSecPerMillion())
 	}
+	var pairRatios []float64
 	for i := range r.rawIdempotentRuns {
 		idem, plain := r.rawIdempotentRuns[i], r.rawNonIdempotentRuns[i]
-		fmt.Printf("  raw: idempotent %.0f rec/s %.2f CPU s/M rec, non-idempotent %.0f rec/s %.2f CPU s/M rec\n",
-			idem.recordsPerSec(), idem.cpuSecPerMillion(), plain.recordsPerSec(), plain.cpuSecPerMillion())
+		first := "idempotent first"
+		if !idempotenceOrder(i + 1)[0] {
+			first = "non-idempotent first"
+		}
+		ratio := idem.cpuSecPerMillion() / plain.cpuSecPerMillion()
+		pairRatios = append(pairRatios, ratio)
+		fmt.Printf("  raw: idempotent %.0f rec/s %.3f CPU s/M rec, non-idempotent %.0f rec/s %.3f CPU s/M rec; %.3f (%s)\n",
+			idem.recordsPerSec(), idem.cpuSecPerMillion(), plain.recordsPerSec(), plain.cpuSecPerMillion(), ratio, first)
 	}
-	fmt.Printf("  median of the pairs' idempotent/non-idempotent: kgo throughput %.3f; raw broker CPU per record %.3f (the goal's)\n", r.idempotenceRatio, r.idempotenceCPURatio)
+	slices.Sort(pairRatios)
+	fmt.Printf("  idempotent/non-idempotent: kgo throughput, median of the pairs, %.3f; raw broker CPU per record, summed over the pairs, %.3f\n", r.idempotenceRatio, r.idempotenceCPURatio)
+	fmt.Printf("  (the goal's; the pairs' own ratios %.3f to %.3f, median %.3f)\n", pairRatios[0], pairRatios[len(pairRatios)-1], medianFloat(pairRatios))
 }
 
 // printRebalance prints the rebalance times.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
 	"strand/core/config"
@@ -267,5 +268,96 @@ func TestMeminfoKiBReadsTheNamedField(t *testing.T) {
 	}
 	if _, err := meminfoKiB(meminfo, "Dirt"); err == nil {
 		t.Error("a field name that is only a prefix of another was found")
+	}
+}
+
+// TestRawProducerProducesAFixedCount: with batches set the raw producer
+// produces exactly that many, however fast; awaiting the log on a partition
+// whose log files never grow (kfake writes none; an empty directory stands
+// in for a node's) fails by the run's time limit, naming the bytes.
+func TestRawProducerProducesAFixedCount(t *testing.T) {
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	c := &cluster{name: "kfake", bootstrap: fake.ListenAddrs()}
+	for _, idempotent := range []bool{false, true} {
+		p, err := produceRaw(c, "t", 100, 10*time.Second, rawProducer{acks: -1, idempotent: idempotent, batches: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.records != 7*rawProduceBatchRecords {
+			t.Errorf("idempotent %v: %d records; want %d", idempotent, p.records, 7*rawProduceBatchRecords)
+		}
+	}
+	c.dataDirs = []string{t.TempDir()}
+	start := time.Now()
+	_, err = produceRaw(c, "t", 100, 300*time.Millisecond, rawProducer{acks: -1, batches: 2, awaitWritten: true})
+	if err == nil || !strings.Contains(err.Error(), "0 of the ") {
+		t.Errorf("awaiting a log that never grows: %v; want the bytes written named", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("gave up after %s; want about the run's 300 ms limit", waited)
+	}
+}
+
+// TestSummedCPUPerRecordRatioWeighsRunsByRecords: the ratio is of the
+// sides' summed CPU over their summed records, not a mean of the runs'
+// own figures, and the pairs alternate which side goes first.
+func TestSummedCPUPerRecordRatioWeighsRunsByRecords(t *testing.T) {
+	run := func(records int64, cpuMs int) produceResult {
+		return produceResult{records: records, brokerCPU: time.Duration(cpuMs) * time.Millisecond}
+	}
+	// Subject: 0.3 s for 3 M records; limit: 0.1 s per M over 1 M, 0.5 s
+	// per M over another 1 M, so 0.3 s for 2 M: 0.1 / 0.15.
+	subject := []produceResult{run(1e6, 100), run(2e6, 200)}
+	limit := []produceResult{run(1e6, 100), run(1e6, 200)}
+	if got, want := summedCPUPerRecordRatio(subject, limit), 0.1/0.15; got < want-1e-9 || got > want+1e-9 {
+		t.Errorf("ratio %.6f; want %.6f", got, want)
+	}
+	firsts := 0
+	for pair := 1; pair <= idempotencePairs; pair++ {
+		order := idempotenceOrder(pair)
+		if len(order) != 2 || order[0] == order[1] {
+			t.Fatalf("pair %d runs %v; want one idempotent and one not", pair, order)
+		}
+		if order[0] {
+			firsts++
+		}
+	}
+	if firsts != idempotencePairs/2 {
+		t.Errorf("idempotent first in %d of %d pairs; want half", firsts, idempotencePairs)
+	}
+}
+
+// TestDeleteTopicsDeletesThem: on kfake (which speaks DeleteTopics v6,
+// where topics are named in Topics, not TopicNames) the topics deleted are
+// gone from the metadata, and the one kept is not.
+func TestDeleteTopicsDeletesThem(t *testing.T) {
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a", "b", "kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	c := &cluster{name: "kfake", bootstrap: fake.ListenAddrs(), dataDirs: []string{t.TempDir()}}
+	if err := c.deleteTopics("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, topic := range resp.Topics {
+		names = append(names, *topic.Topic)
+	}
+	if len(names) != 1 || names[0] != "kept" {
+		t.Errorf("topics after deleting a and b: %v; want [kept]", names)
 	}
 }

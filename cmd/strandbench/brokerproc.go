@@ -357,6 +357,57 @@ func (c *cluster) createTopic(topic string, partitions int32) error {
 	return fmt.Errorf("topic %s on %s: partitions without a leader after 30 s", topic, c.name)
 }
 
+// deleteTopics deletes topics and waits until no node holds a partition
+// directory of theirs (Strand removes a deleted partition's files at once,
+// not after Kafka's file.delete.delay.ms).
+func (c *cluster) deleteTopics(topics ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	for _, topic := range topics {
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		t.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, t)
+	}
+	req.TopicNames = topics // before v6
+	req.TimeoutMillis = 10000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("delete topics %v on %s: %w", topics, c.name, err)
+	}
+	for i, t := range resp.Topics {
+		if t.ErrorCode != 0 {
+			name := fmt.Sprintf("number %d", i)
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			return fmt.Errorf("delete topic %s on %s: error code %d", name, c.name, t.ErrorCode)
+		}
+	}
+	for ctx.Err() == nil {
+		var left []string
+		for _, dir := range c.dataDirs {
+			for _, topic := range topics {
+				held, err := filepath.Glob(filepath.Join(dir, topic+"-[0-9]*"))
+				if err != nil {
+					return err
+				}
+				left = append(left, held...)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("topics %v on %s: partition directories still there 30 s after their deletion", topics, c.name)
+}
+
 // partitionLeaders maps each partition of topic with a leader to the
 // leader's address.
 func partitionLeaders(ctx context.Context, cl *kgo.Client, topic string) (map[int32]string, error) {

@@ -39,6 +39,18 @@ type rawProducer struct {
 	// idempotent gets a producer id (InitProducerId) and numbers each
 	// batch's records on from the last (which needs acks=-1).
 	idempotent bool
+	// batches, if above zero, is how many batches the run produces: the
+	// run's duration is then its time limit, and a run past it fails.
+	// Zero produces for the duration.
+	batches int
+	// awaitWritten ends the run, and reads the broker's CPU, only once the
+	// broker has written every acknowledged batch to the partition's log
+	// files: a Strand leader acknowledges a batch once it is queued for its
+	// write worker, whose pwritev of the run's last batches would otherwise
+	// be billed to the next run. One-node Strand clusters only
+	// (cluster.logBytes adds up every node's replica), and a partition
+	// nothing else writes to.
+	awaitWritten bool
 }
 
 // Kafka's RecordBatch v2 layout: where the CRC-32C and the base sequence
@@ -50,7 +62,8 @@ const (
 )
 
 // produceRaw produces batches of rawProduceBatchRecords records of
-// valueBytes to partition 0 of topic for duration.
+// valueBytes to partition 0 of topic for duration, or how.batches of them
+// within it.
 func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration, how rawProducer) (produceResult, error) {
 	leader, err := leaderOf(c, topic)
 	if err != nil {
@@ -120,6 +133,12 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 		}
 		return nil
 	}
+	var loggedBefore int64
+	if how.awaitWritten {
+		if loggedBefore, err = c.logBytes(topic); err != nil {
+			return produceResult{}, err
+		}
+	}
 	brokerCPUStart, err := c.cpu()
 	if err != nil {
 		return produceResult{}, err
@@ -127,8 +146,17 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 	start, clientCPUStart := time.Now(), processCPU()
 	deadline := start.Add(duration)
 	var sent, received int32
-	for time.Now().Before(deadline) || received < sent {
-		if sent-received < rawProduceInFlight && time.Now().Before(deadline) {
+	more := func() bool {
+		if how.batches > 0 {
+			return int(sent) < how.batches
+		}
+		return time.Now().Before(deadline)
+	}
+	for more() || received < sent {
+		if how.batches > 0 && time.Now().After(deadline) {
+			return produceResult{}, fmt.Errorf("raw produce to %s on %s: %d of %d batches acknowledged in %s", topic, c.name, received, how.batches, duration)
+		}
+		if sent-received < rawProduceInFlight && more() {
 			sent++
 			if err := send(sent); err != nil {
 				return produceResult{}, err
@@ -141,6 +169,11 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 		}
 	}
 	elapsed, clientCPU := time.Since(start), processCPU()-clientCPUStart
+	if how.awaitWritten {
+		if err := awaitLogged(c, topic, loggedBefore+int64(received)*int64(len(recordBatch)), deadline); err != nil {
+			return produceResult{}, err
+		}
+	}
 	brokerCPUEnd, err := c.cpu()
 	if err != nil {
 		return produceResult{}, err
@@ -148,6 +181,24 @@ func produceRaw(c *cluster, topic string, valueBytes int, duration time.Duration
 	n := int64(received) * rawProduceBatchRecords
 	return produceResult{records: n, valueBytes: n * int64(valueBytes), elapsed: elapsed,
 		brokerCPU: brokerCPUEnd - brokerCPUStart, clientCPU: clientCPU}, nil
+}
+
+// awaitLogged waits until topic's log files on c hold at least bytes, and
+// fails if they do not by deadline.
+func awaitLogged(c *cluster, topic string, bytes int64, deadline time.Time) error {
+	for {
+		logged, err := c.logBytes(topic)
+		if err != nil {
+			return err
+		}
+		if logged >= bytes {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raw produce to %s on %s: %d of the %d bytes acknowledged are in its log files", topic, c.name, logged, bytes)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // initProducerID gets a producer id and epoch for an idempotent producer.
