@@ -1,7 +1,8 @@
 // Package workload is the simulator's clients: producers (acks 0, 1 and
 // all, retrying retriable errors; some idempotent, with producer ids and
 // sequence numbers), consumers that fetch up to the high watermark from the
-// leader Metadata names, consumer-group members speaking the classic group
+// leader Metadata names (one fetch in Config.FollowerFetchOneIn from a
+// follower it names, KIP-392), consumer-group members speaking the classic group
 // protocol, an admin client that creates the topics and churns some of
 // them (delete, re-create, add partitions), and a deleter that moves log
 // starts with DeleteRecords (deletes.go; consumers below the log start move
