@@ -80,13 +80,13 @@ func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 			k.replica = f.Replica
 		}
 		if prev, ok := last[k]; ok && f.HighWatermark < prev.HighWatermark && !(f.Follower && restarted(f.Replica, prev.CallNs, f.ReturnNs)) {
-			who := "client %d in leader epoch %d"
+			who := fmt.Sprintf("client %d in leader epoch %d", f.Client, f.LeaderEpoch)
 			if f.Follower {
-				who = fmt.Sprintf("client %%d from follower %d in leader epoch %%d", f.Replica)
+				who = fmt.Sprintf("client %d from follower %d in leader epoch %d", f.Client, f.Replica, f.LeaderEpoch)
 			}
 			out = append(out, Violation{Check: "hw-monotonic", TP: f.TP, Detail: fmt.Sprintf(
-				who+": high watermark %d at t=%dns after %d at t=%dns",
-				f.Client, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
+				"%s: high watermark %d at t=%dns after %d at t=%dns",
+				who, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
 		}
 		last[k] = f
 	}
