@@ -121,7 +121,7 @@ const (
 	// idempotencePairs pairs of runs of idempotenceRunRecords records each
 	// (about 220 MB of log, under a 1 GiB segment), after a warm-up pair of
 	// idempotenceWarmUpRecords. A run past idempotenceRunLimit fails.
-	idempotencePairs         = 12
+	idempotencePairs         = 24
 	idempotenceRunRecords    = 2_000_000
 	idempotenceWarmUpRecords = 500_000
 	idempotenceRunLimit      = 30 * time.Second
