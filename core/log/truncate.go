@@ -110,7 +110,9 @@ func (l *Log) lowerCheckpointedRecoveryPoint() {
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at
 // offset, for a follower whose fetch offset fell below the leader's log start
-// offset. The epoch cache is cleared, as Kafka clears it.
+// offset. The epoch cache is cleared, as Kafka clears it. The recovery point
+// does not move up to offset: the next flush, which syncs the directory,
+// moves it.
 func (l *Log) TruncateFullyAndStartAt(offset int64, nowMs int64) error {
 	if l.failed != nil {
 		return l.failed
@@ -124,7 +126,11 @@ func (l *Log) TruncateFullyAndStartAt(offset int64, nowMs int64) error {
 	if err := l.startAt(offset, nowMs); err != nil {
 		return l.fail(err)
 	}
-	l.logStartOffset, l.recoveryPoint = offset, offset
+	// The recovery point may fall but never rise here: until a flush has
+	// synced the directory, a power loss can bring back the removed
+	// segments and lose the new one, so offset is not yet durable. Kafka's
+	// LocalLog.updateLogEndOffset likewise only lowers it.
+	l.logStartOffset, l.recoveryPoint = offset, min(l.recoveryPoint, offset)
 	l.flush.truncations++
 	l.epochs.truncateFromEnd(0)
 	l.persistEpochs(nil)

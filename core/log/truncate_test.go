@@ -117,3 +117,28 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 		}
 	}
 }
+
+// Truncating fully must not claim the new start offset as durable before a
+// flush has synced the directory: a power loss in between brings back the
+// removed segments and loses the new one, and a checkpointed recovery point
+// above what recovery finds would have it trust a segment it never checked
+// (elections seed 158: a follower restarted at 20, the checkpoint said 20,
+// the log came back empty at 0).
+func TestTruncateFullyRaisesTheRecoveryPointOnlyWhenFlushed(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, testConfig(), OpenOptions{})
+	for i := 0; i < 3; i++ {
+		appendLeader(t, l, 2, 100, 1)
+	}
+	flushAll(t, l, disk) // recovery point 6
+	if err := l.TruncateFullyAndStartAt(500, 1); err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.RecoveryPoint(); rp > 6 {
+		t.Fatalf("recovery point %d right after truncating fully at 500, before any directory sync (was 6)", rp)
+	}
+	flushAll(t, l, disk)
+	if rp := l.RecoveryPoint(); rp != 500 {
+		t.Fatalf("recovery point %d after the flush, want 500", rp)
+	}
+}
