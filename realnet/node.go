@@ -40,6 +40,11 @@ type Options struct {
 	// with, which Metadata and DescribeCluster report; empty derives it
 	// from the quorum voters (broker.Config.ClusterID).
 	ClusterID string
+	// OfflineLogDirs are log directories (as Config.LogDirs names them)
+	// found unusable before the start, each with its cause: strand serve
+	// puts here a directory whose meta.properties it could not read or
+	// write. Each starts offline, like one diskio cannot open (see Start).
+	OfflineLogDirs map[string]error
 }
 
 // Node is one running Strand process: the core node on its event loop, its
@@ -76,6 +81,15 @@ type namedListener struct {
 // live broker and no controller. Clients connecting meanwhile wait in the
 // listen backlog. Start does not wait for it. On error everything started
 // is stopped.
+//
+// A log directory other than the first that diskio cannot open, or that
+// is in Options.OfflineLogDirs, is handed to the core as an offlineDisk:
+// the core starts it offline (log.FailedManager), logs it once at ERROR
+// with its cause, and the broker runs fenced on the others, as Kafka's
+// LogManager starts without the directories it cannot load (SPEC §3.5).
+// The first one, which holds the metadata log and the clean-shutdown
+// marker, refuses the start, as Kafka stops when its metadata log
+// directory fails.
 func Start(opts Options) (*Node, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -96,15 +110,23 @@ func Start(opts Options) (*Node, error) {
 	}()
 
 	envDisks := make([]env.Disk, 0, len(cfg.LogDirs))
-	for _, dir := range cfg.LogDirs {
-		// Enqueue, not Post: the Sync worker must not run the core, which
-		// queues Syncs for it and whose completions must not wait behind it.
-		d, err := diskio.New(dir, diskio.Options{Post: func(fn func()) { n.loop.Enqueue(fn) }})
-		if err != nil {
-			return nil, fmt.Errorf("log dir %s: %w", dir, err)
+	for i, dir := range cfg.LogDirs {
+		cause := opts.OfflineLogDirs[dir]
+		if cause == nil {
+			// Enqueue, not Post: the Sync worker must not run the core, which
+			// queues Syncs for it and whose completions must not wait behind it.
+			d, err := diskio.New(dir, diskio.Options{Post: func(fn func()) { n.loop.Enqueue(fn) }})
+			if err == nil {
+				n.disks = append(n.disks, d)
+				envDisks = append(envDisks, d)
+				continue
+			}
+			cause = err
 		}
-		n.disks = append(n.disks, d)
-		envDisks = append(envDisks, d)
+		if i == 0 {
+			return nil, fmt.Errorf("log dir %s, the first, which holds the metadata log: %w", dir, cause)
+		}
+		envDisks = append(envDisks, offlineDisk{err: fmt.Errorf("%w: %w", env.ErrIO, cause), post: func(fn func()) { n.loop.Enqueue(fn) }})
 	}
 
 	bound := make([]namedListener, 0, len(cfg.Listeners))

@@ -16,12 +16,13 @@ import (
 const shutdownTimeout = 30 * time.Second
 
 // runBroker runs the node described by cfg, whose log directories are
-// formatted for clusterID, until ctx is cancelled (SIGTERM or SIGINT), then
+// formatted for clusterID (but those in offlineLogDirs, which start
+// offline), until ctx is cancelled (SIGTERM or SIGINT), then
 // shuts down gracefully (controlled shutdown bounded by shutdownTimeout)
 // and returns.
-func runBroker(ctx context.Context, cfg config.Broker, clusterID string, logger *slog.Logger) error {
+func runBroker(ctx context.Context, cfg config.Broker, clusterID string, offlineLogDirs map[string]error, logger *slog.Logger) error {
 	logger = logger.With("node.id", int32(cfg.NodeID))
-	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger, ClusterID: clusterID})
+	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger, ClusterID: clusterID, OfflineLogDirs: offlineLogDirs})
 	if err != nil {
 		return fmt.Errorf("starting node %d (cluster %s): %w", cfg.NodeID, clusterID, err)
 	}

@@ -37,10 +37,17 @@ func format(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strand format: %v\n", err)
 		return 1
 	}
-	id, err := prepareLogDirs(cfg, *clusterID, logger)
+	id, offline, err := prepareLogDirs(cfg, *clusterID, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "strand format: %v\n", err)
 		return 1
+	}
+	// serve starts without such a directory; format formats them all.
+	for _, dir := range cfg.LogDirs {
+		if cause := offline[dir]; cause != nil {
+			fmt.Fprintf(stderr, "strand format: log dir %s: %v\n", dir, cause)
+			return 1
+		}
 	}
 	fmt.Fprintf(stdout, "formatted %d log dir(s) for node.id %d, cluster.id %s\n", len(cfg.LogDirs), cfg.NodeID, id)
 	return 0

@@ -30,6 +30,9 @@ type logDirState struct {
 	dir       string
 	formatted bool
 	meta      config.Meta
+	// unreadable is why the directory could not be opened or its
+	// meta.properties read: a disk failure, not a misconfiguration.
+	unreadable error
 }
 
 // prepareLogDirs makes every log directory belong to this node: it checks the
@@ -37,22 +40,45 @@ type logDirState struct {
 // kafka-storage.sh format does. The cluster id is clusterID when given, else
 // the one already on disk, else one derived from controller.quorum.voters,
 // so that nodes formatting themselves agree. Nothing is written unless every
-// directory passes its checks. It returns the cluster id.
-func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (string, error) {
+// usable directory passes its checks. It returns the cluster id.
+//
+// A directory other than the first that cannot be opened, whose
+// meta.properties cannot be read, or that cannot be created or formatted,
+// is returned in offline with its cause, to start offline (realnet's
+// Options.OfflineLogDirs), as Kafka's MetaPropertiesEnsemble loader puts
+// such a directory among its error log dirs and LogManager starts without
+// it. The first, which holds the metadata log, fails the call instead, as
+// does a readable meta.properties that belongs to another node or cluster:
+// that is a misconfiguration, which Kafka refuses too.
+func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (_ string, offline map[string]error, _ error) {
 	if clusterID != "" {
 		if err := config.ValidateClusterID(clusterID); err != nil {
-			return "", fmt.Errorf("cluster id: %w", err)
+			return "", nil, fmt.Errorf("cluster id: %w", err)
 		}
+	}
+	offline = map[string]error{}
+	goOffline := func(dir string, cause error) error {
+		if dir == cfg.LogDirs[0] {
+			return fmt.Errorf("log dir %s, the first, which holds the metadata log: %w", dir, cause)
+		}
+		offline[dir] = cause
+		return nil
 	}
 	states := make([]logDirState, 0, len(cfg.LogDirs))
 	for _, dir := range cfg.LogDirs {
 		state, err := inspectLogDir(dir)
 		if err != nil {
-			return "", err
+			return "", nil, err
+		}
+		if state.unreadable != nil {
+			if err := goOffline(dir, state.unreadable); err != nil {
+				return "", nil, err
+			}
+			continue
 		}
 		if state.formatted {
 			if err := config.CheckMeta(dir, state.meta, cfg.NodeID, clusterID); err != nil {
-				return "", err
+				return "", nil, err
 			}
 			if clusterID == "" {
 				clusterID = state.meta.ClusterID
@@ -70,14 +96,17 @@ func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (s
 		}
 		meta, err := newMeta(clusterID, cfg.NodeID)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if err := writeMeta(state.dir, meta); err != nil {
-			return "", err
+			if err := goOffline(state.dir, err); err != nil {
+				return "", nil, err
+			}
+			continue
 		}
 		logger.Info("formatted log dir", "dir", state.dir, "cluster.id", clusterID, "node.id", cfg.NodeID, "directory.id", meta.DirectoryID)
 	}
-	return clusterID, nil
+	return clusterID, offline, nil
 }
 
 // newMeta builds the identity of a newly formatted directory, with a random
@@ -92,12 +121,15 @@ func newMeta(clusterID string, nodeID env.NodeID) (config.Meta, error) {
 
 // inspectLogDir reads dir's meta.properties. A missing or empty directory is
 // unformatted; a directory with other files but no meta.properties is an
-// error, because formatting it could adopt another program's data.
+// error, because formatting it could adopt another program's data. A
+// directory that cannot be opened or listed, or whose meta.properties
+// cannot be read or parsed, is returned with state.unreadable set.
 func inspectLogDir(dir string) (logDirState, error) {
 	state := logDirState{dir: dir}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return state, nil
 	}
+	var misconfigured error
 	err := withDisk(dir, func(disk *diskio.Disk, _ *completions) error {
 		names, err := disk.List(".")
 		if err != nil {
@@ -106,24 +138,28 @@ func inspectLogDir(dir string) (logDirState, error) {
 		if !slices.Contains(names, config.MetaFileName) {
 			for _, name := range names {
 				if !slices.Contains(ignoredEntries, name) {
-					return fmt.Errorf("not empty (it holds %s) but has no %s: give strand an empty directory, or check log.dirs",
+					misconfigured = fmt.Errorf("not empty (it holds %s) but has no %s: give strand an empty directory, or check log.dirs",
 						name, config.MetaFileName)
+					return nil
 				}
 			}
 			return nil
 		}
 		text, err := readWholeFile(disk, config.MetaFileName)
 		if err != nil {
-			return err
+			return fmt.Errorf("reading %s: %w", config.MetaFileName, err)
 		}
 		if state.meta, err = config.ParseMeta(text); err != nil {
-			return err
+			return fmt.Errorf("reading %s: %w", config.MetaFileName, err)
 		}
 		state.formatted = true
 		return nil
 	})
-	if err != nil {
-		return logDirState{}, fmt.Errorf("log dir %s: %w", dir, err)
+	switch {
+	case misconfigured != nil:
+		return logDirState{}, fmt.Errorf("log dir %s: %w", dir, misconfigured)
+	case err != nil:
+		return logDirState{dir: dir, unreadable: err}, nil
 	}
 	return state, nil
 }

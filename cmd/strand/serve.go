@@ -14,7 +14,9 @@ import (
 // loads and validates the configuration (the embedded single-node defaults
 // without --config, which is what `make run` uses), logs every key Strand
 // ignores, formats empty log directories and checks formatted ones, then runs
-// the broker until SIGTERM or SIGINT.
+// the broker until SIGTERM or SIGINT. A log directory other than the first
+// that cannot be read or formatted starts offline (prepareLogDirs), and the
+// broker logs it at ERROR.
 func serve(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -44,14 +46,14 @@ func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		logger.Error("invalid configuration", "err", err)
 		return 1
 	}
-	clusterID, err := prepareLogDirs(cfg, "", logger)
+	clusterID, offline, err := prepareLogDirs(cfg, "", logger)
 	if err != nil {
 		logger.Error("log directories not usable", "err", err)
 		return 1
 	}
 	logger.Info("starting", "node.id", cfg.NodeID, "process.roles", cfg.Roles.String(), "cluster.id", clusterID)
 
-	err = runBroker(ctx, cfg, clusterID, logger)
+	err = runBroker(ctx, cfg, clusterID, offline, logger)
 	if err != nil {
 		logger.Error("broker stopped", "err", err)
 		return 1
