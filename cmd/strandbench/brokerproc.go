@@ -305,14 +305,23 @@ func (c *cluster) awaitReady(brokers int) error {
 	return fmt.Errorf("%s not ready within 30 s: %w", c.name, lastErr)
 }
 
-func (c *cluster) probe(brokers int) error {
+// adminClient is a kgo client of c for one-off admin requests and a context
+// that ends after timeout; done closes both.
+func (c *cluster) adminClient(timeout time.Duration) (*kgo.Client, context.Context, func(), error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
+}
+
+func (c *cluster) probe(brokers int) error {
+	cl, ctx, done, err := c.adminClient(2 * time.Second)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+	defer done()
 	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 	if err != nil {
 		return err
@@ -326,13 +335,11 @@ func (c *cluster) probe(brokers int) error {
 // createTopic creates topic with the given partitions and a replication
 // factor of every broker, and waits until each partition has a leader.
 func (c *cluster) createTopic(topic string, partitions int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	cl, ctx, done, err := c.adminClient(30 * time.Second)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	defer done()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, partitions, int16(len(c.processes))
@@ -361,13 +368,11 @@ func (c *cluster) createTopic(topic string, partitions int32) error {
 // directory of theirs (Strand removes a deleted partition's files at once,
 // not after Kafka's file.delete.delay.ms).
 func (c *cluster) deleteTopics(topics ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	cl, ctx, done, err := c.adminClient(30 * time.Second)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	defer done()
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	for _, topic := range topics {
 		t := kmsg.NewDeleteTopicsRequestTopic()

@@ -8,14 +8,12 @@ package main
 // broker's fetch path and the loopback link, not a client's decoding.
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -147,13 +145,11 @@ func walkBatches(records []byte, from int64) (next, wholeBytes int64) {
 
 // leaderOf is the address of the leader of partition 0 of topic.
 func leaderOf(c *cluster, topic string) (string, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	cl, ctx, done, err := c.adminClient(10 * time.Second)
 	if err != nil {
 		return "", err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	defer done()
 	leaders, err := partitionLeaders(ctx, cl, topic)
 	if err != nil {
 		return "", err

@@ -8,13 +8,11 @@ package main
 // the goals are on kgo.
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
@@ -203,13 +201,11 @@ func awaitLogged(c *cluster, topic string, bytes int64, deadline time.Time) erro
 
 // initProducerID gets a producer id and epoch for an idempotent producer.
 func initProducerID(c *cluster) (int64, int16, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...))
+	cl, ctx, done, err := c.adminClient(10 * time.Second)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	defer done()
 	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
 	if err != nil {
 		return 0, 0, fmt.Errorf("InitProducerId on %s: %w", c.name, err)
