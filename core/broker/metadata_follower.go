@@ -396,12 +396,19 @@ func (n *Node) reconcilePartitions() {
 }
 
 // retirePartition stops serving a replica of a deleted topic and deletes
-// its log. Parked fetches notice and answer; acks=all waiters time out.
+// its log. What waits on it is answered at once, as Kafka's stopPartitions
+// completes the delayed operations of a partition it stops hosting: the
+// produces waiting on it are taken from their purgatories in this step, so
+// that nothing acknowledges them, and answered on the next turn
+// (answerRetired); parked fetches notice at the wake that follows
+// reconcilePartitions.
 func (n *Node) retirePartition(p *partition) {
 	n.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
 		slog.Int("partition", int(p.key.index)), slog.Int64("log_end_offset", p.log.LogEndOffset()))
 	delete(n.partitions, p.key)
 	p.retired = true
+	waits := n.takeProduceWaits(p)
+	n.after(0, func() { n.answerRetired(p, waits) })
 	n.unfollow(p)
 	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
 }

@@ -78,6 +78,21 @@ func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
 	}
 }
 
+// answerRetired answers the produces taken from retired partition p's
+// purgatories as Kafka's DelayedProduce answers one whose partition this
+// broker no longer hosts (getPartitionOrError): NOT_LEADER_OR_FOLLOWER if
+// the image holds the partition again (a topic re-created under the same
+// name), UNKNOWN_TOPIC_OR_PARTITION otherwise (notHostedCode). Its
+// DeleteRecords are answered too.
+func (n *Node) answerRetired(p *partition, slots []*produceSlot) {
+	code := n.notHostedCode(p.key)
+	for _, slot := range slots {
+		slot.part.ErrorCode, slot.part.BaseOffset = code, -1
+		n.releaseProduce(slot.pending)
+	}
+	n.completeDeleteRecords(p)
+}
+
 // logDirFor is the index of the log directory to open tp's log in: the
 // one holding it (if that directory is offline the log has failed with
 // it, and the partition answers KAFKA_STORAGE_ERROR), otherwise the live
