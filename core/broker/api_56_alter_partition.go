@@ -52,12 +52,16 @@ func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionReques
 }
 
 // scheduleISRCheck runs MaybeShrinkISR on every led partition every
-// replica.lag.time.max.ms / 2, as Kafka's isr-expiration task does.
+// replica.lag.time.max.ms / 2, as Kafka's isr-expiration task does. It
+// skips a partition whose log has failed, as Kafka visits online
+// partitions only: a failed log's end offset no longer says what the
+// followers must reach, and a shrink to the failed leader alone would let
+// its HW pass records that may be lost with its log.
 func (n *Node) scheduleISRCheck() {
 	n.after(max(n.cfg.Broker.ReplicaLagTimeMaxMs/2, 1), func() {
 		now := n.nowMs()
 		for _, p := range n.sortedPartitions() {
-			if p.replica.Role() == replica.RoleLeader && p.replica.MaybeShrinkISR(now) {
+			if p.replica.Role() == replica.RoleLeader && !p.storageFailed() && p.replica.MaybeShrinkISR(now) {
 				n.afterReplicaChange(p)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"strand/core/env"
 	"strand/core/log"
 	"strand/core/metadata"
+	"strand/core/replica"
 	"strand/sim/memdisk"
 )
 
@@ -388,5 +389,42 @@ func TestBrokenFirstLogDirRefusesTheStart(t *testing.T) {
 	err := c.startWithTwoLogDirs(n, nil)
 	if err == nil || !strings.Contains(err.Error(), "first log dir") {
 		t.Fatalf("New with a broken first log dir: %v, want a refusal naming it", err)
+	}
+}
+
+// TestFailedLeaderLogProposesNoISRShrink: a leader whose log has failed
+// proposes no ISR shrink, as Kafka's maybeShrinkIsr visits online
+// partitions only: its LEO no longer says what its followers must reach,
+// and shrinking the ISR to itself would let its HW pass records only it
+// held. Here both followers stop fetching after the leader appended a
+// record they lack, and the controller is paused (the fence that would
+// move leadership never commits), so the periodic check runs on the failed
+// leader for well over replica.lag.time.max.ms. Before, it proposed the
+// ISR {2}.
+func TestFailedLeaderLogProposesNoISRShrink(t *testing.T) {
+	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "1", "default.replication.factor": "3",
+		"replica.lag.time.max.ms": "2000"})
+	c.waitRegistered()
+	c.createTopic(2, "other", 1, 3)
+	c.createTopic(3, "r", 1, 3)
+	if l := c.leaderOf("r", 0); l != 2 {
+		t.Fatalf("test premise: leader of r-0 is %d, want 2", l)
+	}
+	if r := c.produce(2, "r", 0, -1, recordBatch("a")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.nodes[1].proc.Pause()
+	c.nodes[3].proc.Pause()
+	if r := c.produce(2, "r", 0, 1, recordBatch("b")); r.ErrorCode != 0 {
+		t.Fatalf("acks=1: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a segment write failed: %w", env.ErrIO))
+	c.run(10000)
+	p := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	if !p.storageFailed() || p.replica.Role() != replica.RoleLeader {
+		t.Fatalf("test premise: node 2 still leads r-0 (role %v) with a failed log (%v)", p.replica.Role(), p.storageFailed())
+	}
+	if shrinks := c.nodes[2].logs.matching(slog.LevelInfo, "shrinking ISR", map[string]string{"topic": "r"}); len(shrinks) != 0 {
+		t.Fatalf("the leader with a failed log proposed %d ISR shrinks of r-0, want none; its log:\n%s", len(shrinks), c.nodes[2].logs)
 	}
 }
