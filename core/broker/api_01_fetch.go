@@ -7,7 +7,7 @@ package broker
 // leader's view of it (core/replica OnFollowerFetch): HW, ISR expansion,
 // DivergingEpoch (v12). LastStableOffset = HW at both isolation levels: no
 // transactions yet. A consumer's fetch v11+ is served by a follower too,
-// up to the follower's own HW (KIP-392, consumerFetchFromFollower); below
+// up to the follower's own HW (KIP-392, replica OnConsumerFetchAnyReplica); below
 // v11, and for replicas, only the leader serves. PartitionMaxBytes and MaxBytes bound the response, except
 // that the first non-empty partition returns its first batch whole (KIP-74).
 // Long polling: without enough data (MinBytes) and without errors, the
@@ -232,8 +232,8 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
 		}, n.nowMs())
 		defer n.afterFollowerFetch(p, hwBefore)
-	} else if req.Version >= followerReadVersionMin && p.replica.Role() == replica.RoleFollower {
-		d = consumerFetchFromFollower(p, fp.FetchOffset, fp.CurrentLeaderEpoch, n.cfg.Bugs.FollowerPastHW)
+	} else if req.Version >= followerReadVersionMin {
+		d = p.replica.OnConsumerFetchAnyReplica(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	} else {
 		d = p.replica.OnConsumerFetch(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	}
@@ -260,44 +260,6 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 		*minOneBatch = false
 	}
 	return rp, records
-}
-
-// consumerFetchFromFollower decides a consumer's fetch of p, which this
-// node follows (KIP-392), as Kafka's Partition.fetchRecords does without
-// requiring the leader: the request's leader epoch against the follower's
-// (older FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 accepted), a
-// fetch offset outside [log start, LEO] OFFSET_OUT_OF_RANGE, and records
-// below the follower's HW, which it learned from the leader's answers and
-// never exceeds its LEO (min guards a truncation not yet clamped): every
-// record below it is committed, so a consumer reads from a follower only
-// what it could read from the leader. The answer's HW, last stable offset
-// and log start are the follower's, as Kafka's. pastHW is the planted bug
-// Bugs.FollowerPastHW: the LEO stands for the HW.
-func consumerFetchFromFollower(p *partition, fetchOffset int64, currentLeaderEpoch int32, pastHW bool) replica.FetchDecision {
-	leo := p.log.LogEndOffset()
-	d := replica.FetchDecision{
-		HighWatermark:  min(p.replica.HighWatermark(), leo),
-		LogStartOffset: p.log.LogStartOffset(),
-		LogEndOffset:   leo,
-	}
-	if pastHW {
-		d.HighWatermark = leo
-	}
-	switch epoch := p.replica.LeaderEpoch(); {
-	case currentLeaderEpoch == replica.NoEpoch:
-	case currentLeaderEpoch < epoch:
-		d.Error = kerr.FencedLeaderEpoch.Code
-		return d
-	case currentLeaderEpoch > epoch:
-		d.Error = kerr.UnknownLeaderEpoch.Code
-		return d
-	}
-	if fetchOffset < d.LogStartOffset || fetchOffset > leo {
-		d.Error = kerr.OffsetOutOfRange.Code
-		return d
-	}
-	d.ReadFromOffset, d.ReadToOffset = fetchOffset, max(fetchOffset, d.HighWatermark)
-	return d
 }
 
 // afterFollowerFetch is afterReplicaChange after a follower's fetch of p.

@@ -77,10 +77,6 @@ type Bugs struct {
 	// incremental answer (fetch_session.go), so a follower learns a
 	// DeleteRecords log start only when its HW moves or records come.
 	SessionLogStartUntold bool
-	// FollowerPastHW: a follower serves a consumer's fetch (KIP-392) up to
-	// its log end offset, answering it as its high watermark
-	// (consumerFetchFromFollower): consumers read uncommitted records.
-	FollowerPastHW bool
 }
 
 // IDSource returns fresh 16-byte ids: topic ids, and the incarnation id a

@@ -222,18 +222,39 @@ func (p *Partition) mayLeadCleanly(id int32) bool {
 // leader serves it, and only below the HW (SPEC.md §4: consumers never see
 // past HW). A fetch offset between HW and LEO is valid and reads nothing.
 func (p *Partition) OnConsumerFetch(fetchOffset int64, currentLeaderEpoch int32) FetchDecision {
+	return p.consumerFetch(fetchOffset, currentLeaderEpoch, false)
+}
+
+// OnConsumerFetchAnyReplica is OnConsumerFetch for a consumer's fetch that a
+// follower may serve too (Fetch v11+, KIP-392: Kafka's
+// FetchParams.fetchOnlyLeader is false for a consumer with client
+// metadata). A follower answers as a leader would, below its own HW, which
+// it learned from the leader's answers: every record below it is
+// committed, so a consumer reads from a follower only what it could read
+// from the leader. The answer's HW and log start are the follower's, as
+// Kafka's.
+func (p *Partition) OnConsumerFetchAnyReplica(fetchOffset int64, currentLeaderEpoch int32) FetchDecision {
+	return p.consumerFetch(fetchOffset, currentLeaderEpoch, p.role == RoleFollower)
+}
+
+// consumerFetch is OnConsumerFetch, served by this replica as a follower
+// too when asFollower.
+func (p *Partition) consumerFetch(fetchOffset int64, currentLeaderEpoch int32, asFollower bool) FetchDecision {
 	if code := p.checkRequestEpoch(currentLeaderEpoch); code != codeNone {
 		return p.failedFetch(code)
 	}
-	if p.role != RoleLeader {
+	if p.role != RoleLeader && !asFollower {
 		return p.failedFetch(codeNotLeaderOrFollower)
 	}
 	d := p.failedFetch(codeNone)
+	if asFollower && p.cfg.Bugs.FollowerPastHW {
+		d.HighWatermark = d.LogEndOffset // planted bug: consumers read uncommitted records
+	}
 	if fetchOffset < d.LogStartOffset || fetchOffset > d.LogEndOffset {
 		d.Error = codeOffsetOutOfRange
 		return d
 	}
-	d.ReadFromOffset, d.ReadToOffset = fetchOffset, max(fetchOffset, p.hw)
+	d.ReadFromOffset, d.ReadToOffset = fetchOffset, max(fetchOffset, d.HighWatermark)
 	return d
 }
 
@@ -313,8 +334,10 @@ func (p *Partition) failedFetch(code int16) FetchDecision {
 // reads the LEO once.
 func (p *Partition) fetchDecisionAt(code int16, leo int64) FetchDecision {
 	return FetchDecision{
-		Error:          code,
-		HighWatermark:  p.hw,
+		Error: code,
+		// A leader's HW never passes its LEO; a follower's may, until its
+		// clamp after a truncation.
+		HighWatermark:  min(p.hw, leo),
 		LogStartOffset: p.log.LogStartOffset(),
 		LogEndOffset:   leo,
 	}

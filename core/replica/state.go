@@ -24,6 +24,10 @@ type Bugs struct {
 	// ISRMinIgnored: acks=all is admitted, committed and acknowledged while
 	// the ISR is smaller than min.insync.replicas (acks.go, hw.go).
 	ISRMinIgnored bool
+	// FollowerPastHW: a follower serves a consumer's fetch (KIP-392) up to
+	// its log end offset, answering it as its high watermark (leader.go,
+	// OnConsumerFetchAnyReplica): consumers read uncommitted records.
+	FollowerPastHW bool
 }
 
 // Config is the per-partition configuration. It travels with the partition,

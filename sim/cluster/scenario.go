@@ -130,9 +130,6 @@ type Bugs struct {
 	// DeleteRecords log start only once its HW moves. The quiet check
 	// catches it (quiet.go).
 	SessionLogStartUntold bool
-	// FollowerPastHW: followers serve consumers up to their log end
-	// offset, not their HW (broker.Bugs.FollowerPastHW).
-	FollowerPastHW bool
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
@@ -165,7 +162,7 @@ func ParseBug(name string) (Bugs, error) {
 	case "session-log-start-untold":
 		b.SessionLogStartUntold = true
 	case "follower-past-hw":
-		b.FollowerPastHW = true
+		b.Replica.FollowerPastHW = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
@@ -175,5 +172,5 @@ func ParseBug(name string) (Bugs, error) {
 // broker is the part of the bugs every broker's core runs with.
 func (b Bugs) broker() broker.Bugs {
 	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group,
-		SessionLogStartUntold: b.SessionLogStartUntold, FollowerPastHW: b.FollowerPastHW}
+		SessionLogStartUntold: b.SessionLogStartUntold}
 }
