@@ -68,11 +68,7 @@ func (n *Node) takeProduceWaits(p *partition) []*produceSlot {
 // on p: parked fetches answer KAFKA_STORAGE_ERROR, DeleteRecords too, and a
 // group coordinator on it resigns.
 func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
-	slots = append(slots, n.takeProduceWaits(p)...)
-	for _, slot := range slots {
-		slot.part.ErrorCode, slot.part.BaseOffset = kerr.KafkaStorageError.Code, -1
-		n.releaseProduce(slot.pending)
-	}
+	n.answerProduceWaits(append(slots, n.takeProduceWaits(p)...), kerr.KafkaStorageError.Code)
 	if !p.retired {
 		n.afterReplicaChange(p)
 	}
@@ -85,12 +81,16 @@ func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
 // name), UNKNOWN_TOPIC_OR_PARTITION otherwise (notHostedCode). Its
 // DeleteRecords are answered too.
 func (n *Node) answerRetired(p *partition, slots []*produceSlot) {
-	code := n.notHostedCode(p.key)
+	n.answerProduceWaits(slots, n.notHostedCode(p.key))
+	n.completeDeleteRecords(p)
+}
+
+// answerProduceWaits answers code to the produces takeProduceWaits took.
+func (n *Node) answerProduceWaits(slots []*produceSlot, code int16) {
 	for _, slot := range slots {
 		slot.part.ErrorCode, slot.part.BaseOffset = code, -1
 		n.releaseProduce(slot.pending)
 	}
-	n.completeDeleteRecords(p)
 }
 
 // logDirFor is the index of the log directory to open tp's log in: the
