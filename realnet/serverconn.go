@@ -256,7 +256,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return &badRequestError{err}
 	}
-	hdr.ClientHost = sc.clientHost
+	hdr.ClientHost, hdr.Listener, hdr.Principal = sc.clientHost, sc.listener, env.AnonymousPrincipal
 	handler := sc.net.handler
 	if p, ok := handler.(requestPrechecker); ok {
 		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression, CRCs, recompression

@@ -19,7 +19,22 @@ type RequestHeader struct {
 	// client host in DescribeGroups: "/" and the IP). It is not on the
 	// wire: the Network sets it from the connection.
 	ClientHost string
+	// Listener is the name of the listener the connection was accepted on
+	// (a name in listeners=NAME://host:port). The core decides from it
+	// which APIs the connection may use (SPEC.md §10). It is not on the
+	// wire: the Network sets it from the connection.
+	Listener string
+	// Principal is the connection's authenticated principal as Kafka
+	// writes it, "<type>:<name>" ("User:alice"); AnonymousPrincipal on a
+	// connection that has not authenticated (PLAINTEXT). The Network
+	// sets it once the connection's authentication (TLS, SASL, IP) has
+	// succeeded; the core only reads it as data.
+	Principal string
 }
+
+// AnonymousPrincipal is the principal of a connection that did not
+// authenticate, as Kafka's KafkaPrincipal.ANONYMOUS.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 // Network carries Kafka requests and responses between a node and its
 // clients and peers. Client connections and node-to-node traffic use the same
