@@ -80,7 +80,7 @@ type procNode struct {
 }
 
 // procCluster is a cluster of `strand serve` processes on 127.0.0.1, with
-// configurations written as /work/shared/examples/three-nodes/ writes them,
+// configurations written as config/examples/three-nodes/ writes them,
 // on free ports.
 type procCluster struct {
 	t   *testing.T

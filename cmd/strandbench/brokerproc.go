@@ -111,7 +111,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 // strandNodeProperties is one node's server.properties, written as the
-// examples in /work/shared/examples/three-nodes are, with free ports, except
+// examples in config/examples/three-nodes are, with free ports, except
 // that only the first voters nodes are controllers (quorum voters); the
 // others are brokers only. Everything else is Kafka's default, the group
 // coordinator's group.initial.rebalance.delay.ms of 3 s included.

@@ -14,11 +14,11 @@ import (
 	"strand/core/env"
 )
 
-// exampleDir holds the shared three-node example (examples/three-nodes/ in
-// the shared notes, copied into the repository's testdata).
+// readExample reads one file of the repository's three-node example
+// (config/examples/three-nodes), which README tells newcomers to run.
 func readExample(t *testing.T, name string) []byte {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join("testdata", "three-nodes", name))
+	text, err := os.ReadFile(filepath.Join("..", "..", "config", "examples", "three-nodes", name))
 	if err != nil {
 		t.Fatal(err)
 	}
