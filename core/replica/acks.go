@@ -1,6 +1,9 @@
 package replica
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Produce acks values (Kafka's acks / RequiredAcks).
 const (
@@ -38,11 +41,26 @@ type ackWaiter struct {
 	deadlineMs     int64
 }
 
-// ackTracker is the purgatory of one partition: waiters in append order,
-// hence in increasing requiredOffset, and results not yet taken.
+// ackTracker is the purgatory of one partition: waiters sorted by
+// requiredOffset, and results not yet taken.
 type ackTracker struct {
 	waiters []ackWaiter
 	results []AckResult
+}
+
+// addWaiter inserts w after every waiter whose requiredOffset is not above
+// its own. Appends come in offset order, so w usually goes last; but an
+// idempotent producer's retry of a batch the log already holds (a
+// duplicate) waits for the batch's original offsets, which may lie below
+// later appends. completeAcks stops at the first waiter the HW has not
+// passed, so the order is what lets a duplicate complete as soon as the HW
+// passes its batch.
+func (a *ackTracker) addWaiter(w ackWaiter) {
+	i := len(a.waiters)
+	for i > 0 && a.waiters[i-1].requiredOffset > w.requiredOffset {
+		i--
+	}
+	a.waiters = slices.Insert(a.waiters, i, w)
 }
 
 // ackOutcome is Kafka's Partition.checkEnoughReplicasReachOffset: once the
@@ -88,6 +106,7 @@ func (p *Partition) AdmitProduce(acks int16) (leaderEpoch int32, err error) {
 // the broker's to answer now. The HW may advance (an ISR of one), completing
 // waiters; collect them with TakeAckResults.
 func (p *Partition) OnLeaderAppend(a LeaderAppend, nowMs int64) error {
+	defer p.checkInvariants()
 	if p.role != RoleLeader {
 		return fmt.Errorf("replica %d: append reported while %s", p.cfg.ReplicaID, p.role)
 	}
@@ -100,7 +119,7 @@ func (p *Partition) OnLeaderAppend(a LeaderAppend, nowMs int64) error {
 			// Planted bug early-ack: acknowledged on the leader's append alone.
 			p.acks.results = append(p.acks.results, AckResult{RequestID: w.requestID})
 		} else {
-			p.acks.waiters = append(p.acks.waiters, w)
+			p.acks.addWaiter(w)
 		}
 	}
 	p.maybeAdvanceHighWatermark(nowMs)
@@ -147,6 +166,7 @@ func (p *Partition) failAllAcks(code int16) {
 // ExpireAcks completes with REQUEST_TIMED_OUT every waiter whose deadline is
 // at or before nowMs. The broker owns the timer; see NextAckDeadlineMs.
 func (p *Partition) ExpireAcks(nowMs int64) {
+	defer p.checkInvariants()
 	kept := p.acks.waiters[:0]
 	for _, w := range p.acks.waiters {
 		if w.deadlineMs <= nowMs {

@@ -88,6 +88,7 @@ func (p *Partition) NextFetch() (leaderID int32, req FetchRequest, ok bool) {
 // the LEO, is ignored. When it says to truncate, the replica lowers its own
 // HW to the truncation offset at once.
 func (p *Partition) OnFetchResponse(req FetchRequest, resp FetchDecision) FollowerAction {
+	defer p.checkInvariants()
 	if p.role != RoleFollower || req.CurrentLeaderEpoch != p.state.LeaderEpoch || req.FetchOffset != p.log.LogEndOffset() {
 		return FollowerAction{Kind: ActionIgnore}
 	}
@@ -115,6 +116,7 @@ func (p *Partition) OnFetchResponse(req FetchRequest, resp FetchDecision) Follow
 // HW = min(leader's HW, own LEO), never backwards (Kafka's
 // maybeUpdateHighWatermark on the follower).
 func (p *Partition) OnFollowerAppend(leaderHighWatermark int64) {
+	defer p.checkInvariants()
 	if p.role != RoleFollower {
 		return
 	}

@@ -190,6 +190,7 @@ func (p *Partition) maybeProposeExpand(f followerProgress, nowMs int64) {
 // periodically (Kafka: every replica.lag.time.max.ms / 2). It reports whether
 // a proposal was made.
 func (p *Partition) MaybeShrinkISR(nowMs int64) bool {
+	defer p.checkInvariants()
 	if p.role != RoleLeader || p.leader.proposal != nil {
 		return false
 	}
@@ -277,6 +278,7 @@ func (p *Partition) PendingAlterPartition() (*AlterPartitionRequest, bool) {
 //
 // It returns an error only for a malformed success (ISR outside Replicas).
 func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs int64) error {
+	defer p.checkInvariants()
 	pr := p.leader.proposal
 	if p.role != RoleLeader || pr == nil || pr.request.ProposalID != resp.ProposalID {
 		return nil
@@ -297,6 +299,9 @@ func (p *Partition) OnAlterPartitionResponse(resp AlterPartitionResponse, nowMs 
 	}
 	before := p.state.ISR
 	p.state.ISR = sortedCopy(resp.ISR)
+	// A replica that joins the ISR leaves the ELR (KIP-966), as the
+	// controller's record of this change does; the answer carries no ELR.
+	p.state.ELR = withoutIDs(p.state.ELR, p.state.ISR)
 	p.state.PartitionEpoch = resp.PartitionEpoch
 	p.leader.proposal = nil
 	if !slices.Equal(before, p.state.ISR) {

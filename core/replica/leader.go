@@ -160,6 +160,7 @@ func (p *Partition) corruptEpochStart(leaderEpoch int32) int64 {
 // checks run in Kafka's order: leader epoch, leadership, replica membership,
 // last fetched epoch (divergence), offset range.
 func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision {
+	defer p.checkInvariants()
 	if code := p.checkRequestEpoch(req.CurrentLeaderEpoch); code != codeNone {
 		return p.failedFetch(code)
 	}

@@ -7,6 +7,7 @@ import "fmt"
 // now on are judged by the new value; on a leader the HW is re-examined at
 // once, so a lowered value may complete waiting acks=all produces.
 func (p *Partition) SetMinInsyncReplicas(minInsyncReplicas int, nowMs int64) error {
+	defer p.checkInvariants()
 	if minInsyncReplicas < 1 {
 		return fmt.Errorf("replica config: MinInsyncReplicas %d is below 1", minInsyncReplicas)
 	}

@@ -233,6 +233,7 @@ func (p *Partition) HighWatermark() int64 { return p.hw }
 // may have taken this replica to that epoch first (as Kafka's makeLeader
 // allows).
 func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error) {
+	defer p.checkInvariants()
 	if err := s.validate(p.cfg.ReplicaID); err != nil {
 		return Transition{}, err
 	}
@@ -275,6 +276,7 @@ func (p *Partition) ApplyState(s PartitionState, nowMs int64) (Transition, error
 // caught up: the HW is recomputed at once, completing acks=all waiters it
 // passes.
 func (p *Partition) SetIneligibleReplicas(ids []int32, nowMs int64) {
+	defer p.checkInvariants()
 	p.ineligibleReplicas = sortedCopy(ids)
 	p.maybeAdvanceHighWatermark(nowMs)
 }
