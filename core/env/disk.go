@@ -24,8 +24,10 @@ var (
 // slash-separated paths relative to the disk's root. See SPEC.md §2.3 for what
 // survives a crash.
 //
-// All calls except SyncDir and File.Sync complete before they return. They may
-// block the caller briefly (the real disk writes into the page cache).
+// All calls except SyncDir, File.Sync and File.Append complete before they
+// return. They may block the caller briefly (the real disk writes into the
+// page cache). File.Append may return once its bytes are queued: see
+// File.Append for how a failure that comes later is reported.
 type Disk interface {
 	// MkdirAll creates dir and any missing parents. Creating a directory is
 	// durable only after SyncDir on its parent.
@@ -72,7 +74,14 @@ type File interface {
 	// Size returns the file's logical size in bytes, including appended bytes
 	// that are not yet durable.
 	Size() int64
-	// Append writes p at the end of the file.
+	// Append writes p at the end of the file. It may return before the
+	// bytes are written (the real disk queues them for a per-directory
+	// write worker; Size and ReadAt see them at once). A write that fails
+	// after its Append returned fails the file for good: the next Append,
+	// WriteAt, Truncate or Sync returns the error, and Size drops to the
+	// bytes written. An implementation may also fail the Append itself,
+	// as the simulator's disk does; callers treat both the same (SPEC.md
+	// §3.5).
 	Append(p []byte) error
 	// WriteAt writes p at offset off, extending the file if needed.
 	WriteAt(p []byte, off int64) error
