@@ -113,7 +113,7 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 		return err
 	}
 	recoverFrom := l.loadTrusted(opts.RecoveryPoint)
-	if len(l.segments) > 0 {
+	if recoverFrom < len(l.segments) {
 		l.epochs.truncateFromEnd(l.segments[recoverFrom].baseOffset)
 		if err := l.recoverFrom(recoverFrom); err != nil {
 			return err
@@ -135,7 +135,13 @@ func (l *Log) loadSegments(opts OpenOptions) error {
 			return err
 		}
 	}
-	l.recoveryPoint = max(min(opts.RecoveryPoint, l.LogEndOffset()), l.segments[0].baseOffset)
+	// Never above the checkpoint, even when the log now starts above it
+	// (segments dropped below the log start offset, or the log restarted
+	// empty there): those removals and creations are not durable until a
+	// flush has synced the directory, and a crash before it brings back
+	// what was removed, which loadSyncedActive would then trust. As in
+	// TruncateFullyAndStartAt, the next flush raises it.
+	l.recoveryPoint = min(opts.RecoveryPoint, l.LogEndOffset())
 	l.epochs.truncateFromEnd(l.LogEndOffset())
 	l.epochs.truncateFromStart(l.logStartOffset)
 	l.clean = newCleanerState(opts.CleanerOffset)

@@ -9,7 +9,9 @@ import (
 // loadTrusted loads the segments wholly below the recovery point, which are
 // trusted, and returns the index of the first segment to recover: the one
 // holding the recovery point, or an earlier one whose files turned out
-// inconsistent in a way an index rebuild cannot fix.
+// inconsistent in a way an index rebuild cannot fix, or len(l.segments)
+// when the last segment ends exactly at the recovery point
+// (loadSyncedActive): nothing is left to recover.
 func (l *Log) loadTrusted(recoveryPoint int64) int {
 	recoverFrom := 0
 	for recoverFrom+1 < len(l.segments) && l.segments[recoverFrom+1].baseOffset <= recoveryPoint {
@@ -24,7 +26,53 @@ func (l *Log) loadTrusted(recoveryPoint int64) int {
 			return i
 		}
 	}
+	if recoverFrom == len(l.segments)-1 && l.loadSyncedActive(l.segments[recoverFrom], recoveryPoint) == nil {
+		return len(l.segments)
+	}
 	return recoverFrom
+}
+
+// loadSyncedActive loads the last segment unverified when it ends exactly at
+// the recovery point: every byte of it was synced (a clean shutdown flushes
+// every log and then checkpoints its recovery point, SPEC.md §3.4), so, as
+// Kafka skips recovery after a clean shutdown, only the headers after the
+// last offset index entry are read. Anything else, bytes past the recovery
+// point (written after the last flush, maybe torn), an index that fails
+// its check, or a file shorter than the recovery point says, returns an
+// error, and the caller recovers the segment batch by batch as after a
+// crash, starting from the files alone (recoverSegment rebuilds the
+// indexes and forgets what this loaded).
+func (l *Log) loadSyncedActive(s *segment, recoveryPoint int64) error {
+	if s.indexesMissing || recoveryPoint <= s.baseOffset {
+		return fmt.Errorf("segment %d: not wholly below the recovery point %d", s.baseOffset, recoveryPoint)
+	}
+	s.bytes = s.log.Size()
+	first, err := readHeader(s.log, 0, s.bytes, l.scratch)
+	if err != nil {
+		return err
+	}
+	if first.BaseOffset != s.baseOffset {
+		return fmt.Errorf("segment %d starts with offset %d", s.baseOffset, first.BaseOffset)
+	}
+	s.firstBatchTimestamp = first.MaxTimestamp
+	if err := s.index.load(math.MaxInt64, s.bytes); err != nil {
+		return err
+	}
+	if err := l.walkTail(s); err != nil {
+		return err
+	}
+	if s.nextOffset != recoveryPoint {
+		return fmt.Errorf("segment %d ends at offset %d, not at the recovery point %d", s.baseOffset, s.nextOffset, recoveryPoint)
+	}
+	if err := s.timeIndex.load(s.nextOffset); err != nil {
+		return err
+	}
+	// The next index entry comes index.interval.bytes after the last one,
+	// as if the segment had never been closed (indexBatch).
+	s.bytesSinceIndexEntry = s.bytes - s.index.lastPosition
+	// The active segment's time index has no final entry (becomeInactive):
+	// its max timestamp is the last entry's or a later batch's.
+	return s.recomputeMaxTimestamp(l.scratch)
 }
 
 // loadTrustedSegment finds a trusted segment's end and max timestamp, reading
