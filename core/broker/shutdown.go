@@ -60,13 +60,16 @@ func (n *Node) AbandonControlledShutdown() bool {
 // log. A voter that leads the metadata quorum first resigns and waits
 // (boundedly) for a successor, as KRaft's graceful shutdown does, so the
 // controller moves within a round trip instead of a fetch timeout. After a
-// completed controlled shutdown it then flushes every log, writes the log
-// start offset checkpoints and then the clean-shutdown marker, durably; a
-// failed log (it cannot be flushed) or an offline log directory (its
-// checkpoints are not written) leaves the marker out and done gets the
-// error, so the next start registers as unclean. done runs once all of
-// that is over; the node must not be used afterwards, and pending timers and
-// callbacks are the environment's to drop (the process is going away).
+// completed controlled shutdown it then, as Kafka's LogManager.shutdown
+// does, flushes every log, writes each log directory's checkpoints
+// (recovery points, which the flush has just raised to every log end
+// offset, log start offsets and high watermarks) and then the
+// clean-shutdown marker, each step durable before the next; a failed log
+// (it cannot be flushed) or an offline log directory (its checkpoints are
+// not written) leaves the marker out and done gets the error, so the next
+// start registers as unclean. done runs once all of that is over; the node
+// must not be used afterwards, and pending timers and callbacks are the
+// environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
 	n.resignQuorum(func() { n.close(done) })
 }
@@ -77,46 +80,88 @@ func (n *Node) close(done func(error)) {
 		done(n.closeFiles())
 		return
 	}
-	pending := 1
-	var flushErr error
-	finish := func(err error) {
-		flushErr = errors.Join(flushErr, err)
-		if pending--; pending == 0 {
-			n.writeCleanShutdown(flushErr, done)
-		}
-	}
+	n.flushForShutdown(func(flushErr error) {
+		n.writeShutdownCheckpoints(func(checkpointErr error) {
+			n.writeCleanShutdown(errors.Join(flushErr, checkpointErr), done)
+		})
+	})
+}
+
+// flushForShutdown flushes every log to its end and takes the producer
+// snapshots, then runs done with what failed.
+func (n *Node) flushForShutdown(done func(error)) {
+	all := joinedCompletions(done)
 	for _, p := range n.sortedPartitions() {
-		pending++
 		if err := p.log.Err(); err != nil {
 			// A failed log cannot be flushed: its tail may never reach
 			// the disk, so no marker may say that every log is durable
 			// (Kafka writes none in the offline directory of a failed log).
-			finish(fmt.Errorf("%s: %w", p.key, err))
+			all.add()(fmt.Errorf("%s: %w", p.key, err))
 		} else {
-			p.log.Flush(p.log.LogEndOffset(), finish)
+			p.log.Flush(p.log.LogEndOffset(), all.add())
 		}
 		if !p.storageFailed() && n.syncProducers(p) == nil {
 			// The next start loads this snapshot instead of replaying the
 			// log. It is only an optimisation: a failure is not an
 			// unclean shutdown.
-			pending++
-			p.snapshots.Take(p.producers, func(error) { finish(nil) })
+			snapshotted := all.add()
+			p.snapshots.Take(p.producers, func(error) { snapshotted(nil) })
 		}
 	}
-	// The log start offsets too, as Kafka's LogManager.shutdown does: the
-	// periodic checkpoint may be seconds old, and a node restarted cleanly
-	// (eligible to lead from the ELR) with an older log start would serve
-	// records a completed DeleteRecords deleted. And the high watermarks,
-	// as Kafka's ReplicaManager.shutdown does: a node restarted with older
-	// ones hides committed records from consumers until its followers
-	// fetch again.
+	all.close()
+}
+
+// writeShutdownCheckpoints writes every log directory's checkpoints once
+// the final flush is done, then runs done with what failed:
+//   - the recovery points, which the flush raised to every log end offset:
+//     the next start then verifies no batch it already holds (SPEC.md
+//     §3.4), where the periodic checkpoint, seconds old and behind any
+//     flush since, made it verify every active segment whole;
+//   - the log start offsets, as Kafka's LogManager.shutdown does: a node
+//     restarted cleanly (eligible to lead from the ELR) with an older log
+//     start would serve records a completed DeleteRecords deleted;
+//   - the high watermarks, as Kafka's ReplicaManager.shutdown does: a node
+//     restarted with older ones hides committed records from consumers
+//     until its followers fetch again.
+func (n *Node) writeShutdownCheckpoints(done func(error)) {
+	all := joinedCompletions(done)
 	hws := n.highWatermarksByManager()
 	for i, m := range n.managers {
-		pending += 2
-		m.WriteLogStartOffsets(finish)
-		m.WriteHighWatermarks(hws[i], finish)
+		m.WriteRecoveryPoints(all.add())
+		m.WriteLogStartOffsets(all.add())
+		m.WriteHighWatermarks(hws[i], all.add())
 	}
-	finish(nil)
+	all.close()
+}
+
+// completions joins the outcomes of asynchronous operations: done runs
+// once, with every error joined, when each callback add handed out has
+// run and close has been called.
+type completions struct {
+	pending int
+	err     error
+	done    func(error)
+}
+
+// joinedCompletions starts a join that ends in done.
+func joinedCompletions(done func(error)) *completions {
+	return &completions{pending: 1, done: done}
+}
+
+// add hands out one more callback to wait for.
+func (c *completions) add() func(error) {
+	c.pending++
+	return c.finish
+}
+
+// close says that every callback has been handed out.
+func (c *completions) close() { c.finish(nil) }
+
+func (c *completions) finish(err error) {
+	c.err = errors.Join(c.err, err)
+	if c.pending--; c.pending == 0 {
+		c.done(c.err)
+	}
 }
 
 // writeCleanShutdown writes the marker once every log is durable, then
