@@ -71,7 +71,12 @@ func (l *Log) loadSyncedActive(s *segment, recoveryPoint int64) error {
 	// as if the segment had never been closed (indexBatch).
 	s.bytesSinceIndexEntry = s.bytes - s.index.lastPosition
 	// The active segment's time index has no final entry (becomeInactive):
-	// its max timestamp is the last entry's or a later batch's.
+	// its max timestamp is the last entry's or a later batch's, found by
+	// walking the headers from the batch that entry names, as Kafka's
+	// readLargestTimestamp does; a time index torn to a prefix (rebuilt by
+	// an earlier recovery, never synced) is still right. The walk is short
+	// when timestamps grow, and covers the segment when they never do, as
+	// Kafka's.
 	return s.recomputeMaxTimestamp(l.scratch)
 }
 
