@@ -45,6 +45,11 @@ type Options struct {
 	// puts here a directory whose meta.properties it could not read or
 	// write. Each starts offline, like one diskio cannot open (see Start).
 	OfflineLogDirs map[string]error
+	// LogDirLocks are locks the caller already holds on log directories
+	// (strand serve takes them before it formats). Start takes them over:
+	// the node releases them when it stops, or Start when it fails. Start
+	// locks every other usable log directory itself.
+	LogDirLocks []*diskio.DirLock
 }
 
 // Node is one running Strand process: the core node on its event loop, its
@@ -55,8 +60,10 @@ type Node struct {
 	loop   *Loop
 	net    *Network
 	disks  []*diskio.Disk
-	core   *broker.Node
-	addrs  map[string]net.Addr
+	// locks hold the log directories (diskio.LockDir) until stop.
+	locks []*diskio.DirLock
+	core  *broker.Node
+	addrs map[string]net.Addr
 
 	// waitingMu guards waiting: the broker listeners, bound but not served
 	// until the core's initial metadata catch-up (serveWaitingListeners).
@@ -90,13 +97,19 @@ type namedListener struct {
 // The first one, which holds the metadata log and the clean-shutdown
 // marker, refuses the start, as Kafka stops when its metadata log
 // directory fails.
+//
+// Every usable log directory is locked first (diskio.LockDir, Kafka's
+// .lock), and held until the node stops: a directory another process (or
+// another node of this one) uses refuses the start, naming it and the
+// holder's pid; one that cannot be locked for an I/O error is unusable as
+// above.
 func Start(opts Options) (*Node, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := opts.Config
-	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}}
+	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}, locks: opts.LogDirLocks}
 	go n.loop.Run()
 	n.net = newNetwork(n.loop, cfg, logger)
 	ok := false
@@ -112,6 +125,12 @@ func Start(opts Options) (*Node, error) {
 	envDisks := make([]env.Disk, 0, len(cfg.LogDirs))
 	for i, dir := range cfg.LogDirs {
 		cause := opts.OfflineLogDirs[dir]
+		if cause == nil {
+			cause = n.lockLogDir(dir)
+			if errors.Is(cause, diskio.ErrDirInUse) {
+				return nil, cause
+			}
+		}
 		if cause == nil {
 			// Enqueue, not Post: the Sync worker must not run the core, which
 			// queues Syncs for it and whose completions must not wait behind it.
@@ -186,6 +205,21 @@ func Start(opts Options) (*Node, error) {
 	}
 	ok = true
 	return n, nil
+}
+
+// lockLogDir locks dir unless the node holds its lock already.
+func (n *Node) lockLogDir(dir string) error {
+	for _, l := range n.locks {
+		if l.Dir() == dir {
+			return nil
+		}
+	}
+	l, err := diskio.LockDir(dir)
+	if err != nil {
+		return err
+	}
+	n.locks = append(n.locks, l)
+	return nil
 }
 
 // serveWaitingListeners serves the broker listeners: the core's
@@ -411,6 +445,12 @@ func (n *Node) stop(runReleases bool) {
 	// not find them arriving late.
 	for _, d := range n.disks {
 		d.Wait()
+	}
+	// Last: another process may use the directories from now on.
+	for _, l := range n.locks {
+		if err := l.Release(); err != nil {
+			n.logger.Warn("cannot release the log directory's lock", "dir", l.Dir(), "err", err)
+		}
 	}
 }
 

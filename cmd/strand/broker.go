@@ -15,18 +15,19 @@ import (
 // operator's stop never hangs (Kafka's controlled.shutdown takes seconds).
 const shutdownTimeout = 30 * time.Second
 
-// runBroker runs the node described by cfg, whose log directories are
-// formatted for clusterID (but those in offlineLogDirs, which start
-// offline), until ctx is cancelled (SIGTERM or SIGINT), then
-// shuts down gracefully (controlled shutdown bounded by shutdownTimeout)
-// and returns.
-func runBroker(ctx context.Context, cfg config.Broker, clusterID string, offlineLogDirs map[string]error, logger *slog.Logger) error {
+// runBroker runs the node described by cfg, whose log directories dirs
+// prepared (formatted for its cluster id, locked, but those offline),
+// until ctx is cancelled (SIGTERM or SIGINT), then shuts down gracefully
+// (controlled shutdown bounded by shutdownTimeout) and returns. The node
+// takes over the locks and releases them once it has stopped.
+func runBroker(ctx context.Context, cfg config.Broker, dirs *logDirSet, logger *slog.Logger) error {
 	logger = logger.With("node.id", int32(cfg.NodeID))
-	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger, ClusterID: clusterID, OfflineLogDirs: offlineLogDirs})
+	node, err := realnet.Start(realnet.Options{Config: cfg, Logger: logger, ClusterID: dirs.clusterID,
+		OfflineLogDirs: dirs.offline, LogDirLocks: dirs.locks})
 	if err != nil {
-		return fmt.Errorf("starting node %d (cluster %s): %w", cfg.NodeID, clusterID, err)
+		return fmt.Errorf("starting node %d (cluster %s): %w", cfg.NodeID, dirs.clusterID, err)
 	}
-	logger.Info("serving", "cluster.id", clusterID)
+	logger.Info("serving", "cluster.id", dirs.clusterID)
 	<-ctx.Done()
 	logger.Info("shutting down", "timeout", shutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

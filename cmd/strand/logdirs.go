@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,9 +20,10 @@ import (
 const metaTempName = config.MetaFileName + ".tmp"
 
 // ignoredEntries may sit in an unformatted log directory without making it
-// "not empty": a temp file from a format that crashed, and ext4's lost+found
-// at a mount point.
-var ignoredEntries = []string{metaTempName, "lost+found"}
+// "not empty": the lock this process takes before it looks (or one a
+// crashed run left), a temp file from a format that crashed, and ext4's
+// lost+found at a mount point.
+var ignoredEntries = []string{diskio.LockFileName, metaTempName, "lost+found"}
 
 // logDirState is what a log directory holds before start-up.
 type logDirState struct {
@@ -35,53 +35,136 @@ type logDirState struct {
 	unreadable error
 }
 
-// prepareLogDirs makes every log directory belong to this node: it checks the
-// meta.properties of formatted directories and formats the empty ones, as
-// kafka-storage.sh format does. The cluster id is clusterID when given, else
-// the one already on disk, else one derived from controller.quorum.voters,
-// so that nodes formatting themselves agree. Nothing is written unless every
-// usable directory passes its checks. It returns the cluster id.
+// logDirSet is what prepareLogDirs leaves: the cluster id, the directories
+// that start offline, the locks held on every other one, and which of
+// them it formatted.
+type logDirSet struct {
+	clusterID string
+	offline   map[string]error
+	// locks are held on every usable directory: the caller hands them to
+	// the node (realnet.Options.LogDirLocks) or releases them.
+	locks []*diskio.DirLock
+	// formatted got meta.properties now; alreadyFormatted had it.
+	formatted, alreadyFormatted []string
+}
+
+// release drops the locks, for a caller that does not hand them on.
+func (s *logDirSet) release() {
+	for _, l := range s.locks {
+		_ = l.Release() // closing the descriptor drops the lock whatever it reports
+	}
+	s.locks = nil
+}
+
+// holds reports whether the set holds dir's lock.
+func (s *logDirSet) holds(dir string) bool {
+	return slices.ContainsFunc(s.locks, func(l *diskio.DirLock) bool { return l.Dir() == dir })
+}
+
+// prepareOptions are what serve and format ask of prepareLogDirs.
+type prepareOptions struct {
+	// clusterID is the cluster id to format with; "" takes the one on
+	// disk, else derives one from controller.quorum.voters.
+	clusterID string
+	// allUsable refuses any unusable directory, where serve starts
+	// without those other than the first (format).
+	allUsable bool
+	// refuseFormatted refuses a formatted directory (format without
+	// --ignore-formatted).
+	refuseFormatted bool
+}
+
+// errAlreadyFormatted is format's refusal of a formatted directory without
+// --ignore-formatted, as kafka-storage.sh format refuses.
+var errAlreadyFormatted = errors.New("is already formatted: use --ignore-formatted to leave formatted log dirs as they are and format the others")
+
+// prepareLogDirs makes every log directory belong to this node: it locks
+// each (diskio.LockDir, before reading it), checks the meta.properties of
+// formatted directories and formats the empty ones, as kafka-storage.sh
+// format does. The cluster id is clusterID when given, else the one
+// already on disk, else one derived from controller.quorum.voters, so
+// that nodes formatting themselves agree. Nothing is written unless every
+// usable directory passes its checks, and a formatted directory fails
+// them when opts.refuseFormatted. On success the returned set holds the
+// locks; on error none is held.
 //
-// A directory other than the first that cannot be opened, whose
+// A directory another process holds the lock on fails the call, naming
+// the holder's pid, as Kafka refuses to start on a locked directory. A
+// directory other than the first that cannot be opened or locked, whose
 // meta.properties cannot be read, or that cannot be created or formatted,
-// is returned in offline with its cause, to start offline (realnet's
+// is returned in offline with its cause (or fails the call, with
+// opts.allUsable, before anything is written), to start offline (realnet's
 // Options.OfflineLogDirs), as Kafka's MetaPropertiesEnsemble loader puts
 // such a directory among its error log dirs and LogManager starts without
 // it. The first, which holds the metadata log, fails the call instead, as
 // does a readable meta.properties that belongs to another node or cluster:
 // that is a misconfiguration, which Kafka refuses too.
-func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (_ string, offline map[string]error, _ error) {
+func prepareLogDirs(cfg config.Broker, opts prepareOptions) (_ *logDirSet, err error) {
+	clusterID := opts.clusterID
 	if clusterID != "" {
 		if err := config.ValidateClusterID(clusterID); err != nil {
-			return "", nil, fmt.Errorf("cluster id: %w", err)
+			return nil, fmt.Errorf("cluster id: %w", err)
 		}
 	}
-	offline = map[string]error{}
+	set := &logDirSet{offline: map[string]error{}}
+	defer func() {
+		if err != nil {
+			set.release()
+		}
+	}()
 	goOffline := func(dir string, cause error) error {
+		if opts.allUsable {
+			return fmt.Errorf("log dir %s: %w", dir, cause)
+		}
 		if dir == cfg.LogDirs[0] {
 			return fmt.Errorf("log dir %s, the first, which holds the metadata log: %w", dir, cause)
 		}
-		offline[dir] = cause
+		set.offline[dir] = cause
 		return nil
+	}
+	// lock locks dir and reports whether it is usable: a lock held
+	// elsewhere is an error, any other failure makes dir unusable.
+	lock := func(dir string) (bool, error) {
+		l, err := diskio.LockDir(dir)
+		switch {
+		case err == nil:
+			set.locks = append(set.locks, l)
+			return true, nil
+		case errors.Is(err, diskio.ErrDirInUse):
+			return false, err
+		default:
+			return false, goOffline(dir, err)
+		}
 	}
 	states := make([]logDirState, 0, len(cfg.LogDirs))
 	for _, dir := range cfg.LogDirs {
+		if _, err := os.Stat(dir); err == nil {
+			if usable, err := lock(dir); err != nil || !usable {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		state, err := inspectLogDir(dir)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		if state.unreadable != nil {
 			if err := goOffline(dir, state.unreadable); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			continue
 		}
 		if state.formatted {
 			if err := config.CheckMeta(dir, state.meta, cfg.NodeID, clusterID); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			if clusterID == "" {
 				clusterID = state.meta.ClusterID
+			}
+			if opts.refuseFormatted {
+				return nil, fmt.Errorf("log dir %s %w", dir, errAlreadyFormatted)
 			}
 		}
 		states = append(states, state)
@@ -89,24 +172,44 @@ func prepareLogDirs(cfg config.Broker, clusterID string, logger *slog.Logger) (_
 	if clusterID == "" {
 		clusterID = config.DeriveClusterID(cfg.QuorumVoters)
 	}
+	set.clusterID = clusterID
 	for _, state := range states {
 		if state.formatted {
-			logger.Info("log dir already formatted", "dir", state.dir, "cluster.id", clusterID, "node.id", cfg.NodeID)
+			set.alreadyFormatted = append(set.alreadyFormatted, state.dir)
 			continue
+		}
+		if !set.holds(state.dir) {
+			// Created now: lock it before writing, and check that
+			// nobody wrote in it meanwhile.
+			if err := createDirDurably(state.dir); err != nil {
+				if err := goOffline(state.dir, fmt.Errorf("creating log dir %s: %w", state.dir, err)); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if usable, err := lock(state.dir); err != nil || !usable {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if again, err := inspectLogDir(state.dir); err != nil || again.formatted || again.unreadable != nil {
+				return nil, fmt.Errorf("log dir %s changed while this process was formatting it: is another one formatting it?", state.dir)
+			}
 		}
 		meta, err := newMeta(clusterID, cfg.NodeID)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		if err := writeMeta(state.dir, meta); err != nil {
 			if err := goOffline(state.dir, err); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			continue
 		}
-		logger.Info("formatted log dir", "dir", state.dir, "cluster.id", clusterID, "node.id", cfg.NodeID, "directory.id", meta.DirectoryID)
+		set.formatted = append(set.formatted, state.dir)
 	}
-	return clusterID, offline, nil
+	return set, nil
 }
 
 // newMeta builds the identity of a newly formatted directory, with a random

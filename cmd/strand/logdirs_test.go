@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,11 +136,12 @@ func TestServeStartsWithoutAnUnreadableSecondMetaProperties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, offline, err := prepareLogDirs(cfg, "", slog.New(slog.DiscardHandler))
+	dirs, err := prepareLogDirs(cfg, prepareOptions{})
 	if err != nil {
 		t.Fatalf("prepareLogDirs with an unreadable second meta.properties: %v, want it offline", err)
 	}
-	if cause := offline[second]; cause == nil || !strings.Contains(cause.Error(), "meta.properties") || len(offline) != 1 {
+	dirs.release()
+	if offline := dirs.offline; offline[second] == nil || !strings.Contains(offline[second].Error(), "meta.properties") || len(offline) != 1 {
 		t.Errorf("offline log dirs %v, want only %s, naming meta.properties", offline, second)
 	}
 }

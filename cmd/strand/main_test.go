@@ -52,7 +52,13 @@ func readMeta(t *testing.T, dir string) config.Meta {
 	return m
 }
 
-func TestFormatWritesEveryLogDirAndIsIdempotent(t *testing.T) {
+// TestFormatWritesEveryLogDirAndRefusesAFormattedOne: format writes every
+// log dir, and says so in one line; run again it refuses, as
+// kafka-storage.sh format does, in one line on stderr and status 1, unless
+// --ignore-formatted, which rewrites nothing and says so in one line.
+// Before, a second format printed both "log dir already formatted" and
+// "formatted 1 log dir(s)", and exited 0.
+func TestFormatWritesEveryLogDirAndRefusesAFormattedOne(t *testing.T) {
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b", "c")}
 	cfgPath := writeConfig(t, "4", dirs)
@@ -60,8 +66,8 @@ func TestFormatWritesEveryLogDirAndIsIdempotent(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("format: status %d, stderr %s", status, stderr)
 	}
-	if !strings.Contains(stdout, "MkU3OEVBNTcwNTJENDM2Qk") {
-		t.Errorf("stdout %q does not name the cluster id", stdout)
+	if !strings.Contains(stdout, "MkU3OEVBNTcwNTJENDM2Qk") || strings.Count(stdout, "\n") != 1 || stderr != "" {
+		t.Errorf("stdout %q, stderr %q: want one line naming the cluster id", stdout, stderr)
 	}
 	first := map[string]config.Meta{}
 	for _, dir := range dirs {
@@ -78,15 +84,42 @@ func TestFormatWritesEveryLogDirAndIsIdempotent(t *testing.T) {
 		t.Error("two log dirs got the same directory.id")
 	}
 
-	// Again, without --cluster-id: the id on disk is kept, nothing rewritten.
-	status, _, stderr = runCmd(t, "format", "--config", cfgPath)
-	if status != 0 {
-		t.Fatalf("second format: status %d, stderr %s", status, stderr)
+	// Again: refused, naming the first formatted directory and the flag.
+	status, stdout, stderr = runCmd(t, "format", "--config", cfgPath)
+	want := "strand format: log dir " + dirs[0] + " is already formatted: use --ignore-formatted"
+	if status != 1 || stdout != "" || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("second format: status %d, stdout %q, stderr %q; want status 1 and one line starting %q", status, stdout, stderr, want)
+	}
+	// With --ignore-formatted, and without --cluster-id: the id on disk
+	// is kept, nothing rewritten.
+	status, stdout, stderr = runCmd(t, "format", "--config", cfgPath, "--ignore-formatted")
+	want = "all 2 log dir(s) are already formatted for node.id 4, cluster.id MkU3OEVBNTcwNTJENDM2Qk\n"
+	if status != 0 || stdout != want || stderr != "" {
+		t.Errorf("format --ignore-formatted: status %d, stdout %q, stderr %q; want 0, %q", status, stdout, stderr, want)
 	}
 	for _, dir := range dirs {
 		if m := readMeta(t, dir); m != first[dir] {
-			t.Errorf("%s: second format changed meta.properties: %+v -> %+v", dir, first[dir], m)
+			t.Errorf("%s: a second format changed meta.properties: %+v -> %+v", dir, first[dir], m)
 		}
+	}
+
+	// A new directory beside the formatted ones: refused without the
+	// flag, formatted alone with it.
+	more := append(dirs, filepath.Join(root, "d"))
+	cfgPath = writeConfig(t, "4", more)
+	if status, _, stderr := runCmd(t, "format", "--config", cfgPath); status != 1 || !strings.Contains(stderr, "already formatted") {
+		t.Errorf("format with a new dir beside formatted ones: status %d, stderr %q", status, stderr)
+	}
+	if _, err := os.Stat(more[2]); !os.IsNotExist(err) {
+		t.Errorf("the refused format created %s: %v", more[2], err)
+	}
+	status, stdout, stderr = runCmd(t, "format", "--config", cfgPath, "--ignore-formatted")
+	want = "formatted 1 log dir(s) for node.id 4, cluster.id MkU3OEVBNTcwNTJENDM2Qk: " + more[2] + "\n"
+	if status != 0 || stdout != want || stderr != "" {
+		t.Errorf("format --ignore-formatted with a new dir: status %d, stdout %q, stderr %q; want 0, %q", status, stdout, stderr, want)
+	}
+	if m := readMeta(t, more[2]); m.ClusterID != "MkU3OEVBNTcwNTJENDM2Qk" || m.NodeID != 4 {
+		t.Errorf("new dir formatted %+v", m)
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 // serve is `strand serve [--config FILE] [--override key=value ...]`: it
 // loads and validates the configuration (the embedded single-node defaults
 // without --config, which is what `make run` uses), logs every key Strand
-// ignores, formats empty log directories and checks formatted ones, then runs
-// the broker until SIGTERM or SIGINT. A log directory other than the first
+// ignores, locks every log directory (a directory another process uses
+// refuses the start, naming it and that process's pid), formats the empty
+// ones and checks formatted ones, then runs the broker until SIGTERM or
+// SIGINT; the locks are held until the broker has stopped. A log directory other than the first
 // that cannot be read or formatted starts offline (prepareLogDirs), and the
 // broker logs it at ERROR.
 func serve(args []string, stdout, stderr io.Writer) int {
@@ -46,14 +48,20 @@ func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		logger.Error("invalid configuration", "err", err)
 		return 1
 	}
-	clusterID, offline, err := prepareLogDirs(cfg, "", logger)
+	dirs, err := prepareLogDirs(cfg, prepareOptions{})
 	if err != nil {
 		logger.Error("log directories not usable", "err", err)
 		return 1
 	}
-	logger.Info("starting", "node.id", cfg.NodeID, "process.roles", cfg.Roles.String(), "cluster.id", clusterID)
+	for _, dir := range dirs.alreadyFormatted {
+		logger.Info("log dir already formatted", "dir", dir, "cluster.id", dirs.clusterID, "node.id", cfg.NodeID)
+	}
+	for _, dir := range dirs.formatted {
+		logger.Info("formatted log dir", "dir", dir, "cluster.id", dirs.clusterID, "node.id", cfg.NodeID)
+	}
+	logger.Info("starting", "node.id", cfg.NodeID, "process.roles", cfg.Roles.String(), "cluster.id", dirs.clusterID)
 
-	err = runBroker(ctx, cfg, clusterID, offline, logger)
+	err = runBroker(ctx, cfg, dirs, logger)
 	if err != nil {
 		logger.Error("broker stopped", "err", err)
 		return 1
