@@ -21,6 +21,9 @@ package main
 //     buffer. Its limit is RawSequentialRead of the same .log files with
 //     1 MiB reads, also straight from the page cache.
 //   - memory: RssAnon while one log grows to -log-mem-bytes and is read back.
+//   - restart: reopening a flushed log of -log-restart-bytes with the
+//     recovery point a clean shutdown leaves now and the one it left before
+//     (restart.go).
 
 import (
 	"errors"
@@ -130,9 +133,14 @@ func runLogSection(env *benchEnv) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	restart, err := b.measureRestart(restartFlags.logBytes)
+	if err != nil {
+		return false, err
+	}
 	met := printThroughput(results)
 	printDetails(results)
-	return printMemory(memory) && met, nil
+	met = printMemory(memory) && met
+	return printRestart(restart) && met, nil
 }
 
 // sizeLogRuns checks the flags against the free space of dir and scales the

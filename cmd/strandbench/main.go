@@ -61,6 +61,7 @@ func runSections() int {
 	reps := flag.Int("reps", 7, "repetitions of each measurement; the median is reported")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	registerLogFlags()
+	registerRestartFlags()
 	registerBrokerFlags()
 	flag.Parse()
 	if *kfakeServeFlag != 0 {
