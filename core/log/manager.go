@@ -299,7 +299,12 @@ func (m *Manager) Partitions() []TopicPartition {
 // found at open, 0 if absent.
 func (m *Manager) HighWatermark(tp TopicPartition) int64 { return m.highWatermarks[tp] }
 
-// CreateLog returns tp's log, creating an empty one if there is none.
+// CreateLog returns tp's log, creating an empty one if there is none. A
+// storage failure creating it (env.ErrIO, env.ErrNoSpace) takes the
+// directory offline (Fail), as an IOException in Kafka's getOrCreateLog
+// does: the broker then asks to be fenced and the partition's leadership
+// moves to a replica that could create it, where a broker left unfenced
+// would keep leading a partition it cannot host.
 func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
 	if l, ok := m.logs[tp]; ok {
 		return l, nil
@@ -309,6 +314,10 @@ func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
 	}
 	l, err := Open(m.disk, joinPath(m.dir, tp.DirName()), m.configFor(tp.Topic), OpenOptions{NowMs: nowMs})
 	if err != nil {
+		err = fmt.Errorf("create log %s: %w", tp.DirName(), err)
+		if errors.Is(err, env.ErrIO) || errors.Is(err, env.ErrNoSpace) {
+			m.Fail(err)
+		}
 		return nil, err
 	}
 	m.adopt(tp, l)
