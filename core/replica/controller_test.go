@@ -57,24 +57,3 @@ func TestHandleAlterPartition(t *testing.T) {
 		t.Errorf("unchanged ISR: %+v at partition epoch %d, want success without a new epoch", resp, same.PartitionEpoch)
 	}
 }
-
-// TestAlterPartitionRoundTrip connects a leader's proposal to the controller
-// functions and back: the shrink below min ISR lands the removed replica in
-// the ELR, and the leader commits the controller's answer.
-func TestAlterPartitionRoundTrip(t *testing.T) {
-	l, _, _ := cluster3(testConfig(0), []int32{1, 2})
-	controller := l.p.State()
-	if !l.p.MaybeShrinkISR(20_000) {
-		t.Fatalf("no shrink proposed")
-	}
-	req, _ := l.p.PendingAlterPartition()
-	next, resp := HandleAlterPartition(controller, *req, elrOn, func(id int32) BrokerStatus { return BrokerStatus{Registered: true, Epoch: 0} })
-	if resp.Error != codeNone || !cmp.Equal(next.ELR, []int32{2}) {
-		t.Fatalf("controller answered %+v with ELR %v, want success and ELR [2]", resp, next.ELR)
-	}
-	must(t, l.p.OnAlterPartitionResponse(resp, 20_001))
-	if got := l.p.State(); !cmp.Equal(got.ISR, next.ISR) || got.PartitionEpoch != next.PartitionEpoch {
-		t.Errorf("leader state %+v, controller's %+v", got, next)
-	}
-	l.apply(next, 20_002) // the pushed state at the same partition epoch is accepted
-}

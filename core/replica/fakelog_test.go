@@ -75,6 +75,15 @@ func (l *fakeLog) appendN(epoch int32, n int, tag string) {
 	}
 }
 
+// values are the log's record values, in offset order.
+func values(l *fakeLog) []string {
+	var out []string
+	for _, e := range l.entries {
+		out = append(out, e.value)
+	}
+	return out
+}
+
 func (l *fakeLog) slice(from, to int64) []entry {
 	return slices.Clone(l.entries[from-l.start : to-l.start])
 }
