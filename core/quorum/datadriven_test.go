@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"strand/internal/transcript"
 )
 
 // TestTranscripts plays the Raft scenarios in testdata/, one story per
@@ -109,7 +111,7 @@ func (d *quorumDriver) printf(format string, args ...any) {
 
 func (d *quorumDriver) run(t *testing.T, td *datadriven.TestData) string {
 	d.out.Reset()
-	a := &args{t: t, td: td, used: map[string]bool{}}
+	a := &args{transcript.New(t, td)}
 	before := d.views()
 	switch td.Cmd {
 	case "new-voter":
@@ -130,32 +132,32 @@ func (d *quorumDriver) run(t *testing.T, td *datadriven.TestData) string {
 	case "stabilize":
 		d.stabilize(true)
 	case "run":
-		d.runUntil(a.int64("until"))
+		d.runUntil(a.Int64("until"))
 		before = d.views() // runUntil reported each change with its time
 	case "propose":
-		v := d.voter(t, a.int32("id"))
-		if offset, err := v.raft.Propose(d.now(a), []byte(a.str("data"))); err != nil {
+		v := d.voter(t, a.Int32("id"))
+		if offset, err := v.raft.Propose(d.now(a), []byte(a.Str("data"))); err != nil {
 			d.printf("%d refuses: %v", v.id, err)
 		} else {
-			d.printf("%d appends %s at %d", v.id, a.str("data"), offset)
+			d.printf("%d appends %s at %d", v.id, a.Str("data"), offset)
 		}
 	case "resign":
-		d.voter(t, a.int32("id")).raft.Resign(d.now(a))
+		d.voter(t, a.Int32("id")).raft.Resign(d.now(a))
 	case "crash":
-		v := d.voter(t, a.int32("id"))
+		v := d.voter(t, a.Int32("id"))
 		v.raft, v.applied = nil, nil
 		d.printf("%d crashes: it keeps epoch %d, voted for %d, log %s", v.id, v.hard.Epoch, v.hard.VotedFor, formatRaftEntries(v.durable))
 	case "restart":
-		v, ok := d.voters[a.int32("id")]
+		v, ok := d.voters[a.Int32("id")]
 		if !ok || v.raft != nil {
-			t.Fatalf("%s: restart: no voter %d is down", td.Pos, a.int32("id"))
+			t.Fatalf("%s: restart: no voter %d is down", td.Pos, a.Int32("id"))
 		}
 		d.start(v, d.now(a))
 	case "cut":
-		x, y := a.int32("a"), a.int32("b")
+		x, y := a.Int32("a"), a.Int32("b")
 		d.cut[[2]int32{x, y}], d.cut[[2]int32{y, x}] = true, true
 	case "isolate":
-		id := a.int32("id")
+		id := a.Int32("id")
 		for other := range d.voters {
 			if other != id {
 				d.cut[[2]int32{id, other}], d.cut[[2]int32{other, id}] = true, true
@@ -170,14 +172,14 @@ func (d *quorumDriver) run(t *testing.T, td *datadriven.TestData) string {
 	default:
 		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
-	a.done()
+	a.Done()
 	d.reportChanges("", before)
 	d.reportViolations()
 	return d.out.String()
 }
 
 func (d *quorumDriver) now(a *args) int64 {
-	d.nowMs = a.int64Or("now", d.nowMs)
+	d.nowMs = a.Int64Or("now", d.nowMs)
 	return d.nowMs
 }
 
@@ -204,9 +206,9 @@ func (d *quorumDriver) sortedIDs() []int32 {
 // pick is the voters id= names, or every voter that is up.
 func (d *quorumDriver) pick(a *args) []*voter {
 	var out []*voter
-	if a.has("id") {
-		for _, id := range a.ids("id") {
-			out = append(out, d.voter(a.t, id))
+	if a.Has("id") {
+		for _, id := range a.IDs("id") {
+			out = append(out, d.voter(a.T, id))
 		}
 		return out
 	}
@@ -221,25 +223,25 @@ func (d *quorumDriver) pick(a *args) []*voter {
 // --- Voters -----------------------------------------------------------------
 
 func (d *quorumDriver) newVoters(a *args) {
-	hard := HardState{Epoch: a.int32Or("epoch", 0), VotedFor: a.int32Or("voted-for", -1)}
+	hard := HardState{Epoch: a.Int32Or("epoch", 0), VotedFor: a.Int32Or("voted-for", -1)}
 	var entries []Entry
-	for i, e := range a.ids("log") {
+	for i, e := range a.IDs("log") {
 		entries = append(entries, Entry{Offset: int64(i), Epoch: e})
 	}
 	var bugs Bugs
-	for _, name := range a.strs("bugs") {
+	for _, name := range a.Strs("bugs") {
 		switch name {
 		case "vote-twice":
 			bugs.VoteTwice = true
 		case "commit-early":
 			bugs.CommitEarly = true
 		default:
-			a.t.Fatalf("%s: unknown planted bug %q", a.td.Pos, name)
+			a.T.Fatalf("%s: unknown planted bug %q", a.Data.Pos, name)
 		}
 	}
-	voters := a.ids("voters")
+	voters := a.IDs("voters")
 	now := d.now(a)
-	for _, id := range a.ids("id") {
+	for _, id := range a.IDs("id") {
 		v := &voter{id: id, voters: voters, bugs: bugs, hard: hard, durable: slices.Clone(entries)}
 		d.voters[id] = v
 		d.start(v, now)
@@ -261,24 +263,24 @@ func (d *quorumDriver) start(v *voter, nowMs int64) {
 
 // step delivers a message made from the command's arguments.
 func (d *quorumDriver) step(a *args) {
-	v := d.voter(a.t, a.int32("id"))
+	v := d.voter(a.T, a.Int32("id"))
 	m := Message{
-		Type: parseMsgType(a), From: a.int32("from"), To: v.id, Epoch: a.int32("epoch"),
-		LeaderID: a.int32Or("leader", -1), ErrorCode: int16(a.int64Or("error", 0)),
-		PreVote: a.has("pre-vote"), LastEpoch: a.int32Or("last-epoch", 0), LastOffset: a.int64Or("last-offset", 0),
-		Granted:     a.has("granted"),
-		FetchOffset: a.int64Or("fetch-offset", 0), LastFetchedEpoch: a.int32Or("last-fetched-epoch", 0),
-		HighWatermark: a.int64Or("hw", 0), DivergingEpoch: -1, DivergingEndOffset: -1,
-		SnapshotEndOffset: -1, SnapshotEpoch: -1, PreferredSuccessors: a.ids("successors"),
+		Type: parseMsgType(a), From: a.Int32("from"), To: v.id, Epoch: a.Int32("epoch"),
+		LeaderID: a.Int32Or("leader", -1), ErrorCode: int16(a.Int64Or("error", 0)),
+		PreVote: a.Has("pre-vote"), LastEpoch: a.Int32Or("last-epoch", 0), LastOffset: a.Int64Or("last-offset", 0),
+		Granted:     a.Has("granted"),
+		FetchOffset: a.Int64Or("fetch-offset", 0), LastFetchedEpoch: a.Int32Or("last-fetched-epoch", 0),
+		HighWatermark: a.Int64Or("hw", 0), DivergingEpoch: -1, DivergingEndOffset: -1,
+		SnapshotEndOffset: -1, SnapshotEpoch: -1, PreferredSuccessors: a.IDs("successors"),
 	}
-	if s, ok := a.lookupStr("diverging"); ok {
+	if s, ok := a.LookupStr("diverging"); ok {
 		epoch, end, found := strings.Cut(s, "@")
 		if !found {
-			a.t.Fatalf("%s: diverging=%q: want EPOCH@END", a.td.Pos, s)
+			a.T.Fatalf("%s: diverging=%q: want EPOCH@END", a.Data.Pos, s)
 		}
-		m.DivergingEpoch, m.DivergingEndOffset = int32(parseInt(a.t, epoch)), parseInt(a.t, end)
+		m.DivergingEpoch, m.DivergingEndOffset = int32(transcript.ParseInt(a.T, epoch)), transcript.ParseInt(a.T, end)
 	}
-	for _, s := range a.strs("entries") {
+	for _, s := range a.Strs("entries") {
 		m.Entries = append(m.Entries, parseEntry(a, s))
 	}
 	if m.Type.IsResponse() {
@@ -335,12 +337,12 @@ func (d *quorumDriver) processReady(v *voter, verbose bool) bool {
 // deliver steps the messages in flight that match the filter into their
 // receivers (or drops them), in the order they were sent.
 func (d *quorumDriver) deliver(a *args) {
-	from, to := a.int32Or("from", -1), a.int32Or("to", -1)
-	typ, byType := MsgType(0), a.has("type")
+	from, to := a.Int32Or("from", -1), a.Int32Or("to", -1)
+	typ, byType := MsgType(0), a.Has("type")
 	if byType {
 		typ = parseMsgType(a)
 	}
-	drop := a.has("drop")
+	drop := a.Has("drop")
 	var kept, matched []Message
 	for _, m := range d.inFlight {
 		if (from < 0 || m.From == from) && (to < 0 || m.To == to) && (!byType || m.Type == typ) {
@@ -441,13 +443,13 @@ func (d *quorumDriver) runUntil(untilMs int64) {
 
 func (d *quorumDriver) status(a *args) {
 	ids := d.sortedIDs()
-	if a.has("id") {
-		ids = a.ids("id")
+	if a.Has("id") {
+		ids = a.IDs("id")
 	}
 	for _, id := range ids {
 		v, ok := d.voters[id]
 		if !ok {
-			a.t.Fatalf("no voter %d", id)
+			a.T.Fatalf("no voter %d", id)
 		}
 		if v.raft == nil {
 			d.printf("%d: down; durable epoch %d, voted for %d, log %s", id, v.hard.Epoch, v.hard.VotedFor, formatRaftEntries(v.durable))
@@ -457,7 +459,7 @@ func (d *quorumDriver) status(a *args) {
 		d.printf("%d: %s", id, formatRaft(r))
 		d.printf("   log %s; applied %d", formatRaftEntries(r.Entries(r.LogStartOffset(), r.EndOffset())), len(v.applied))
 	}
-	if !a.has("id") && len(d.inFlight) > 0 {
+	if !a.Has("id") && len(d.inFlight) > 0 {
 		d.printf("in flight: %d messages", len(d.inFlight))
 	}
 }
@@ -609,13 +611,13 @@ func quorumErrorName(code int16) string {
 }
 
 func parseMsgType(a *args) MsgType {
-	s := a.str("type")
+	s := a.Str("type")
 	for t := MsgVote; t <= MsgEndEpochResp; t++ {
 		if t.String() == s {
 			return t
 		}
 	}
-	a.t.Fatalf("%s: unknown message type %q", a.td.Pos, s)
+	a.T.Fatalf("%s: unknown message type %q", a.Data.Pos, s)
 	return 0
 }
 
@@ -624,9 +626,9 @@ func parseEntry(a *args, s string) Entry {
 	head, data, hasData := strings.Cut(s, ":")
 	epoch, offset, ok := strings.Cut(strings.TrimPrefix(head, "e"), "@")
 	if !ok || !strings.HasPrefix(head, "e") {
-		a.t.Fatalf("%s: entry %q: want e<epoch>@<offset>[:data]", a.td.Pos, s)
+		a.T.Fatalf("%s: entry %q: want e<epoch>@<offset>[:data]", a.Data.Pos, s)
 	}
-	e := Entry{Offset: parseInt(a.t, offset), Epoch: int32(parseInt(a.t, epoch))}
+	e := Entry{Offset: transcript.ParseInt(a.T, offset), Epoch: int32(transcript.ParseInt(a.T, epoch))}
 	if hasData {
 		e.Data = []byte(data)
 	}
@@ -635,89 +637,6 @@ func parseEntry(a *args, s string) Entry {
 
 // --- Arguments ----------------------------------------------------------------------
 
-// args reads one command's arguments and fails the test on any it did not
-// read, so that a misspelt argument cannot pass unnoticed.
-type args struct {
-	t    *testing.T
-	td   *datadriven.TestData
-	used map[string]bool
-}
-
-func (a *args) lookup(key string) ([]string, bool) {
-	for _, arg := range a.td.CmdArgs {
-		if arg.Key == key {
-			a.used[key] = true
-			return arg.Vals, true
-		}
-	}
-	return nil, false
-}
-
-func (a *args) has(key string) bool {
-	_, ok := a.lookup(key)
-	return ok
-}
-
-func (a *args) done() {
-	for _, arg := range a.td.CmdArgs {
-		if !a.used[arg.Key] {
-			a.t.Fatalf("%s: %s does not take %q", a.td.Pos, a.td.Cmd, arg.Key)
-		}
-	}
-}
-
-func (a *args) lookupStr(key string) (string, bool) {
-	vals, ok := a.lookup(key)
-	return strings.Join(vals, ","), ok
-}
-
-func (a *args) str(key string) string {
-	s, ok := a.lookupStr(key)
-	if !ok {
-		a.t.Fatalf("%s: %s needs %s=", a.td.Pos, a.td.Cmd, key)
-	}
-	return s
-}
-
-func (a *args) int64(key string) int64 { return parseInt(a.t, a.str(key)) }
-
-func (a *args) int64Or(key string, def int64) int64 {
-	if s, ok := a.lookupStr(key); ok {
-		return parseInt(a.t, s)
-	}
-	return def
-}
-
-func (a *args) int32(key string) int32 { return int32(a.int64(key)) }
-
-func (a *args) int32Or(key string, def int32) int32 { return int32(a.int64Or(key, int64(def))) }
-
-// strs reads a list given as a,b,c or (a, b, c).
-func (a *args) strs(key string) []string {
-	vals, _ := a.lookup(key)
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-func (a *args) ids(key string) []int32 {
-	var out []int32
-	for _, s := range a.strs(key) {
-		out = append(out, int32(parseInt(a.t, s)))
-	}
-	return out
-}
-
-func parseInt(t *testing.T, s string) int64 {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		t.Fatalf("%q is not a number: %v", s, err)
-	}
-	return v
-}
+// args reads one command's arguments (transcript.Args), with the readers
+// only this package's commands need.
+type args struct{ *transcript.Args }

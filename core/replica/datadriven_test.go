@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"strand/internal/transcript"
 )
 
 // TestTranscripts plays the replication scenarios in testdata/, one story
@@ -128,7 +130,7 @@ func (d *replicaDriver) printf(format string, args ...any) {
 
 func (d *replicaDriver) run(t *testing.T, td *datadriven.TestData) string {
 	d.out.Reset()
-	a := newArgs(t, td)
+	a := &args{transcript.New(t, td)}
 	before := d.views()
 	switch td.Cmd {
 	case "new-replica":
@@ -136,55 +138,55 @@ func (d *replicaDriver) run(t *testing.T, td *datadriven.TestData) string {
 	case "restart":
 		d.restart(a)
 	case "apply":
-		d.apply(a, a.ids("id"), a.state())
+		d.apply(a, a.IDs("id"), a.state())
 	case "produce":
 		d.produce(a)
 	case "leader-append":
 		d.leaderAppend(a)
 	case "fetch":
-		d.fetch(d.node(t, a.int32("follower")), d.node(t, a.int32("leader")), a.now(d), a.has("lose-answer"))
+		d.fetch(d.node(t, a.Int32("follower")), d.node(t, a.Int32("leader")), a.now(d), a.Has("lose-answer"))
 	case "next-fetch":
 		d.nextFetch(a)
 	case "fetch-response":
 		d.fetchResponse(a)
 	case "follower-append":
-		n := d.node(t, a.int32("id"))
-		n.p.OnFollowerAppend(a.int64("leader-hw"))
+		n := d.node(t, a.Int32("id"))
+		n.p.OnFollowerAppend(a.Int64("leader-hw"))
 		d.printf("%d's hw: %d", n.id, n.p.HighWatermark())
 	case "receive-fetch":
 		d.receiveFetch(a)
 	case "consumer-fetch":
 		d.consumerFetch(a)
 	case "shrink-isr":
-		n := d.node(t, a.int32("id"))
+		n := d.node(t, a.Int32("id"))
 		if n.p.MaybeShrinkISR(a.now(d)) {
 			d.printf("%d proposes a shrink", n.id)
 		} else {
 			d.printf("%d proposes no shrink", n.id)
 		}
 	case "send-alter-partition":
-		d.sendAlterPartition(d.node(t, a.int32("id")))
+		d.sendAlterPartition(d.node(t, a.Int32("id")))
 	case "answer-alter-partition":
-		d.answerAlterPartition(a, d.node(t, a.int32("id")))
+		d.answerAlterPartition(a, d.node(t, a.Int32("id")))
 	case "alter-partition":
 		d.alterPartition(a)
 	case "expire":
-		d.node(t, a.int32("id")).p.ExpireAcks(a.now(d))
+		d.node(t, a.Int32("id")).p.ExpireAcks(a.now(d))
 	case "set-ineligible":
-		n := d.node(t, a.int32("id"))
-		n.p.SetIneligibleReplicas(a.ids("replicas"), a.now(d))
+		n := d.node(t, a.Int32("id"))
+		n.p.SetIneligibleReplicas(a.IDs("replicas"), a.now(d))
 	case "set-log-start":
-		n := d.node(t, a.int32("id"))
-		offset := a.int64("offset")
+		n := d.node(t, a.Int32("id"))
+		offset := a.Int64("offset")
 		n.log.entries = n.log.entries[offset-n.log.start:]
 		n.log.start = offset
 		d.printf("%d: %s", n.id, formatLog(n.log))
 	case "truncate-log":
-		n := d.node(t, a.int32("id"))
-		n.log.truncateTo(a.int64("to"))
+		n := d.node(t, a.Int32("id"))
+		n.log.truncateTo(a.Int64("to"))
 	case "append-log":
-		n := d.node(t, a.int32("id"))
-		n.log.append(a.int32("epoch"), a.strs("values")...)
+		n := d.node(t, a.Int32("id"))
+		n.log.append(a.Int32("epoch"), a.Strs("values")...)
 	case "low-watermark":
 		d.lowWatermark(a)
 	case "compare-logs":
@@ -197,21 +199,21 @@ func (d *replicaDriver) run(t *testing.T, td *datadriven.TestData) string {
 		d.setController(a)
 	case "change-isr":
 		c := d.controller(t)
-		c.state = ChangeISR(c.state, a.ids("isr"), a.ids("unclean-shutdown"), c.pol)
+		c.state = ChangeISR(c.state, a.IDs("isr"), a.IDs("unclean-shutdown"), c.pol)
 		d.printf("controller: %s", formatState(c.state))
 	case "elect":
 		d.elect(a)
 	case "unclean-shutdown":
 		c := d.controller(t)
 		var changed bool
-		c.state, changed = RecordUncleanShutdown(c.state, a.int32("id"))
+		c.state, changed = RecordUncleanShutdown(c.state, a.Int32("id"))
 		d.printf("controller: %s (changed: %v)", formatState(c.state), changed)
 	case "push":
-		d.apply(a, a.ids("id"), d.controller(t).state)
+		d.apply(a, a.IDs("id"), d.controller(t).state)
 	default:
 		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
-	a.done()
+	a.Done()
 	d.reportAcks()
 	d.reportChanges(before)
 	return d.out.String()
@@ -244,26 +246,26 @@ func (d *replicaDriver) controller(t *testing.T) *controllerView {
 // --- Replicas -------------------------------------------------------------
 
 func (d *replicaDriver) newReplica(a *args) {
-	id := a.int32("id")
+	id := a.Int32("id")
 	cfg := testConfig(id)
-	cfg.MinInsyncReplicas = int(a.int64Or("min-isr", int64(cfg.MinInsyncReplicas)))
-	cfg.ReplicaLagTimeMaxMs = a.int64Or("lag-max-ms", cfg.ReplicaLagTimeMaxMs)
-	cfg.AckWaitersMax = int(a.int64Or("ack-waiters-max", int64(cfg.AckWaitersMax)))
-	cfg.BrokerEpoch = a.int64Or("broker-epoch", cfg.BrokerEpoch)
+	cfg.MinInsyncReplicas = int(a.Int64Or("min-isr", int64(cfg.MinInsyncReplicas)))
+	cfg.ReplicaLagTimeMaxMs = a.Int64Or("lag-max-ms", cfg.ReplicaLagTimeMaxMs)
+	cfg.AckWaitersMax = int(a.Int64Or("ack-waiters-max", int64(cfg.AckWaitersMax)))
+	cfg.BrokerEpoch = a.Int64Or("broker-epoch", cfg.BrokerEpoch)
 	cfg.Bugs = a.bugs()
-	log := &fakeLog{start: a.int64Or("log-start", 0)}
+	log := &fakeLog{start: a.Int64Or("log-start", 0)}
 	a.fillLog(log)
-	n := newNode(id, log, a.int64Or("hw", 0), cfg)
+	n := newNode(id, log, a.Int64Or("hw", 0), cfg)
 	d.nodes[id] = n
 	d.printf("%d: %s, hw %d", id, formatLog(log), n.p.HighWatermark())
 }
 
 func (d *replicaDriver) restart(a *args) {
-	old := d.node(a.t, a.int32("id"))
+	old := d.node(a.T, a.Int32("id"))
 	if end, ok := a.lookupInt64("log-end"); ok {
 		old.log.truncateTo(end)
 	}
-	n := newNode(old.id, old.log, a.int64("hw"), old.p.cfg)
+	n := newNode(old.id, old.log, a.Int64("hw"), old.p.cfg)
 	d.nodes[old.id] = n
 	delete(d.fetches, old.id)
 	delete(d.sent, old.id)
@@ -273,7 +275,7 @@ func (d *replicaDriver) restart(a *args) {
 func (d *replicaDriver) apply(a *args, ids []int32, s PartitionState) {
 	now := a.now(d)
 	for _, id := range ids {
-		n := d.node(a.t, id)
+		n := d.node(a.T, id)
 		tr, err := n.p.ApplyState(s, now)
 		if err != nil {
 			d.printf("%d rejects the state: %v", id, err)
@@ -303,11 +305,11 @@ func (d *replicaDriver) apply(a *args, ids []int32, s PartitionState) {
 }
 
 func (d *replicaDriver) produce(a *args) {
-	n := d.node(a.t, a.int32("id"))
+	n := d.node(a.T, a.Int32("id"))
 	acks := a.acks()
-	values := a.strs("values")
-	request := uint64(a.int64("request"))
-	deadline := a.int64Or("deadline", 0)
+	values := a.Strs("values")
+	request := uint64(a.Int64("request"))
+	deadline := a.Int64Or("deadline", 0)
 	now := a.now(d)
 	epoch, err := n.p.AdmitProduce(acks)
 	if err != nil {
@@ -325,12 +327,12 @@ func (d *replicaDriver) produce(a *args) {
 }
 
 func (d *replicaDriver) leaderAppend(a *args) {
-	n := d.node(a.t, a.int32("id"))
+	n := d.node(a.T, a.Int32("id"))
 	acks := AcksAll
-	if a.has("acks") {
+	if a.Has("acks") {
 		acks = a.acks()
 	}
-	err := n.p.OnLeaderAppend(LeaderAppend{LastOffset: a.int64("last-offset"), Acks: acks, RequestID: uint64(a.int64("request")), DeadlineMs: a.int64Or("deadline", 0)}, a.now(d))
+	err := n.p.OnLeaderAppend(LeaderAppend{LastOffset: a.Int64("last-offset"), Acks: acks, RequestID: uint64(a.Int64("request")), DeadlineMs: a.Int64Or("deadline", 0)}, a.now(d))
 	if err != nil {
 		d.printf("%d: OnLeaderAppend: %s", n.id, formatError(err))
 	}
@@ -382,7 +384,7 @@ func (d *replicaDriver) fetch(f, l *node, nowMs int64, loseAnswer bool) {
 }
 
 func (d *replicaDriver) nextFetch(a *args) {
-	n := d.node(a.t, a.int32("id"))
+	n := d.node(a.T, a.Int32("id"))
 	leaderID, req, ok := n.p.NextFetch()
 	if !ok {
 		d.printf("%d does not fetch", n.id)
@@ -395,54 +397,54 @@ func (d *replicaDriver) nextFetch(a *args) {
 }
 
 func (d *replicaDriver) fetchResponse(a *args) {
-	n := d.node(a.t, a.int32("id"))
+	n := d.node(a.T, a.Int32("id"))
 	req, ok := d.fetches[n.id]
 	if !ok {
-		a.t.Fatalf("%d has no request to answer: use next-fetch first", n.id)
+		a.T.Fatalf("%d has no request to answer: use next-fetch first", n.id)
 	}
-	dec := FetchDecision{Error: a.errorCode("error"), HighWatermark: a.int64Or("hw", 0), LogStartOffset: a.int64Or("log-start", 0), LogEndOffset: a.int64Or("leo", 0)}
-	if s, ok := a.lookupStr("diverging"); ok {
+	dec := FetchDecision{Error: a.errorCode("error"), HighWatermark: a.Int64Or("hw", 0), LogStartOffset: a.Int64Or("log-start", 0), LogEndOffset: a.Int64Or("leo", 0)}
+	if s, ok := a.LookupStr("diverging"); ok {
 		epoch, end, found := strings.Cut(s, "@")
 		if !found {
-			a.t.Fatalf("diverging=%q: want EPOCH@END", s)
+			a.T.Fatalf("diverging=%q: want EPOCH@END", s)
 		}
 		dec.Diverging = true
-		dec.DivergingEpoch = EpochEndOffset{Epoch: int32(parseInt(a.t, epoch)), EndOffset: parseInt(a.t, end)}
+		dec.DivergingEpoch = EpochEndOffset{Epoch: int32(transcript.ParseInt(a.T, epoch)), EndOffset: transcript.ParseInt(a.T, end)}
 	}
-	if s, ok := a.lookupStr("read"); ok {
+	if s, ok := a.LookupStr("read"); ok {
 		from, to, found := strings.Cut(s, "..")
 		if !found {
-			a.t.Fatalf("read=%q: want FROM..TO", s)
+			a.T.Fatalf("read=%q: want FROM..TO", s)
 		}
-		dec.ReadFromOffset, dec.ReadToOffset = parseInt(a.t, from), parseInt(a.t, to)
+		dec.ReadFromOffset, dec.ReadToOffset = transcript.ParseInt(a.T, from), transcript.ParseInt(a.T, to)
 	}
 	act := n.p.OnFetchResponse(req, dec)
 	d.printf("%d %s", n.id, formatAction(act))
 }
 
 func (d *replicaDriver) receiveFetch(a *args) {
-	n := d.node(a.t, a.int32("id"))
+	n := d.node(a.T, a.Int32("id"))
 	req := FetchRequest{
-		ReplicaID:          a.int32("replica"),
-		ReplicaEpoch:       a.int64Or("replica-epoch", -1),
-		FetchOffset:        a.int64("offset"),
+		ReplicaID:          a.Int32("replica"),
+		ReplicaEpoch:       a.Int64Or("replica-epoch", -1),
+		FetchOffset:        a.Int64("offset"),
 		CurrentLeaderEpoch: a.epoch("epoch"),
 		LastFetchedEpoch:   a.epoch("last-epoch"),
-		LogStartOffset:     a.int64Or("log-start", 0),
+		LogStartOffset:     a.Int64Or("log-start", 0),
 	}
 	dec := n.p.OnFollowerFetch(req, a.now(d))
 	d.printf("%d answers %s", n.id, formatDecision(dec))
 }
 
 func (d *replicaDriver) consumerFetch(a *args) {
-	n := d.node(a.t, a.int32("id"))
-	offset := a.int64("offset")
+	n := d.node(a.T, a.Int32("id"))
+	offset := a.Int64("offset")
 	epoch := NoEpoch
-	if a.has("epoch") {
+	if a.Has("epoch") {
 		epoch = a.epoch("epoch")
 	}
 	var dec FetchDecision
-	if a.has("any-replica") {
+	if a.Has("any-replica") {
 		dec = n.p.OnConsumerFetchAnyReplica(offset, epoch)
 	} else {
 		dec = n.p.OnConsumerFetch(offset, epoch)
@@ -465,17 +467,17 @@ func (d *replicaDriver) sendAlterPartition(n *node) *AlterPartitionRequest {
 func (d *replicaDriver) answerAlterPartition(a *args, n *node) {
 	req, ok := d.sent[n.id]
 	if !ok {
-		a.t.Fatalf("%d sent no AlterPartition to answer", n.id)
+		a.T.Fatalf("%d sent no AlterPartition to answer", n.id)
 	}
 	resp := AlterPartitionResponse{ProposalID: req.ProposalID, Error: a.errorCode("error")}
 	if resp.Error == codeNone {
 		resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = req.LeaderEpoch, req.PartitionEpoch+1, req.NewISR
 	}
-	resp.ProposalID = uint64(a.int64Or("proposal", int64(resp.ProposalID)))
-	resp.LeaderEpoch = a.int32Or("leader-epoch", resp.LeaderEpoch)
-	resp.PartitionEpoch = a.int32Or("partition-epoch", resp.PartitionEpoch)
-	if a.has("isr") {
-		resp.ISR = a.ids("isr")
+	resp.ProposalID = uint64(a.Int64Or("proposal", int64(resp.ProposalID)))
+	resp.LeaderEpoch = a.Int32Or("leader-epoch", resp.LeaderEpoch)
+	resp.PartitionEpoch = a.Int32Or("partition-epoch", resp.PartitionEpoch)
+	if a.Has("isr") {
+		resp.ISR = a.IDs("isr")
 	}
 	d.deliverAlterPartition(n, resp, a.now(d))
 }
@@ -492,14 +494,14 @@ func (d *replicaDriver) deliverAlterPartition(n *node, resp AlterPartitionRespon
 }
 
 func (d *replicaDriver) alterPartition(a *args) {
-	n := d.node(a.t, a.int32("id"))
-	if !a.has("controller") {
+	n := d.node(a.T, a.Int32("id"))
+	if !a.Has("controller") {
 		if d.sendAlterPartition(n) != nil {
 			d.answerAlterPartition(a, n)
 		}
 		return
 	}
-	c := d.controller(a.t)
+	c := d.controller(a.T)
 	req := d.sendAlterPartition(n)
 	if req == nil {
 		return
@@ -517,8 +519,8 @@ func (d *replicaDriver) alterPartition(a *args) {
 }
 
 func (d *replicaDriver) lowWatermark(a *args) {
-	n := d.node(a.t, a.int32("id"))
-	alive := a.ids("alive")
+	n := d.node(a.T, a.Int32("id"))
+	alive := a.IDs("alive")
 	lw, ok := n.p.LowWatermark(func(id int32) bool { return slices.Contains(alive, id) })
 	if !ok {
 		d.printf("%d does not lead: no low watermark", n.id)
@@ -528,11 +530,11 @@ func (d *replicaDriver) lowWatermark(a *args) {
 }
 
 func (d *replicaDriver) compareLogs(a *args) {
-	ids := a.ids("id")
+	ids := a.IDs("id")
 	if len(ids) != 2 {
-		a.t.Fatalf("%s: compare-logs needs two ids", a.td.Pos)
+		a.T.Fatalf("%s: compare-logs needs two ids", a.Data.Pos)
 	}
-	x, y := d.node(a.t, ids[0]).log, d.node(a.t, ids[1]).log
+	x, y := d.node(a.T, ids[0]).log, d.node(a.T, ids[1]).log
 	for o := max(x.start, y.start); o < min(x.LogEndOffset(), y.LogEndOffset()); o++ {
 		if ex, ey := x.entries[o-x.start], y.entries[o-y.start]; ex != ey {
 			d.printf("the logs differ at offset %d: %d holds e%d[%s], %d holds e%d[%s]", o, ids[0], ex.epoch, ex.value, ids[1], ey.epoch, ey.value)
@@ -549,11 +551,11 @@ func (d *replicaDriver) compareLogs(a *args) {
 
 func (d *replicaDriver) status(a *args) {
 	ids := d.sortedIDs()
-	if a.has("id") {
-		ids = a.ids("id")
+	if a.Has("id") {
+		ids = a.IDs("id")
 	}
 	for _, id := range ids {
-		n := d.node(a.t, id)
+		n := d.node(a.T, id)
 		p := n.p
 		d.printf("%d: %s", id, formatRole(p))
 		d.printf("   %s", formatState(p.state))
@@ -577,7 +579,7 @@ func (d *replicaDriver) status(a *args) {
 			d.printf("   awaits a new state")
 		}
 	}
-	if d.ctrl != nil && !a.has("id") {
+	if d.ctrl != nil && !a.Has("id") {
 		d.printf("controller: %s", formatState(d.ctrl.state))
 	}
 }
@@ -588,19 +590,19 @@ func (d *replicaDriver) setController(a *args) {
 	c := &controllerView{
 		state: a.state(),
 		pol: ELRPolicy{
-			MinInsyncReplicas: int(a.int64Or("min-isr", 2)),
-			ELREnabled:        a.boolOr("elr-enabled", true),
-			UncleanEnabled:    a.boolOr("unclean-enabled", false),
+			MinInsyncReplicas: int(a.Int64Or("min-isr", 2)),
+			ELREnabled:        a.BoolOr("elr-enabled", true),
+			UncleanEnabled:    a.BoolOr("unclean-enabled", false),
 		},
-		fenced: a.ids("fenced"),
+		fenced: a.IDs("fenced"),
 	}
 	d.ctrl = c
 	d.printf("controller: %s", formatState(c.state))
 }
 
 func (d *replicaDriver) elect(a *args) {
-	c := d.controller(a.t)
-	alive := a.ids("alive")
+	c := d.controller(a.T)
+	alive := a.IDs("alive")
 	var kind ElectionKind
 	c.state, kind = Elect(c.state, c.pol, func(id int32) bool { return slices.Contains(alive, id) })
 	d.printf("election: %s", electionKindName(kind))
@@ -822,148 +824,58 @@ func formatError(err error) string {
 
 // --- Arguments ------------------------------------------------------------------
 
-// args reads one command's arguments and fails the test on any it did not
-// read, so that a misspelt argument cannot pass unnoticed.
-type args struct {
-	t    *testing.T
-	td   *datadriven.TestData
-	used map[string]bool
-}
-
-func newArgs(t *testing.T, td *datadriven.TestData) *args {
-	return &args{t: t, td: td, used: map[string]bool{}}
-}
-
-func (a *args) lookup(key string) ([]string, bool) {
-	for _, arg := range a.td.CmdArgs {
-		if arg.Key == key {
-			a.used[key] = true
-			return arg.Vals, true
-		}
-	}
-	return nil, false
-}
-
-func (a *args) has(key string) bool {
-	_, ok := a.lookup(key)
-	return ok
-}
-
-func (a *args) done() {
-	for _, arg := range a.td.CmdArgs {
-		if !a.used[arg.Key] {
-			a.t.Fatalf("%s: %s does not take %q", a.td.Pos, a.td.Cmd, arg.Key)
-		}
-	}
-}
-
-func (a *args) lookupStr(key string) (string, bool) {
-	vals, ok := a.lookup(key)
-	return strings.Join(vals, ","), ok
-}
+// args reads one command's arguments (transcript.Args), with the readers
+// only this package's commands need.
+type args struct{ *transcript.Args }
 
 func (a *args) lookupInt64(key string) (int64, bool) {
-	s, ok := a.lookupStr(key)
+	s, ok := a.LookupStr(key)
 	if !ok {
 		return 0, false
 	}
-	return parseInt(a.t, s), true
-}
-
-func (a *args) int64(key string) int64 {
-	v, ok := a.lookupInt64(key)
-	if !ok {
-		a.t.Fatalf("%s: %s needs %s=", a.td.Pos, a.td.Cmd, key)
-	}
-	return v
-}
-
-func (a *args) int64Or(key string, def int64) int64 {
-	if v, ok := a.lookupInt64(key); ok {
-		return v
-	}
-	return def
-}
-
-func (a *args) int32(key string) int32 { return int32(a.int64(key)) }
-
-func (a *args) int32Or(key string, def int32) int32 { return int32(a.int64Or(key, int64(def))) }
-
-func (a *args) boolOr(key string, def bool) bool {
-	s, ok := a.lookupStr(key)
-	if !ok {
-		return def
-	}
-	v, err := strconv.ParseBool(s)
-	if err != nil {
-		a.t.Fatalf("%s: %s=%q: %v", a.td.Pos, key, s, err)
-	}
-	return v
+	return transcript.ParseInt(a.T, s), true
 }
 
 // now is the command's now=, which becomes the driver's time.
 func (a *args) now(d *replicaDriver) int64 {
-	d.nowMs = a.int64Or("now", d.nowMs)
+	d.nowMs = a.Int64Or("now", d.nowMs)
 	return d.nowMs
 }
 
 // epoch reads a leader epoch, "none" being NoEpoch.
 func (a *args) epoch(key string) int32 {
-	s, ok := a.lookupStr(key)
+	s, ok := a.LookupStr(key)
 	if !ok {
-		a.t.Fatalf("%s: %s needs %s=", a.td.Pos, a.td.Cmd, key)
+		a.T.Fatalf("%s: %s needs %s=", a.Data.Pos, a.Data.Cmd, key)
 	}
 	if s == "none" {
 		return NoEpoch
 	}
-	return int32(parseInt(a.t, s))
-}
-
-// strs reads a list given as a,b,c or (a, b, c).
-func (a *args) strs(key string) []string {
-	vals, _ := a.lookup(key)
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-// ids reads a list of replica ids; an absent or empty list is nil.
-func (a *args) ids(key string) []int32 {
-	var out []int32
-	for _, s := range a.strs(key) {
-		out = append(out, int32(parseInt(a.t, s)))
-	}
-	return out
+	return int32(transcript.ParseInt(a.T, s))
 }
 
 func (a *args) state() PartitionState {
 	leader := NoLeader
-	if s, ok := a.lookupStr("leader"); ok && s != "none" {
-		leader = int32(parseInt(a.t, s))
+	if s, ok := a.LookupStr("leader"); ok && s != "none" {
+		leader = int32(transcript.ParseInt(a.T, s))
 	}
 	return PartitionState{
-		LeaderID: leader, LeaderEpoch: a.int32Or("epoch", 0), PartitionEpoch: a.int32Or("partition-epoch", 0),
-		Replicas: a.ids("replicas"), ISR: a.ids("isr"), ELR: a.ids("elr"), LastKnownELR: a.ids("last-known-elr"),
+		LeaderID: leader, LeaderEpoch: a.Int32Or("epoch", 0), PartitionEpoch: a.Int32Or("partition-epoch", 0),
+		Replicas: a.IDs("replicas"), ISR: a.IDs("isr"), ELR: a.IDs("elr"), LastKnownELR: a.IDs("last-known-elr"),
 	}
 }
 
 func (a *args) acks() int16 {
-	s, _ := a.lookupStr("acks")
+	s, _ := a.LookupStr("acks")
 	if s == "all" {
 		return AcksAll
 	}
-	return int16(parseInt(a.t, s))
+	return int16(transcript.ParseInt(a.T, s))
 }
 
 // errorCode reads a Kafka error name (NOT_LEADER_OR_FOLLOWER); absent is 0.
 func (a *args) errorCode(key string) int16 {
-	s, ok := a.lookupStr(key)
+	s, ok := a.LookupStr(key)
 	if !ok {
 		return codeNone
 	}
@@ -972,13 +884,13 @@ func (a *args) errorCode(key string) int16 {
 			return code
 		}
 	}
-	a.t.Fatalf("%s: unknown Kafka error %q", a.td.Pos, s)
+	a.T.Fatalf("%s: unknown Kafka error %q", a.Data.Pos, s)
 	return 0
 }
 
 func (a *args) bugs() Bugs {
 	var b Bugs
-	for _, name := range a.strs("bugs") {
+	for _, name := range a.Strs("bugs") {
 		switch name {
 		case "hw-truncation":
 			b.HWTruncation = true
@@ -991,7 +903,7 @@ func (a *args) bugs() Bugs {
 		case "follower-past-hw":
 			b.FollowerPastHW = true
 		default:
-			a.t.Fatalf("%s: unknown planted bug %q", a.td.Pos, name)
+			a.T.Fatalf("%s: unknown planted bug %q", a.Data.Pos, name)
 		}
 	}
 	return b
@@ -1000,27 +912,19 @@ func (a *args) bugs() Bugs {
 // fillLog appends log=(e0: a b, e1: c, e0: old*10) to l: each value is an
 // epoch and its records; tag*N stands for N records named tag@offset.
 func (a *args) fillLog(l *fakeLog) {
-	vals, _ := a.lookup("log")
+	vals, _ := a.Lookup("log")
 	for _, v := range vals {
 		epoch, records, ok := strings.Cut(v, ":")
 		if !ok || !strings.HasPrefix(epoch, "e") {
-			a.t.Fatalf("%s: log value %q: want eEPOCH: records", a.td.Pos, v)
+			a.T.Fatalf("%s: log value %q: want eEPOCH: records", a.Data.Pos, v)
 		}
-		e := int32(parseInt(a.t, strings.TrimPrefix(epoch, "e")))
+		e := int32(transcript.ParseInt(a.T, strings.TrimPrefix(epoch, "e")))
 		for _, r := range strings.Fields(records) {
 			if tag, count, many := strings.Cut(r, "*"); many {
-				l.appendN(e, int(parseInt(a.t, count)), tag)
+				l.appendN(e, int(transcript.ParseInt(a.T, count)), tag)
 			} else {
 				l.append(e, r)
 			}
 		}
 	}
-}
-
-func parseInt(t *testing.T, s string) int64 {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		t.Fatalf("%q is not a number: %v", s, err)
-	}
-	return v
 }
