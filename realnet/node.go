@@ -109,6 +109,15 @@ func Start(opts Options) (*Node, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := opts.Config
+	if err := cfg.CheckProtocolsServed(servedSecurityProtocols); err != nil {
+		for _, l := range opts.Listeners {
+			l.Close()
+		}
+		for _, l := range opts.LogDirLocks {
+			l.Release()
+		}
+		return nil, err
+	}
 	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}, locks: opts.LogDirLocks}
 	go n.loop.Run()
 	n.net = newNetwork(n.loop, cfg, logger)

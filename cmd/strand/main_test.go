@@ -192,7 +192,7 @@ func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	status := make(chan int, 1)
 	go func() {
-		status <- serveUntil(ctx, []string{"--config", cfgPath, "--override", "sasl.enabled.mechanisms=PLAIN",
+		status <- serveUntil(ctx, []string{"--config", cfgPath, "--override", "num.io.threads=8",
 			// Port 0: the test must not collide with a broker on 9092.
 			"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"}, &stdout, &stderr)
 	}()
@@ -206,7 +206,7 @@ func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not stop within 60 s of the stop signal")
 	}
-	for _, key := range []string{"num.network.threads", "zookeeper.connect", "sasl.enabled.mechanisms"} {
+	for _, key := range []string{"num.network.threads", "zookeeper.connect", "num.io.threads"} {
 		if !strings.Contains(stderr.String(), "key="+key) {
 			t.Errorf("stderr does not name unknown key %s:\n%s", key, stderr.String())
 		}
@@ -220,6 +220,29 @@ func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 	voters := []config.Voter{{ID: 1, Host: "127.0.0.1", Port: 9093}}
 	if m.NodeID != 1 || m.ClusterID != config.DeriveClusterID(voters) {
 		t.Errorf("serve formatted %+v, want node 1 and the id derived from the voters", m)
+	}
+}
+
+// TestServeRefusesUnimplementedSecurityKeys: a security key Strand does not
+// implement stops serve with status 1 and a message naming it (SPEC.md
+// §10, security settings fail closed), where it used to warn and serve
+// wide open.
+func TestServeRefusesUnimplementedSecurityKeys(t *testing.T) {
+	for _, line := range []string{"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"ssl.client.auth=required", "allow.everyone.if.no.acl.found=false"} {
+		dir := filepath.Join(t.TempDir(), "data")
+		key, _, _ := strings.Cut(line, "=")
+		status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, line))
+		if status != 1 || !strings.Contains(stderr, "config key "+key+": is a security setting Strand does not implement") {
+			t.Errorf("%s: status %d, stderr %q", line, status, stderr)
+		}
+	}
+	// super.users is implemented; a secured listener is not yet served.
+	dir := filepath.Join(t.TempDir(), "data")
+	status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, "super.users=User:admin",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"))
+	if status != 1 || !strings.Contains(stderr, "maps listener CONTROLLER to SASL_SSL, which this build does not serve") {
+		t.Errorf("SASL_SSL controller listener: status %d, stderr %q", status, stderr)
 	}
 }
 

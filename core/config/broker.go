@@ -35,6 +35,10 @@ type Broker struct {
 	InterBrokerListenerName string
 	// QuorumVoters is controller.quorum.voters.
 	QuorumVoters []Voter
+	// SuperUsers is super.users: the principals ("User:alice") allowed
+	// everything, and until ACLs exist the only cluster members a secured
+	// control plane admits (SPEC.md §10).
+	SuperUsers []string
 
 	// LogDirs is log.dirs, or log.dir when log.dirs is unset.
 	LogDirs []string
@@ -252,12 +256,19 @@ func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
 func FromProperties(props map[string]string) (Broker, Warnings, error) {
 	b := builder{explicit: map[string]string{}}
 	_, b.bootstrapServersSet = props["controller.quorum.bootstrap.servers"]
+	var unknown []string
 	for _, key := range slices.Sorted(maps.Keys(props)) {
 		if _, known := brokerKeys[key]; known {
 			b.explicit[key] = strings.TrimSpace(props[key])
 			continue
 		}
-		b.warnings = append(b.warnings, Warning{Key: key, Message: "not implemented by Strand (or not a Kafka key); ignored"})
+		unknown = append(unknown, key)
+		if !IsSecurityKey(key) {
+			b.warnings = append(b.warnings, Warning{Key: key, Message: "not implemented by Strand (or not a Kafka key); ignored"})
+		}
+	}
+	if err := refuseUnimplementedSecurity(unknown); err != nil {
+		return Broker{}, b.sortedWarnings(), err
 	}
 	if err := b.applyAll(props); err != nil {
 		return Broker{}, b.sortedWarnings(), err

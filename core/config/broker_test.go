@@ -228,12 +228,12 @@ func TestMinInsyncAboveReplicationFactorIsAccepted(t *testing.T) {
 
 func TestUnknownKeysAreSortedWarnings(t *testing.T) {
 	b, warnings, err := parseWith(t, map[string]string{
-		"zookeeper.connect": "localhost:2181", "num.network.threads": "3", "ssl.keystore.location": "/x",
+		"zookeeper.connect": "localhost:2181", "num.network.threads": "3", "listener.name.plaintext.max.connections": "10",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"num.network.threads", "ssl.keystore.location", "zookeeper.connect"}
+	want := []string{"listener.name.plaintext.max.connections", "num.network.threads", "zookeeper.connect"}
 	if !slices.Equal(warnings.Keys(), want) {
 		t.Errorf("warning keys = %v, want %v", warnings.Keys(), want)
 	}
@@ -302,7 +302,6 @@ func TestValidationErrorsNameTheirKey(t *testing.T) {
 		{"no controller listener names", "", map[string]string{"controller.listener.names": ""}, "controller.listener.names", "required"},
 		{"controller-only with a broker listener", "", map[string]string{"process.roles": "controller"}, "listeners", "PLAINTEXT"},
 		{"listener without protocol", "", map[string]string{"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,EXTERNAL://:9094"}, "listeners", "EXTERNAL"},
-		{"unimplemented protocol", "", map[string]string{"listeners": "SSL://:9092,CONTROLLER://:9093"}, "listeners", "SSL"},
 		{"malformed listener", "", map[string]string{"listeners": "PLAINTEXT:9092"}, "listeners", "NAME://host:port"},
 		{"duplicate listener name", "", map[string]string{"listeners": "PLAINTEXT://:9092,plaintext://:9094,CONTROLLER://:9093"}, "listeners", "more than once"},
 		{"same address twice", "", map[string]string{"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9092"}, "listeners", "same address"},

@@ -13,5 +13,6 @@
 // memory limit, a key Kafka does not have), the key's entry in keys.go says
 // so. Kafka keys that Strand does not implement are not errors: Parse returns
 // them as Warnings, which the binary logs by name at start-up
-// (CLARIFICATIONS.md, "Listeners").
+// (CLARIFICATIONS.md, "Listeners"), except security keys, which fail
+// closed: an unimplemented one refuses the start (security.go, SPEC.md §10).
 package config

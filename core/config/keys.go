@@ -99,6 +99,12 @@ var brokerKeys = map[string]keyDef{
 		}
 		return nil
 	}},
+	// super.users: principals that may do everything, the cluster's
+	// members until ACLs exist (SPEC.md §10). Kafka's default is empty.
+	"super.users": {defaultValue: "", hasDefault: true, apply: func(b *builder, k, v string) (err error) {
+		b.SuperUsers, err = parsePrincipals(k, v)
+		return err
+	}},
 	"controller.quorum.voters": {defaultValue: "", hasDefault: true, apply: func(b *builder, k, v string) (err error) {
 		b.QuorumVoters, err = parseVoters(k, v)
 		return err

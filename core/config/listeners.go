@@ -1,17 +1,21 @@
 package config
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
 	"strand/core/env"
 )
 
-// SecurityProtocolPlaintext is the only security protocol Strand implements.
-// Kafka's others (SSL, SASL_PLAINTEXT, SASL_SSL) are recognised in
-// listener.security.protocol.map but rejected when a listener uses them,
-// rather than served without the security the operator asked for.
+// SecurityProtocolPlaintext is the protocol whose connections do not
+// authenticate: every one is User:ANONYMOUS. Kafka's others (SSL,
+// SASL_PLAINTEXT, SASL_SSL) are parsed too; an environment that does not
+// serve one refuses to start a listener on it (Broker.CheckProtocolsServed).
 const SecurityProtocolPlaintext = "PLAINTEXT"
+
+// SecurityProtocols are the protocol names Kafka knows, in its order.
+func SecurityProtocols() []string { return slices.Clone(kafkaSecurityProtocols) }
 
 // kafkaSecurityProtocols are the protocol names Kafka knows.
 var kafkaSecurityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}

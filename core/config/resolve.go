@@ -27,6 +27,9 @@ func (b *builder) resolve() error {
 			return err
 		}
 	}
+	if err := b.resolveSecurity(); err != nil {
+		return err
+	}
 	return b.checkLimits()
 }
 
@@ -120,17 +123,16 @@ func (b *builder) resolveListeners() error {
 	return nil
 }
 
-// withProtocols resolves the security protocol of each listener, refusing
-// the protocols Strand does not implement.
+// withProtocols resolves the security protocol of each listener. Whether
+// the environment serves it is the environment's to check
+// (Broker.CheckProtocolsServed): realnet does not serve TLS or SASL yet,
+// the simulator authenticates every protocol.
 func (b *builder) withProtocols(key string, raw []rawListener) ([]Listener, error) {
 	listeners := make([]Listener, 0, len(raw))
 	for _, r := range raw {
 		protocol, ok := b.ListenerSecurityProtocols[r.name]
 		if !ok {
 			return nil, keyError(key, "listener %s has no security protocol: add %s:PLAINTEXT to listener.security.protocol.map", r.name, r.name)
-		}
-		if protocol != SecurityProtocolPlaintext {
-			return nil, keyError(key, "listener %s uses security protocol %s, which Strand does not implement (only PLAINTEXT)", r.name, protocol)
 		}
 		listeners = append(listeners, Listener{Name: r.name, Host: r.host, Port: r.port, SecurityProtocol: protocol})
 	}
