@@ -132,7 +132,7 @@ func stressNetwork(t *testing.T) (*Loop, *Network, *stressHandler, net.Addr) {
 	n := newNetwork(loop, cfg, testLogger(t, 1))
 	h := &stressHandler{n: n, clock: NewClock(loop), requests: map[env.ConnID]int32{}, closed: map[env.ConnID]bool{}}
 	versions := []kmsg.ApiVersionsResponseApiKey{{ApiKey: kmsg.ApiVersions.Int16(), MinVersion: 0, MaxVersion: 3}}
-	n.setHandler(h, versions, versions)
+	n.setHandler(h, func(string) []kmsg.ApiVersionsResponseApiKey { return versions }, versions)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ type Network struct {
 	// the first connection is accepted, and only read afterwards.
 	handler    env.Handler
 	supported  func(key, version int16) bool
-	advertised []kmsg.ApiVersionsResponseApiKey
+	advertised func(listener string) []kmsg.ApiVersionsResponseApiKey
 
 	mu         sync.Mutex
 	conns      map[env.ConnID]*serverConn
@@ -59,12 +59,13 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) *Network {
 }
 
 // setHandler names the node requests are delivered to, the version table
-// it advertises to clients (KIP-511's answer to an unsupported ApiVersions
-// lists it) and the table it accepts, from which the readers' acceptance
-// test is built, so that what is accepted cannot drift from the node's
-// tables. accepted is advertised plus the voters' Raft Fetch versions on a
-// node that is also a controller (broker.Node.AcceptedVersions).
-func (n *Network) setHandler(h env.Handler, advertised, accepted []kmsg.ApiVersionsResponseApiKey) {
+// it advertises on each listener (KIP-511's answer to an unsupported
+// ApiVersions lists the connection's listener's) and the table it accepts
+// on any listener, from which the readers' acceptance test is built, so
+// that what is accepted cannot drift from the node's tables
+// (broker.Node.AdvertisedVersions, AcceptedVersions); the node refuses
+// what the request's own listener does not serve.
+func (n *Network) setHandler(h env.Handler, advertised func(listener string) []kmsg.ApiVersionsResponseApiKey, accepted []kmsg.ApiVersionsResponseApiKey) {
 	n.handler = h
 	n.advertised = advertised
 	n.supported = wire.VersionsSupported(accepted)

@@ -195,7 +195,7 @@ func Start(opts Options) (*Node, error) {
 		coreCfg := broker.Config{Broker: cfg, ClusterID: opts.ClusterID, OnInitialUnfence: n.serveWaitingListeners, Log: newCoreLogger(logger)}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
 		if err == nil {
-			n.net.setHandler(n.core, n.core.AdvertisedVersions(), n.core.AcceptedVersions())
+			n.net.setHandler(n.core, n.core.AdvertisedVersions, n.core.AcceptedVersions())
 			n.net.peers.brokerAddress = n.brokerAddress
 		}
 	})

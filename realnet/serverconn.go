@@ -247,7 +247,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		var reqErr *wire.RequestError
 		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer with v0 and our table so the client retries.
-			resp := wire.AppendResponse(nil, hdr.CorrelationID, wire.APIVersionsUnsupported(sc.net.advertised))
+			resp := wire.AppendResponse(nil, hdr.CorrelationID, wire.APIVersionsUnsupported(sc.net.advertised(sc.listener)))
 			if _, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size, answered: true, frame: resp}, int64(len(resp))); !ok {
 				return net.ErrClosed
 			}

@@ -78,6 +78,19 @@ type produceSlot struct {
 	precheck *batchPrecheck
 }
 
+// handleProduceRequest serves a Produce as decoded or as pre-checked on a
+// connection goroutine (api_00_produce_precheck.go).
+func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	switch r := req.(type) {
+	case *PrecheckedProduce:
+		n.handleProduce(conn, hdr, r.ProduceRequest, r)
+	case *kmsg.ProduceRequest:
+		n.handleProduce(conn, hdr, r, nil)
+	default:
+		n.net.Close(conn, hdr.CorrelationID)
+	}
+}
+
 // handleProduce serves a Produce. prechecked, when not nil, carries the
 // verdicts of PrecheckRequest on req's batches, which spare the loop the
 // byte-level checks; without it every batch is checked here in full.

@@ -66,8 +66,8 @@ type recompression struct {
 // the request is exactly what it would be without the pre-check.
 func (n *Node) PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
 	produce, ok := req.(*kmsg.ProduceRequest)
-	if !ok || hdr.APIKey != kmsg.Produce.Int16() {
-		return req
+	if !ok || hdr.APIKey != kmsg.Produce.Int16() || !n.listenerServes(hdr.Listener, hdr.APIKey) {
+		return req // nothing is decompressed for a listener that refuses the request (SPEC.md §10)
 	}
 	// keepBytes bounds the copies the request keeps in all (see
 	// recompression.stored): its own batch bytes plus one

@@ -17,8 +17,9 @@ package broker
 // strand.purgatory.requests.max and, per partition (counting acks=all
 // produces), strand.purgatory.requests.per.partition.max: beyond them,
 // fetches are answered at once.
-// A fetch of __cluster_metadata-0 goes to the controller role
-// (core/controller).
+// This is a broker listener's Fetch. The metadata log is fetched only on
+// the controller listener (controller_role.go, handleControllerFetch);
+// here __cluster_metadata-0 is a partition no broker hosts.
 //
 // Fetch sessions (KIP-227, v7+): fetch_session.go and fetch_session_use.go.
 // A full fetch with SessionEpoch 0 gets a session when answered (if the
@@ -46,7 +47,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/metadata"
 	"strand/core/replica"
@@ -85,16 +85,6 @@ type parkedPartition struct {
 const followerReadVersionMin = 11
 
 func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
-	if controller.Handles(req) { // a fetch of the metadata log
-		n.handleControllerRequest(conn, hdr, req)
-		return
-	}
-	if !n.cfg.Broker.Roles.Broker || req.Version > fetchEncodedVersionMax {
-		// A partition Fetch above the advertised versions (a voter's
-		// version, accepted for the metadata log only) is a client bug.
-		n.net.Close(conn, hdr.CorrelationID)
-		return
-	}
 	if req.Version >= 15 {
 		req.ReplicaID = req.ReplicaState.ID // v15 moved it (KIP-903)
 	}

@@ -1,6 +1,6 @@
 package broker
 
-// Metadata (key 3), versions 1..12.
+// Metadata (key 3), versions 0..12 (v0 for kafka-python 2.0: api_table.go).
 //
 // Served: the unfenced brokers with their endpoint on the first advertised
 // listener; the controller id (this cluster's controller node if it is also

@@ -330,13 +330,14 @@ func TestControlledShutdownHandsOverTheController(t *testing.T) {
 	}
 }
 
-// TestControllerAdvertisesRaftRPCs: a controller's ApiVersions table names
-// the Raft RPCs voters send each other (Vote, BeginQuorumEpoch,
-// EndQuorumEpoch, FetchSnapshot, Fetch up to the voters' version) and the
-// controller RPCs brokers send, and the transport's acceptance test built
-// from AcceptedVersions lets every Raft RPC through in the version the
-// quorum's codec speaks. A node that is broker too offers clients Fetch
-// up to v16 (topic ids, sessions); a broker-only node names no Raft RPC.
+// TestControllerAdvertisesRaftRPCs: a controller listener's ApiVersions
+// table names the Raft RPCs voters send each other (Vote,
+// BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, Fetch up to the voters'
+// version) and the controller RPCs brokers send; a broker listener's names
+// none of them but Fetch (up to v16 for clients) and ApiVersions. The
+// transport's acceptance test built from a node's accepted table lets
+// every Raft RPC through in the version the quorum's codec speaks exactly
+// when the node is a controller.
 func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 	find := func(table []kmsg.ApiVersionsResponseApiKey, key int16) (kmsg.ApiVersionsResponseApiKey, bool) {
 		for _, k := range table {
@@ -348,30 +349,29 @@ func TestControllerAdvertisesRaftRPCs(t *testing.T) {
 	}
 	controllerKeys := []kmsg.Key{kmsg.Vote, kmsg.BeginQuorumEpoch, kmsg.EndQuorumEpoch, kmsg.FetchSnapshot, kmsg.Fetch,
 		kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs, kmsg.ApiVersions}
+	for _, kind := range []listenerKind{brokerListener, controllerListener} {
+		table := versionsTable(kind)
+		for _, key := range controllerKeys {
+			_, got := find(table, key.Int16())
+			want := kind == controllerListener || key == kmsg.Fetch || key == kmsg.ApiVersions
+			if got != want {
+				t.Errorf("%s listener: key %v advertised: %v, want %v", kind, key, got, want)
+			}
+		}
+		if f, _ := find(table, kmsg.Fetch.Int16()); f.MaxVersion != 16 {
+			t.Errorf("%s listener: Fetch advertised up to v%d, want v16", kind, f.MaxVersion)
+		}
+	}
 	for _, tc := range []struct {
-		name                 string
-		broker, controller   bool
-		advertisedFetchMax   int16
-		advertisesController bool
+		name               string
+		broker, controller bool
 	}{
-		{"controller only", false, true, 16, true},
-		{"broker and controller", true, true, 16, true},
-		{"broker only", true, false, 16, false},
+		{"controller only", false, true},
+		{"broker and controller", true, true},
+		{"broker only", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			advertised := advertisedVersions(tc.broker, tc.controller, false)
-			accepted := advertisedVersions(tc.broker, tc.controller, true)
-			for _, key := range controllerKeys {
-				_, got := find(advertised, key.Int16())
-				want := tc.advertisesController || (tc.broker && (key == kmsg.Fetch || key == kmsg.ApiVersions))
-				if got != want {
-					t.Errorf("key %v advertised: %v, want %v", key, got, want)
-				}
-			}
-			if f, _ := find(advertised, kmsg.Fetch.Int16()); f.MaxVersion != tc.advertisedFetchMax {
-				t.Errorf("Fetch advertised up to v%d, want v%d", f.MaxVersion, tc.advertisedFetchMax)
-			}
-			supported := wire.VersionsSupported(accepted)
+			supported := wire.VersionsSupported(versionsTable(listenerKindsOf(tc.broker, tc.controller)...))
 			for _, v := range quorum.Versions() {
 				// The voters' Fetch version is a client version too.
 				want := tc.controller || (tc.broker && v.Key == kmsg.Fetch.Int16() && v.Max <= fetchEncodedVersionMax)

@@ -71,10 +71,36 @@ func (n *Node) randInt63n(limit int64) int64 {
 	return int64(x>>1) % limit
 }
 
-// isQuorumRequest reports whether a request is a peer voter's Raft traffic
-// (quorum.IsVoterRequest). A broker following the metadata log fetches
-// with v12 instead and is served committed decisions by the controller.
-func isQuorumRequest(req kmsg.Request) bool { return quorum.IsVoterRequest(req) }
+// handleQuorumRequest hands a peer voter's Raft RPC to this node's voter,
+// in the versions core/quorum's codec speaks (the API table's). Only a
+// node without the controller role has no voter, and it has no controller
+// listener either: only the planted bug OpenControlPlane gets here then.
+func (n *Node) handleQuorumRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	if n.quorumNode == nil {
+		n.net.Close(conn, hdr.CorrelationID)
+		return
+	}
+	n.quorumNode.HandleRequest(conn, hdr, req, env.NodeID(n.id))
+}
+
+// handleControllerFetch serves a Fetch on a controller listener, where
+// only the metadata log is fetched: a voter's (v15+, with ReplicaState,
+// quorum.IsVoterRequest) goes to the quorum, a broker's (v12) to the
+// controller, which serves committed decisions. A Fetch of anything else
+// is INVALID_REQUEST, as KafkaRaftClient answers a fetch of another
+// partition.
+func (n *Node) handleControllerFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
+	switch {
+	case quorum.IsVoterRequest(req):
+		n.handleQuorumRequest(conn, hdr, req)
+	case controller.Handles(req):
+		n.handleControllerRequest(conn, hdr, req)
+	default:
+		resp := fetchError(req, kerr.InvalidRequest.Code)
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		n.net.Reply(conn, hdr.CorrelationID, resp)
+	}
+}
 
 // controllerConfigOf maps server.properties onto the controller's settings.
 func controllerConfigOf(b config.Broker) controller.Config {

@@ -10,12 +10,15 @@
 // # Layout
 //
 // Each Kafka API the node serves has one file, api_NN_name.go, opening with a
-// comment that lists the versions served and what is deliberately skipped.
-// api_versions.go holds the version tables: AdvertisedVersions, which
-// ApiVersions answers with, and AcceptedVersions (the same plus the voters'
-// Raft Fetch v15+ on a node that is also a controller), which the networks
-// give to wire.VersionsSupported so that what is accepted cannot drift from
-// what is advertised.
+// comment that lists the versions served and what is deliberately skipped
+// (a test holds the comment to the table). api_table.go registers every
+// API once: the kinds of listener that serve it (broker or controller),
+// its versions, its handler and what it requires of the connection's
+// principal (authorize.go). HandleRequest dispatches from it;
+// AdvertisedVersions, which ApiVersions answers with on each listener, and
+// AcceptedVersions, which the networks give to wire.VersionsSupported, are
+// built from it, so that what is served, advertised and accepted cannot
+// drift apart.
 //
 // # Lifecycle
 //

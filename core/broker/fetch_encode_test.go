@@ -153,11 +153,11 @@ func drawPartition(t *rapid.T, file env.File, version int16) (inline, encoded km
 // The encoder covers every Fetch version a broker advertises to clients.
 func TestFetchEncoderCoversAdvertisedVersions(t *testing.T) {
 	found := false
-	for _, r := range clientAPIs {
-		if r.key == kmsg.Fetch.Int16() {
+	for _, r := range versionsTable(brokerListener) {
+		if r.ApiKey == kmsg.Fetch.Int16() {
 			found = true
-			if r.min < fetchEncodedVersionMin || r.max > fetchEncodedVersionMax {
-				t.Fatalf("Fetch advertised v%d..v%d, encoder covers v%d..v%d", r.min, r.max, fetchEncodedVersionMin, fetchEncodedVersionMax)
+			if r.MinVersion < fetchEncodedVersionMin || r.MaxVersion > fetchEncodedVersionMax {
+				t.Fatalf("Fetch advertised v%d..v%d, encoder covers v%d..v%d", r.MinVersion, r.MaxVersion, fetchEncodedVersionMin, fetchEncodedVersionMax)
 			}
 		}
 	}

@@ -25,6 +25,10 @@ func TestFollowerRestartsAtALogStartInsideABatch(t *testing.T) {
 		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	c.isolate(3)
+	// A fetch of node 3's parked at the leader would be answered with the
+	// batch below, and that answer delivered when the network heals: let
+	// it expire first, so that node 3 is cut off before the batch exists.
+	c.run(replicaFetchMaxWaitMs + 10)
 	if r := c.produce(2, "r", 0, 1, recordBatch("a", "b", "c")); r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("acks=1: error %d offset %d", r.ErrorCode, r.BaseOffset)
 	}

@@ -112,7 +112,11 @@ func (c *cluster) addNode(id int32, props map[string]string) {
 		c.t.Fatalf("node %d config: %v", id, err)
 	}
 	proc := c.s.NewNode(id)
-	tn := &testNode{id: id, proc: proc, nn: c.net.AddNode(env.NodeID(id), proc),
+	nn := c.net.AddNode(env.NodeID(id), proc)
+	nn.SetListeners(simnet.ListenersOf(b))
+	nn.SetRoute(func(req kmsg.Request) string { return PeerListener(b, req) })
+	nn.SetPrincipal(fmt.Sprintf("User:broker-%d", id))
+	tn := &testNode{id: id, proc: proc, nn: nn,
 		clock: simclock.New(c.s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 		disk:  memdisk.New(memdisk.Options{Post: proc.Post}), cfg: Config{Broker: b}, logs: &capturedLogs{}}
 	tn.cfg.Log = env.NewLog(tn.logs)

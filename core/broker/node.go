@@ -72,6 +72,14 @@ type Bugs struct {
 	// Quorum are the planted Raft bugs (core/quorum), given to this node's
 	// metadata quorum voter.
 	Quorum quorum.Bugs
+	// OpenControlPlane: a listener serves every API, whatever its kind
+	// (apiFor), so the controller RPCs reach the controller from a client
+	// listener and Produce is appended from a controller listener.
+	OpenControlPlane bool
+	// ControlPlaneAnyPrincipal: a secured plane's CLUSTER_ACTION admits
+	// every principal (authorize.go), so a forged heartbeat from a
+	// non-member on a secured controller listener is served.
+	ControlPlaneAnyPrincipal bool
 	// SessionLogStartUntold: the leader's fetch sessions (KIP-227) count a
 	// changed log start offset as told without naming the partition in an
 	// incremental answer (fetch_session.go), so a follower learns a
@@ -131,8 +139,12 @@ type Node struct {
 	disks       []env.Disk
 	newID       IDSource
 	incarnation [16]byte
-	advertised  []kmsg.ApiVersionsResponseApiKey
-	logConfig   log.Config
+	// listenerKinds gives each of the node's listeners its kind, and
+	// advertised each kind its ApiVersions table (api_table.go). Fixed at
+	// New: PrecheckRequest reads listenerKinds on connection goroutines.
+	listenerKinds map[string]listenerKind
+	advertised    map[listenerKind][]kmsg.ApiVersionsResponseApiKey
+	logConfig     log.Config
 	// initialCatchUpDone latches the first caughtUpWithRegistration
 	// (noticeInitialCatchUp).
 	initialCatchUpDone bool
@@ -247,22 +259,26 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		return nil, errors.New("broker: no id source")
 	}
 	n := &Node{
-		cfg:          cfg,
-		id:           int32(b.NodeID),
-		clock:        clock,
-		net:          net,
-		disks:        disks,
-		newID:        ids,
-		incarnation:  ids(),
-		advertised:   advertisedVersions(b.Roles.Broker, b.Roles.Controller, false),
-		logConfig:    logConfigOf(b.TopicDefaults()),
-		controllerID: lowestVoter(b.QuorumVoters),
-		image:        metadata.NewImage(),
-		brokerEpoch:  -1,
-		partitions:   map[partitionKey]*partition{},
-		fetchers:     map[int32]*fetcher{},
-		produceWaits: map[uint64]*produceSlot{},
-		coordinators: map[int32]*coordinatorSlot{},
+		cfg:           cfg,
+		id:            int32(b.NodeID),
+		clock:         clock,
+		net:           net,
+		disks:         disks,
+		newID:         ids,
+		incarnation:   ids(),
+		listenerKinds: listenerKindsByName(b),
+		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
+		logConfig:     logConfigOf(b.TopicDefaults()),
+		controllerID:  lowestVoter(b.QuorumVoters),
+		image:         metadata.NewImage(),
+		brokerEpoch:   -1,
+		partitions:    map[partitionKey]*partition{},
+		fetchers:      map[int32]*fetcher{},
+		produceWaits:  map[uint64]*produceSlot{},
+		coordinators:  map[int32]*coordinatorSlot{},
+	}
+	for _, kind := range listenerKindsOf(b.Roles.Broker, b.Roles.Controller) {
+		n.advertised[kind] = versionsTable(kind)
 	}
 	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
 	n.precheckBatchBytesMax = int(b.MessageMaxBytes)
@@ -335,101 +351,42 @@ func (n *Node) ID() int32 { return n.id }
 // Image is the metadata this node has applied. Callers must not modify it.
 func (n *Node) Image() *metadata.Image { return n.image }
 
-// HandleRequest dispatches one request by API key. A version this node does
-// not advertise closes the connection, as Kafka does, except ApiVersions,
-// which gets KIP-511's v0 answer so the client can retry.
+// HandleRequest dispatches one request from the API table (api_table.go,
+// SPEC.md §10). A request on a listener this node does not have, or for
+// an API its listener does not serve, or in a version the listener does
+// not serve, closes the connection, as Kafka's SocketServer does for an API
+// its listener does not enable; an unsupported ApiVersions gets KIP-511's
+// v0 answer with the listener's table instead, so the client can retry. A
+// request whose principal may not make it is answered
+// CLUSTER_AUTHORIZATION_FAILED before its handler runs (authorize.go).
 func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	if req == nil || req.Key() != hdr.APIKey || req.GetVersion() != hdr.APIVersion {
 		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
-
-	if n.quorumNode != nil && isQuorumRequest(req) {
-		// A peer voter's Raft traffic, in the versions core/quorum's
-		// codec speaks.
-		n.quorumNode.HandleRequest(conn, hdr, req, env.NodeID(n.id))
+	kind, ok := n.listenerKind(hdr.Listener)
+	if !ok {
+		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
-	if !n.versionAdvertised(hdr.APIKey, hdr.APIVersion) {
+	api := n.apiFor(kind, hdr.APIKey)
+	if api == nil {
+		n.net.Close(conn, hdr.CorrelationID)
+		return
+	}
+	if hdr.APIVersion < api.versionMin || hdr.APIVersion > api.versionMax {
 		if hdr.APIKey == kmsg.ApiVersions.Int16() {
-			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised))
+			n.net.Reply(conn, hdr.CorrelationID, wire.APIVersionsUnsupported(n.advertised[kind]))
 			return
 		}
 		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
-	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		n.handleProduce(conn, hdr, r, nil)
-	case *PrecheckedProduce:
-		n.handleProduce(conn, hdr, r.ProduceRequest, r)
-	case *kmsg.FetchRequest:
-		n.handleFetch(conn, hdr, r)
-	case *kmsg.ListOffsetsRequest:
-		n.handleListOffsets(conn, hdr, r)
-	case *kmsg.MetadataRequest:
-		n.handleMetadata(conn, hdr, r)
-	case *kmsg.ApiVersionsRequest:
-		n.handleAPIVersions(conn, hdr, r)
-	case *kmsg.OffsetForLeaderEpochRequest:
-		n.handleOffsetForLeaderEpoch(conn, hdr, r)
-	case *kmsg.CreateTopicsRequest:
-		n.handleCreateTopics(conn, hdr, r)
-	case *kmsg.DeleteTopicsRequest:
-		n.handleDeleteTopics(conn, hdr, r)
-	case *kmsg.CreatePartitionsRequest:
-		n.handleCreatePartitions(conn, hdr, r)
-	case *kmsg.ElectLeadersRequest:
-		n.handleElectLeaders(conn, hdr, r)
-	case *kmsg.DeleteRecordsRequest:
-		n.handleDeleteRecords(conn, hdr, r)
-	case *kmsg.DescribeConfigsRequest:
-		n.handleDescribeConfigs(conn, hdr, r)
-	case *kmsg.AlterConfigsRequest:
-		n.handleAlterConfigs(conn, hdr, r)
-	case *kmsg.IncrementalAlterConfigsRequest:
-		n.handleIncrementalAlterConfigs(conn, hdr, r)
-	case *kmsg.DescribeClusterRequest:
-		n.handleDescribeCluster(conn, hdr, r)
-	case *kmsg.InitProducerIDRequest:
-		n.handleInitProducerID(conn, hdr, r)
-	case *kmsg.FindCoordinatorRequest:
-		n.handleFindCoordinator(conn, hdr, r)
-	case *kmsg.OffsetCommitRequest:
-		n.handleOffsetCommit(conn, hdr, r)
-	case *kmsg.OffsetFetchRequest:
-		n.handleOffsetFetch(conn, hdr, r)
-	case *kmsg.JoinGroupRequest:
-		n.handleJoinGroup(conn, hdr, r)
-	case *kmsg.HeartbeatRequest:
-		n.handleHeartbeat(conn, hdr, r)
-	case *kmsg.LeaveGroupRequest:
-		n.handleLeaveGroup(conn, hdr, r)
-	case *kmsg.SyncGroupRequest:
-		n.handleSyncGroup(conn, hdr, r)
-	case *kmsg.DescribeGroupsRequest:
-		n.handleDescribeGroups(conn, hdr, r)
-	case *kmsg.ListGroupsRequest:
-		n.handleListGroups(conn, hdr, r)
-	case *kmsg.DeleteGroupsRequest:
-		n.handleDeleteGroups(conn, hdr, r)
-	case *kmsg.OffsetDeleteRequest:
-		n.handleOffsetDelete(conn, hdr, r)
-	case *kmsg.DescribeLogDirsRequest:
-		n.handleDescribeLogDirs(conn, hdr, r)
-	case *kmsg.DescribeACLsRequest:
-		n.handleDescribeAcls(conn, hdr, r)
-	case *kmsg.CreateACLsRequest:
-		n.handleCreateAcls(conn, hdr, r)
-	case *kmsg.DeleteACLsRequest:
-		n.handleDeleteAcls(conn, hdr, r)
-	default:
-		if !controller.Handles(req) {
-			// Advertised but not dispatched would be a table bug.
-			panic(fmt.Sprintf("broker: advertised api key %d has no handler", hdr.APIKey))
-		}
-		n.handleControllerRequest(conn, hdr, req)
+	if !n.authorized(kind, hdr, api, req) {
+		n.net.Reply(conn, hdr.CorrelationID, clusterAuthorizationFailed(req))
+		return
 	}
+	api.handle(n, conn, hdr, req)
 }
 
 // HandleClosed forgets the requests parked for conn. Replies to it would be

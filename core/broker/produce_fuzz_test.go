@@ -93,7 +93,7 @@ func FuzzProduceRequest(f *testing.F) {
 		version := 3 + int16(input[0]%9)
 		wrapper.precheck = input[0]&0x80 != 0
 		frame := produceFrame(version, input[1:])
-		_, decoded, err := wire.ParseRequest(frame, tn.node.versionAdvertised)
+		_, decoded, err := wire.ParseRequest(frame, wire.VersionsSupported(tn.node.AdvertisedVersions("PLAINTEXT")))
 		if err != nil {
 			return // refused by the decoder: realnet closes the connection
 		}

@@ -17,7 +17,7 @@ import (
 func precheckProduce(t *testing.T, n *Node, topic string, records []byte) (*PrecheckedProduce, *batchPrecheck) {
 	t.Helper()
 	req := produceReq(topic, 0, -1, records)
-	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1}
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
 	prechecked, ok := n.PrecheckRequest(hdr, req).(*PrecheckedProduce)
 	if !ok {
 		t.Fatalf("PrecheckRequest did not pre-check a Produce")

@@ -142,7 +142,7 @@ func TestPrecheckOfOtherBytesIsIgnored(t *testing.T) {
 	tn := c.nodes[1]
 	good := recordBatch("a", "b")
 	req := produceReq("plain", 0, 1, good)
-	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1}
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
 	prechecked := tn.node.PrecheckRequest(hdr, req).(*PrecheckedProduce)
 	// The last byte is the last record's header count: 2 headers in no
 	// bytes is malformed, which only the record walk sees (the CRC is

@@ -42,7 +42,7 @@ func TestPrecheckCopiesBoundedPerRequest(t *testing.T) {
 		requestBytes += len(tiny)
 	}
 	req.Topics = append(req.Topics, rt)
-	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1}
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
 	prechecked, ok := n.PrecheckRequest(hdr, req).(*PrecheckedProduce)
 	if !ok {
 		t.Fatalf("PrecheckRequest did not pre-check a Produce")

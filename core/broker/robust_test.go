@@ -7,24 +7,26 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestEveryAdvertisedVersionAnswersEmptyRequest sends each advertised
-// (key, version) with an empty body: the node answers (or skips an acks=0
-// produce, or closes for a controller RPC it is not sent legitimately) and
-// never panics.
+// TestEveryAdvertisedVersionAnswersEmptyRequest sends each (key, version)
+// each listener advertises with an empty body: the node answers (or skips
+// an acks=0 produce) and never panics.
 func TestEveryAdvertisedVersionAnswersEmptyRequest(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
-	for _, k := range c.nodes[1].node.AdvertisedVersions() {
-		for v := k.MinVersion; v <= k.MaxVersion; v++ {
-			req := kmsg.RequestForKey(k.ApiKey)
-			req.SetVersion(v)
-			resp, err := c.send(1, req)()
-			if err != nil {
-				t.Errorf("key %d v%d: %v", k.ApiKey, v, err)
-				continue
-			}
-			if resp == nil && k.ApiKey != 0 { // an empty Produce has acks 0
-				t.Errorf("key %d v%d: no response", k.ApiKey, v)
+	f := c.newForger("User:ANONYMOUS")
+	for _, listener := range []string{"PLAINTEXT", "CONTROLLER"} {
+		for _, k := range c.nodes[1].node.AdvertisedVersions(listener) {
+			for v := k.MinVersion; v <= k.MaxVersion; v++ {
+				req := kmsg.RequestForKey(k.ApiKey)
+				req.SetVersion(v)
+				resp, err := f.send(1, listener, req)
+				if err != nil {
+					t.Errorf("%s listener, key %d v%d: %v", listener, k.ApiKey, v, err)
+					continue
+				}
+				if resp == nil && k.ApiKey != 0 { // an empty Produce has acks 0
+					t.Errorf("%s listener, key %d v%d: no response", listener, k.ApiKey, v)
+				}
 			}
 		}
 	}

@@ -5,8 +5,23 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/config"
+	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/quorum"
 )
+
+// PeerListener names the listener of a peer that a node configured as b
+// sends req to (SPEC.md §10): its controller listener for the controller
+// RPCs and the metadata quorum's traffic, which only a controller listener
+// serves, and the inter-broker listener for everything else (replica
+// fetches). Environments route a node's own requests by it.
+func PeerListener(b config.Broker, req kmsg.Request) string {
+	if controller.Handles(req) || quorum.IsQuorumRequest(req) {
+		return b.ControllerListenerNames[0]
+	}
+	return b.InterBrokerListenerName
+}
 
 // requestTimeoutMs bounds every request this node sends to a peer
 // (Kafka's request.timeout.ms / replica.socket.timeout.ms defaults).

@@ -125,7 +125,10 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			return nil, err
 		}
 		proc := s.NewNode(id)
-		n := &Node{ID: id, Proc: proc, Net: c.Net.AddNode(env.NodeID(id), proc),
+		nodeNet := c.Net.AddNode(env.NodeID(id), proc)
+		nodeNet.SetListeners(simnet.ListenersOf(b))
+		nodeNet.SetRoute(func(req kmsg.Request) string { return broker.PeerListener(b, req) })
+		n := &Node{ID: id, Proc: proc, Net: nodeNet,
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
 			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}

@@ -24,21 +24,39 @@ func (n *Network) AddClient(clientID string, proc *sched.Node) *Client {
 // Host returns the client's host, for faults.
 func (c *Client) Host() HostID { return c.host.id }
 
+// SetPrincipal is what the client authenticates as on secured listeners
+// ("User:alice"); unset, it is env.AnonymousPrincipal.
+func (c *Client) SetPrincipal(principal string) { c.host.principal = principal }
+
 // ClientConn is one connection a Client opened.
 type ClientConn struct {
 	c *conn
 }
 
-// Dial opens a connection to node. onClosed, if not nil, runs on the
-// client's event loop when the connection ends without the client closing
-// it (a reset, or the node closing it), after the outstanding callbacks have
-// failed. A node that is down refuses the connection: the first Send fails.
+// Dial opens a connection to node's first listener (its client
+// listener). onClosed, if not nil, runs on the client's event loop when
+// the connection ends without the client closing it (a reset, or the node
+// closing it), after the outstanding callbacks have failed. A node that is
+// down refuses the connection: the first Send fails.
 func (c *Client) Dial(node env.NodeID, onClosed func(error)) (*ClientConn, error) {
 	target := c.host.net.nodes[node]
 	if target == nil {
 		return nil, fmt.Errorf("dial node %d: %w", node, ErrUnknownNode)
 	}
-	conn := c.host.net.dial(c.host, target)
+	return c.DialListener(node, target.defaultListener(), onClosed)
+}
+
+// DialListener is Dial to node's listener named listener.
+func (c *Client) DialListener(node env.NodeID, listener string, onClosed func(error)) (*ClientConn, error) {
+	target := c.host.net.nodes[node]
+	if target == nil {
+		return nil, fmt.Errorf("dial node %d: %w", node, ErrUnknownNode)
+	}
+	l, ok := target.listener(listener)
+	if !ok {
+		return nil, fmt.Errorf("dial node %d's listener %q: %w", node, listener, ErrUnknownListener)
+	}
+	conn := c.host.net.dial(c.host, target, l)
 	conn.onClosed = onClosed
 	return &ClientConn{c: conn}, nil
 }

@@ -103,6 +103,10 @@ type conn struct {
 	closeTimer sched.Handle
 	// peerKey is the client node's key for this connection in its peers.
 	peerKey peerKey
+	// listener is the server's listener the connection was made to, and
+	// principal what the client end authenticated as there: every
+	// request delivered carries both.
+	listener, principal string
 }
 
 func newConn(n *Network, id env.ConnID, client, server *Host) *conn {
@@ -275,7 +279,7 @@ func (c *conn) serverReceive(f frame) {
 		c.malformed(server, err)
 		return
 	}
-	header.ClientHost = c.client.address()
+	header.ClientHost, header.Listener, header.Principal = c.client.address(), c.listener, c.principal
 	c.awaiting = append(c.awaiting, awaitingReply{correlationID: header.CorrelationID})
 	if !c.serverSaw {
 		c.serverSaw = true

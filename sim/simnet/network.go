@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"strand/core/env"
 	"strand/sim/sched"
 )
@@ -19,6 +21,9 @@ var (
 	ErrConnClosed = errors.New("connection closed")
 	// ErrUnknownNode: the destination node does not exist.
 	ErrUnknownNode = errors.New("unknown node")
+	// ErrUnknownListener: the destination node has no listener of that
+	// name.
+	ErrUnknownListener = errors.New("unknown listener")
 )
 
 // HostID names a host (a node or a client) on the network, for faults. Hosts
@@ -118,13 +123,36 @@ type Host struct {
 	// peers holds a node's outbound connections to each peer; only looked
 	// up.
 	peers map[peerKey]*conn
+	// listeners are a node's listeners (SetListeners); none means one
+	// unnamed listener, for handlers that do not look at the listener.
+	listeners []Listener
+	// route names the peer listener each of a node's own requests goes to
+	// (SetRoute); nil sends them to the peer's first listener.
+	route func(kmsg.Request) string
+	// principal is what the host authenticates as on a secured listener
+	// (SetPrincipal); "" is env.AnonymousPrincipal.
+	principal string
 }
 
-// peerKey names a node's outbound connection: one per peer for Raft
-// traffic between voters, one for everything else.
+// Listener is one of a node's listeners (listeners=NAME://host:port).
+// A request arriving on it carries its name in env.RequestHeader.Listener.
+type Listener struct {
+	Name string
+	// Secured: the listener authenticates its connections, as an SSL or
+	// SASL listener does in production; a connection to it has the
+	// principal of the host that dialled it (SetPrincipal), where on an
+	// unsecured one every connection is env.AnonymousPrincipal. simnet
+	// does no handshake: authentication is the environment's (realnet's),
+	// and the core sees only its outcome, the principal.
+	Secured bool
+}
+
+// peerKey names a node's outbound connection: one per peer, listener and
+// kind of traffic (Raft traffic between voters has its own).
 type peerKey struct {
-	node  env.NodeID
-	voter bool
+	node     env.NodeID
+	listener string
+	voter    bool
 }
 
 // ID returns the host's number, which fault calls take.
@@ -217,13 +245,45 @@ func (n *Network) forget(c *conn) {
 	panic(fmt.Sprintf("simnet: forgetting connection %d, which is not open", c.id))
 }
 
-// dial opens a connection from client to server.
-func (n *Network) dial(client, server *Host) *conn {
+// listener finds the listener of h named name. A host without listeners
+// has one unnamed listener.
+func (h *Host) listener(name string) (Listener, bool) {
+	if len(h.listeners) == 0 {
+		return Listener{}, name == ""
+	}
+	for _, l := range h.listeners {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
+
+// defaultListener is the listener a Dial without one connects to: the
+// node's first (its client listener, a bootstrap address).
+func (h *Host) defaultListener() string {
+	if len(h.listeners) == 0 {
+		return ""
+	}
+	return h.listeners[0].Name
+}
+
+// principalOn is the principal of a connection h opens to l.
+func (h *Host) principalOn(l Listener) string {
+	if !l.Secured || h.principal == "" {
+		return env.AnonymousPrincipal
+	}
+	return h.principal
+}
+
+// dial opens a connection from client to server's listener l.
+func (n *Network) dial(client, server *Host, l Listener) *conn {
 	if !server.isNode {
 		panic(fmt.Sprintf("simnet: dialing host %d, which is a client", server.id))
 	}
 	n.connIDLast++
 	c := newConn(n, env.ConnID(n.connIDLast), client, server)
+	c.listener, c.principal = l.Name, client.principalOn(l)
 	n.conns = append(n.conns, c)
 	n.s.Trace(sched.Record{Kind: "net.dial", Node: server.proc.TraceID(), A: int64(c.id), B: int64(client.proc.TraceID())})
 	if !server.proc.Up() {

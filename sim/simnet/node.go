@@ -38,6 +38,22 @@ func (nn *NodeNet) SetHandler(h env.Handler) { nn.host.handler = h }
 // Host returns the node's host, for faults.
 func (nn *NodeNet) Host() HostID { return nn.host.id }
 
+// SetListeners gives the node its listeners; the first is where a Dial
+// without a listener connects. Without any, the node has one unnamed
+// listener. Set them before the first connection.
+func (nn *NodeNet) SetListeners(listeners []Listener) {
+	nn.host.listeners = append([]Listener(nil), listeners...)
+}
+
+// SetRoute names the listener of a peer that each of the node's own
+// requests goes to (broker.PeerListener); without it they go to the
+// peer's first listener.
+func (nn *NodeNet) SetRoute(route func(kmsg.Request) string) { nn.host.route = route }
+
+// SetPrincipal is what the node authenticates as on its peers' secured
+// listeners ("User:broker-1"); unset, it is env.AnonymousPrincipal.
+func (nn *NodeNet) SetPrincipal(principal string) { nn.host.principal = principal }
+
 // Reply answers (conn, correlationID); the response waits until every
 // earlier request on conn is answered. Replying on a closed connection does
 // nothing.
@@ -85,10 +101,21 @@ func (nn *NodeNet) Send(peer env.NodeID, req kmsg.Request, done func(kmsg.Respon
 		})
 		return
 	}
-	key := peerKey{node: peer, voter: VoterTraffic(req)}
+	name := target.defaultListener()
+	if h.route != nil {
+		name = h.route(req)
+	}
+	l, ok := target.listener(name)
+	if !ok {
+		h.proc.Post(func() {
+			done(nil, fmt.Errorf("send %s to node %d's listener %q: %w", kmsg.NameForKey(req.Key()), peer, name, ErrUnknownListener))
+		})
+		return
+	}
+	key := peerKey{node: peer, listener: name, voter: VoterTraffic(req)}
 	c := h.peers[key]
 	if c == nil {
-		c = h.net.dial(h, target)
+		c = h.net.dial(h, target, l)
 		c.peerKey = key
 		if !c.clientDone {
 			h.peers[key] = c
