@@ -66,7 +66,9 @@ type Cluster struct {
 	Nodes []*Node
 	shape Shape
 	bugs  Bugs
-	idSeq uint64
+	// Security is how the run's listeners authenticate (security.go).
+	Security Security
+	idSeq    uint64
 	// raft checks the voters' Raft as it runs.
 	raft *raftChecker
 	// alters are the AlterPartition exchanges the nodes' networks saw.
@@ -117,10 +119,11 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 // above; without, the cores log nothing.
 func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
 	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
-	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail}
+	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail,
+		Security: drawSecurity(streams.Get("security"))}
 	c.raft = newRaftChecker(c)
 	for id := int32(1); id <= int32(shape.Brokers); id++ {
-		b, err := brokerConfig(id, shape)
+		b, err := brokerConfig(id, shape, c.Security)
 		if err != nil {
 			return nil, err
 		}
@@ -128,6 +131,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		nodeNet := c.Net.AddNode(env.NodeID(id), proc)
 		nodeNet.SetListeners(simnet.ListenersOf(b))
 		nodeNet.SetRoute(func(req kmsg.Request) string { return broker.PeerListener(b, req) })
+		nodeNet.SetPrincipal(c.Security.principal(id))
 		n := &Node{ID: id, Proc: proc, Net: nodeNet,
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
@@ -154,26 +158,26 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 	return c, nil
 }
 
-// brokerConfig is node id's server.properties for the shape.
-func brokerConfig(id int32, shape Shape) (config.Broker, error) {
+// brokerConfig is node id's server.properties for the shape and the
+// run's security.
+func brokerConfig(id int32, shape Shape, security Security) (config.Broker, error) {
 	var voters []string
 	for v := int32(1); v <= int32(min(shape.Brokers, VotersMax)); v++ {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", v, 9001+2*v))
 	}
 	props := map[string]string{
-		"node.id":                        fmt.Sprint(id),
-		"process.roles":                  "broker",
-		"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", 9000+2*id),
-		"controller.listener.names":      "CONTROLLER",
-		"controller.quorum.voters":       strings.Join(voters, ","),
-		"log.dirs":                       fmt.Sprintf("/data/node%d", id),
-		"auto.create.topics.enable":      "false",
-		"min.insync.replicas":            fmt.Sprint(shape.MinInsyncReplicas),
-		"default.replication.factor":     fmt.Sprint(shape.ReplicationFactor),
-		"broker.session.timeout.ms":      "3000",
-		"broker.heartbeat.interval.ms":   "500",
-		"replica.lag.time.max.ms":        fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"node.id":                      fmt.Sprint(id),
+		"process.roles":                "broker",
+		"listeners":                    fmt.Sprintf("%s://127.0.0.1:%d", clientListener, 9000+2*id),
+		"controller.listener.names":    controllerListener,
+		"controller.quorum.voters":     strings.Join(voters, ","),
+		"log.dirs":                     fmt.Sprintf("/data/node%d", id),
+		"auto.create.topics.enable":    "false",
+		"min.insync.replicas":          fmt.Sprint(shape.MinInsyncReplicas),
+		"default.replication.factor":   fmt.Sprint(shape.ReplicationFactor),
+		"broker.session.timeout.ms":    "3000",
+		"broker.heartbeat.interval.ms": "500",
+		"replica.lag.time.max.ms":      fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
 		// Few coordinators, and no 3 s wait before a group's first
 		// rebalance, for runs of a few simulated seconds.
 		"offsets.topic.num.partitions":     "3",
@@ -181,7 +185,10 @@ func brokerConfig(id int32, shape Shape) (config.Broker, error) {
 	}
 	if id <= VotersMax {
 		props["process.roles"] = "broker,controller"
-		props["listeners"] = fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9000+2*id, 9001+2*id)
+		props["listeners"] += fmt.Sprintf(",%s://127.0.0.1:%d", controllerListener, 9001+2*id)
+	}
+	for k, v := range security.properties(shape.Brokers) { // order-independent: a plain copy into a map
+		props[k] = v
 	}
 	if shape.SyncEveryBatch {
 		props["log.flush.interval.messages"] = "1"

@@ -203,13 +203,14 @@ func (r *run) execute(bugs Bugs) {
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
+		Forger: c.forgerConfig(streams.Get("workload/forger")),
 	})
 	if err != nil {
 		r.violate("setup", err.Error())
 		return
 	}
 	r.tps = r.w.Partitions()
-	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s", r.shape.Name, r.opts.Bug, r.f, r.w.Describe())
+	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s %s", r.shape.Name, r.opts.Bug, r.f, c.Security, r.w.Describe())
 	healDelayNs := sched.Int64Between(streams.Get("faults/heal"), r.shape.FaultPhaseNs/2, r.shape.FaultPhaseNs)
 	setupDone := false
 	r.w.Start(func() {
@@ -434,6 +435,7 @@ func (r *run) check() {
 	vs = append(vs, fin.Violations...)
 	res.LostOverBudget += fin.LostOverBudget
 	vs = append(vs, r.checkGroups()...)
+	vs = append(vs, r.checkForgeries()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
 	}

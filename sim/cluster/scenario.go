@@ -130,11 +130,19 @@ type Bugs struct {
 	// DeleteRecords log start only once its HW moves. The quiet check
 	// catches it (quiet.go).
 	SessionLogStartUntold bool
+	// OpenControlPlane: every listener serves every API
+	// (broker.Bugs.OpenControlPlane); the forgery check catches it.
+	OpenControlPlane bool
+	// ControlPlaneAnyPrincipal: a secured plane admits any principal
+	// (broker.Bugs.ControlPlaneAnyPrincipal); the forgery check catches
+	// it in the seeds that secure the control plane.
+	ControlPlaneAnyPrincipal bool
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
 var BugNames = []string{"hw-truncation", "early-ack", "no-fencing", "isr-min-ignored", "lost-fsync", "raft-vote-twice", "raft-commit-early",
-	"group-double-assign", producer.BugDedupOff, "session-log-start-untold", "follower-past-hw"}
+	"group-double-assign", producer.BugDedupOff, "session-log-start-untold", "follower-past-hw",
+	"open-control-plane", "control-plane-any-principal"}
 
 // ParseBug turns a bug name into the switches it sets; "" is no bug.
 func ParseBug(name string) (Bugs, error) {
@@ -163,6 +171,10 @@ func ParseBug(name string) (Bugs, error) {
 		b.SessionLogStartUntold = true
 	case "follower-past-hw":
 		b.Replica.FollowerPastHW = true
+	case "open-control-plane":
+		b.OpenControlPlane = true
+	case "control-plane-any-principal":
+		b.ControlPlaneAnyPrincipal = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
@@ -172,5 +184,6 @@ func ParseBug(name string) (Bugs, error) {
 // broker is the part of the bugs every broker's core runs with.
 func (b Bugs) broker() broker.Bugs {
 	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group,
-		SessionLogStartUntold: b.SessionLogStartUntold}
+		SessionLogStartUntold: b.SessionLogStartUntold, OpenControlPlane: b.OpenControlPlane,
+		ControlPlaneAnyPrincipal: b.ControlPlaneAnyPrincipal}
 }

@@ -47,6 +47,18 @@
 // the FIN; requests that arrive after the one closed on are never delivered,
 // as Kafka, reading one request per connection at a time, never reads them.
 //
+// # Listeners and principals
+//
+// A node has named listeners (SetListeners; ListenersOf a configuration)
+// and a connection is made to one of them: every request delivered carries
+// the listener's name and the connection's principal in its
+// env.RequestHeader, as realnet sets them from the socket. simnet does no
+// handshake: a connection to a secured listener has the principal of the
+// host that dialled it (SetPrincipal), one to an unsecured listener
+// User:ANONYMOUS. A node's own requests go to the peer listener its route
+// names (SetRoute: broker.PeerListener), each listener on a connection of
+// its own.
+//
 // # Processes
 //
 // Each host is a sched.Node. Frames are delivered as node events, so a

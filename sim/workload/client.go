@@ -50,6 +50,9 @@ func (w *Workload) newClient(name string) *client {
 		conns:   make([]*simnet.ClientConn, len(w.cfg.Brokers)),
 		leaders: map[models.TopicPartition]leaderInfo{},
 	}
+	// What the client authenticates as on a secured listener: a principal
+	// of its own, never a cluster member's.
+	c.host.SetPrincipal(fmt.Sprintf("User:%s-%d", name, index))
 	w.clients = append(w.clients, c)
 	return c
 }

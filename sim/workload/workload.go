@@ -61,6 +61,9 @@ type Config struct {
 	// own stream, so that the draws do not reshuffle the workload's.
 	FollowerFetchOneIn int
 	FollowerFetchRand  *rand.Rand
+	// Forger is the client that forges control-plane requests
+	// (forger.go); its zero value sends none.
+	Forger ForgerConfig
 }
 
 func (c Config) validate() error {
@@ -85,6 +88,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
 	case c.FollowerFetchOneIn < 0 || (c.FollowerFetchOneIn > 0 && c.FollowerFetchRand == nil):
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
+	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
+		return fmt.Errorf("workload: a forger every %d ns needs a Rand, Intel and Targets", c.Forger.IntervalNs)
 	}
 	return nil
 }
@@ -106,6 +111,8 @@ type Workload struct {
 	admin     *client
 	// deleter sends the DeleteRecords requests; nil in a run without.
 	deleter *client
+	// forger forges control-plane requests; nil in a run without.
+	forger *forger
 	// observedHW is the highest HW a fetch of each partition returned;
 	// deleteFloor the highest offset a DeleteRecords asked for.
 	observedHW  map[models.TopicPartition]int64
@@ -167,6 +174,9 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	if cfg.DeleteIntervalNs > 0 {
 		w.deleter = w.newClient("deleter")
 	}
+	if cfg.Forger.IntervalNs > 0 {
+		w.forger = w.newForger(cfg.Forger)
+	}
 	for i := 0; i < cfg.Producers; i++ {
 		w.producers = append(w.producers, w.newProducer(i < cfg.IdempotentProducers))
 	}
@@ -211,6 +221,9 @@ func (w *Workload) Start(ready func()) {
 		}
 		w.startChurn()
 		w.startDeletes()
+		if w.forger != nil {
+			w.forger.start()
+		}
 		ready()
 	})
 }
@@ -257,6 +270,9 @@ func (w *Workload) Describe() string {
 	if w.deleter != nil {
 		s += fmt.Sprintf(" delete_interval_ms=%d", w.cfg.DeleteIntervalNs/1e6)
 	}
+	if w.forger != nil {
+		s += fmt.Sprintf(" forger_interval_ms=%d forger=%s", w.cfg.Forger.IntervalNs/1e6, w.cfg.Forger.Principal)
+	}
 	return s + "}"
 }
 
@@ -285,6 +301,14 @@ func (w *Workload) Stats() string {
 			}
 		}
 		s += fmt.Sprintf(" deletes=%d completed=%d offset_resets=%d", len(w.history.DeleteRecords), completed, w.offsetResets)
+	}
+	if w.forger != nil {
+		var outcomes [3]int
+		for _, op := range w.forger.ops {
+			outcomes[op.Outcome]++
+		}
+		s += fmt.Sprintf(" forged=%d closed=%d answered=%d unknown=%d", len(w.forger.ops),
+			outcomes[models.ForgeryClosed], outcomes[models.ForgeryAnswered], outcomes[models.ForgeryUnknown])
 	}
 	if len(w.groups) > 0 {
 		accepted := 0
