@@ -110,10 +110,10 @@ type apiEntry struct {
 	listeners  listenerKind
 	handle     apiHandler
 	// requires says what the connection's principal must be allowed before
-	// handle runs (authorize.go); nil requires nothing. The control plane
-	// requires CLUSTER_ACTION; the ACL issue adds the topic, group and
-	// cluster operations of the client APIs here.
-	requires func(req kmsg.Request) []requirement
+	// handle runs (authorize.go): the control plane requires
+	// CLUSTER_ACTION; the ACL issue adds the topic, group and cluster
+	// operations of the client APIs, which require nothing yet.
+	requires accessRule
 }
 
 // serves reports whether the entry serves version on listeners of kind.
@@ -143,9 +143,9 @@ func typed[R kmsg.Request](handle func(*Node, env.ConnID, env.RequestHeader, R))
 var apiTable = []apiEntry{
 	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: (*Node).handleProduceRequest},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: fetchEncodedVersionMax, listeners: brokerListener,
-		handle: typed((*Node).handleFetch), requires: replicaFetchRequires},
+		handle: typed((*Node).handleFetch), requires: replicaFetchAccess},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: quorumVersionMax(kmsg.Fetch), listeners: controllerListener,
-		handle: typed((*Node).handleControllerFetch), requires: clusterAction},
+		handle: typed((*Node).handleControllerFetch), requires: clusterAccess},
 	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: typed((*Node).handleListOffsets)},
 	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: typed((*Node).handleMetadata)},
 	{key: kmsg.OffsetCommit, versionMin: groupVersionMin(kmsg.OffsetCommit), versionMax: groupVersionMax(kmsg.OffsetCommit),
@@ -168,10 +168,10 @@ var apiTable = []apiEntry{
 	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners, handle: typed((*Node).handleAPIVersions)},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener, handle: typed((*Node).handleCreateTopics)},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener, handle: typed((*Node).handleDeleteTopics)},
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleDeleteRecords)},
 	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleInitProducerID)},
 	{key: kmsg.OffsetForLeaderEpoch, versionMin: 0, versionMax: 4, listeners: brokerListener,
@@ -182,39 +182,39 @@ var apiTable = []apiEntry{
 	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleDescribeConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleAlterConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleDescribeLogDirs)},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener, handle: typed((*Node).handleCreatePartitions)},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.DeleteGroups, versionMin: groupVersionMin(kmsg.DeleteGroups), versionMax: groupVersionMax(kmsg.DeleteGroups),
 		listeners: brokerListener, handle: typed((*Node).handleDeleteGroups)},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleElectLeaders)},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: brokerListener,
 		handle: typed((*Node).handleIncrementalAlterConfigs)},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.OffsetDelete, versionMin: groupVersionMin(kmsg.OffsetDelete), versionMax: groupVersionMax(kmsg.OffsetDelete),
 		listeners: brokerListener, handle: typed((*Node).handleOffsetDelete)},
 	{key: kmsg.Vote, versionMin: quorumVersionMin(kmsg.Vote), versionMax: quorumVersionMax(kmsg.Vote),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAction},
+		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
 	{key: kmsg.BeginQuorumEpoch, versionMin: quorumVersionMin(kmsg.BeginQuorumEpoch), versionMax: quorumVersionMax(kmsg.BeginQuorumEpoch),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAction},
+		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
 	{key: kmsg.EndQuorumEpoch, versionMin: quorumVersionMin(kmsg.EndQuorumEpoch), versionMax: quorumVersionMax(kmsg.EndQuorumEpoch),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAction},
+		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
 	{key: kmsg.AlterPartition, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.FetchSnapshot, versionMin: quorumVersionMin(kmsg.FetchSnapshot), versionMax: quorumVersionMax(kmsg.FetchSnapshot),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAction},
+		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
 	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: typed((*Node).handleDescribeCluster)},
 	{key: kmsg.BrokerRegistration, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.BrokerHeartbeat, versionMin: 0, versionMax: 1, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAction},
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 }
 
 // groupVersionMin and groupVersionMax are the versions core/group serves

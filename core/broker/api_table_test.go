@@ -161,3 +161,51 @@ func headerComment(text string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// specAPITableBegin and specAPITableEnd enclose SPEC.md §10's copy of the
+// API table.
+const (
+	specAPITableBegin = "<!-- api-table: rendered from core/broker/api_table.go, checked by TestSpecAPITableMatchesTheCode -->"
+	specAPITableEnd   = "<!-- /api-table -->"
+)
+
+// renderAPITable is the API table as SPEC.md §10 shows it: per key, the
+// versions each kind of listener serves and what they require.
+func renderAPITable() string {
+	var b strings.Builder
+	b.WriteString("| key | API | broker listener | requires | controller listener | requires |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	n := &Node{}
+	for _, row := range versionsTable(brokerListener, controllerListener) {
+		fmt.Fprintf(&b, "| %d | %s |", row.ApiKey, kmsg.NameForKey(row.ApiKey))
+		for _, kind := range []listenerKind{brokerListener, controllerListener} {
+			switch e := n.apiFor(kind, row.ApiKey); {
+			case e != nil && e.versionMin == e.versionMax:
+				fmt.Fprintf(&b, " v%d | %s |", e.versionMin, e.requires)
+			case e != nil:
+				fmt.Fprintf(&b, " v%d–v%d | %s |", e.versionMin, e.versionMax, e.requires)
+			default:
+				b.WriteString(" not served | |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestSpecAPITableMatchesTheCode: SPEC.md §10's listener/API table is the
+// code's.
+func TestSpecAPITableMatchesTheCode(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "..", "SPEC.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(text), specAPITableBegin+"\n")
+	table, _, ok2 := strings.Cut(after, specAPITableEnd)
+	if !ok || !ok2 {
+		t.Fatalf("SPEC.md has no table between %q and %q", specAPITableBegin, specAPITableEnd)
+	}
+	if want := renderAPITable(); table != want {
+		t.Errorf("SPEC.md §10's API table differs from api_table.go; it should read:\n%s\n%s%s", specAPITableBegin, want, specAPITableEnd)
+	}
+}

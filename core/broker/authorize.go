@@ -69,34 +69,62 @@ func (r requirement) String() string { return r.operation.String() + " on the " 
 // clusterActionOnCluster is what the control plane requires.
 var clusterActionOnCluster = []requirement{{opClusterAction, resourceCluster}}
 
-// clusterAction is the requirement of every control-plane API.
-func clusterAction(kmsg.Request) []requirement { return clusterActionOnCluster }
+// accessRule is what an API's requests must be allowed: the API table's
+// slot for authorization, which the ACL issue extends with the topic,
+// group and cluster operations of the client APIs.
+type accessRule uint8
 
-// replicaFetchRequires: a replica's Fetch (ReplicaID, from v15
-// ReplicaState.ID, of 0 or more) acts for the cluster; a consumer's Fetch
-// requires nothing yet (the ACL issue: READ on each topic).
-func replicaFetchRequires(req kmsg.Request) []requirement {
-	f, ok := req.(*kmsg.FetchRequest)
-	if !ok {
-		return nil
+const (
+	// openAccess requires nothing yet.
+	openAccess accessRule = iota
+	// clusterAccess requires CLUSTER_ACTION on the cluster: the control
+	// plane's APIs.
+	clusterAccess
+	// replicaFetchAccess requires CLUSTER_ACTION of a replica's Fetch
+	// (ReplicaID, from v15 ReplicaState.ID, of 0 or more), which acts for
+	// the cluster; a consumer's Fetch requires nothing yet (the ACL issue:
+	// READ on each topic).
+	replicaFetchAccess
+)
+
+// String describes the rule as SPEC.md §10's table does.
+func (a accessRule) String() string {
+	switch a {
+	case openAccess:
+		return "—"
+	case clusterAccess:
+		return "CLUSTER_ACTION"
+	case replicaFetchAccess:
+		return "CLUSTER_ACTION for a replica's fetch"
 	}
-	replica := f.ReplicaID
+	return fmt.Sprintf("accessRule(%d)", uint8(a))
+}
+
+// requirements are what req must be allowed under the rule.
+func (a accessRule) requirements(req kmsg.Request) []requirement {
+	switch a {
+	case clusterAccess:
+		return clusterActionOnCluster
+	case replicaFetchAccess:
+		if f, ok := req.(*kmsg.FetchRequest); ok && fetchReplicaID(f) >= 0 {
+			return clusterActionOnCluster
+		}
+	}
+	return nil
+}
+
+// fetchReplicaID is the replica a Fetch is sent for, -1 for a consumer's.
+func fetchReplicaID(f *kmsg.FetchRequest) int32 {
 	if f.Version >= 15 {
-		replica = f.ReplicaState.ID
+		return f.ReplicaState.ID
 	}
-	if replica < 0 {
-		return nil
-	}
-	return clusterActionOnCluster
+	return f.ReplicaID
 }
 
 // authorized reports whether the principal of a request that arrived on a
 // listener of kind may make it: every requirement of its entry allowed.
 func (n *Node) authorized(kind listenerKind, hdr env.RequestHeader, api *apiEntry, req kmsg.Request) bool {
-	if api.requires == nil {
-		return true
-	}
-	for _, r := range api.requires(req) {
+	for _, r := range api.requires.requirements(req) {
 		if !n.allowed(kind, hdr, r) {
 			return false
 		}
