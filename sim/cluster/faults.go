@@ -83,6 +83,7 @@ type faults struct {
 	diskTick       sched.Handle
 	writebackTick  sched.Handle
 	electionTick   sched.Handle
+	congestionTick sched.Handle
 	healed         bool
 	tps            []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
@@ -144,6 +145,30 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 		r := c.Streams.Get("faults/elections")
 		f.electionTick = c.S.After(sched.Int64Between(r, 1e9, 3e9), func() { f.electionStep(r) })
 	}
+	if c.shape.CongestionChaos {
+		r := c.Streams.Get("faults/congestion")
+		f.congestionTick = c.S.After(sched.Int64Between(r, 1e9, 3e9), func() { f.congestionStep(r) })
+	}
+}
+
+// congestionStep is the congestion shape's fault: one node's links to
+// every other node clog (a saturated NIC, a noisy neighbour), so that the
+// followers of every partition it leads fall behind at once and its ISRs
+// shrink to the leader alone, where min.insync.replicas decides whether a
+// write may be acknowledged.
+func (f *faults) congestionStep(r *rand.Rand) {
+	c := f.c
+	if f.healed {
+		return
+	}
+	congested := c.Nodes[r.IntN(len(c.Nodes))]
+	durationNs, delayNs := sched.Int64Between(r, 500e6, 2000e6), sched.Int64Between(r, 200e6, 800e6)
+	for _, other := range c.Nodes {
+		if other != congested {
+			c.Net.Clog(congested.Net.Host(), other.Net.Host(), durationNs, delayNs)
+		}
+	}
+	f.congestionTick = c.S.After(sched.Int64Between(r, 500e6, 1500e6), func() { f.congestionStep(r) })
 }
 
 // electionStep is the election-chaos shape's fault: the links between
@@ -407,6 +432,7 @@ func (f *faults) heal() {
 	c := f.c
 	f.healed = true
 	f.electionTick.Cancel()
+	f.congestionTick.Cancel()
 	c.Net.Heal()
 	f.clockChaos.Heal()
 	f.diskTick.Cancel()

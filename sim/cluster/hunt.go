@@ -65,7 +65,8 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 
 // PlantedBugShape is the shape a planted bug is hunted in: lost-fsync shows
 // only when the log syncs every batch, isr-min-ignored when ISRs shrink
-// often (a short replica.lag.time.max.ms), dedup-off where producers are
+// to their leader alone often (lag: a short replica.lag.time.max.ms and
+// congestion chaos), dedup-off where producers are
 // idempotent, group-double-assign where coordinators also fail over often,
 // raft-vote-twice where split votes happen (elections: pre-vote makes two
 // candidates in one epoch rare elsewhere), hw-truncation where failed

@@ -38,6 +38,9 @@ type Shape struct {
 	// the active controller's node again and again (faults.electionStep):
 	// the shape the Raft planted bugs are hunted in.
 	ElectionChaos bool
+	// CongestionChaos clogs one node's links to all the others, again and
+	// again (faults.congestionStep): ISRs shrink to their leader alone.
+	CongestionChaos bool
 	// SyncEveryBatch sets log.flush.interval.messages=1: every crash may
 	// then lose unsynced data, and no acknowledged record may be lost.
 	SyncEveryBatch bool
@@ -64,7 +67,8 @@ var Shapes = map[string]Shape{
 	"hot": {Name: "hot", Brokers: 3, Topics: 1, Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 4, RecordsPerSec: 300, Consumers: 2, FaultPhaseNs: 10e9, ConvergeNs: 30e9},
 	"lag": {Name: "lag", Brokers: 3, Topics: 1, Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2,
-		Producers: 4, RecordsPerSec: 300, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, ReplicaLagTimeMaxMs: 300},
+		Producers: 4, RecordsPerSec: 300, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, ReplicaLagTimeMaxMs: 300,
+		CongestionChaos: true},
 	"sync": {Name: "sync", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, SyncEveryBatch: true},
 	// groups: consumer groups (static and dynamic members crashing,
