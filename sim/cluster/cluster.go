@@ -118,6 +118,7 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
 	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail}
+	c.Net.PrecheckWith(streams.Get("net/precheck"))
 	c.raft = newRaftChecker(c)
 	for id := int32(1); id <= int32(shape.Brokers); id++ {
 		b, err := brokerConfig(id, shape)
