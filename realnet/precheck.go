@@ -67,7 +67,9 @@ type bufferBudget struct {
 	cond     sync.Cond
 	bytes    int64
 	bytesMax int64
-	closed   bool
+	// bytesPeak is the most held at once, for tests and diagnostics.
+	bytesPeak int64
+	closed    bool
 }
 
 var _ env.BufferBudget = (*bufferBudget)(nil)
@@ -93,7 +95,15 @@ func (b *bufferBudget) Acquire(bytes int64) bool {
 		return false
 	}
 	b.bytes += bytes
+	b.bytesPeak = max(b.bytesPeak, b.bytes)
 	return true
+}
+
+// peak is the most bytes held at once so far.
+func (b *bufferBudget) peak() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bytesPeak
 }
 
 // Release returns bytes an Acquire took.
