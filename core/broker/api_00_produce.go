@@ -72,7 +72,7 @@ type produceSlot struct {
 	// waits on durability (durable.go).
 	p          *partition
 	lastOffset int64
-	// precheck is the batch's pre-check (PrecheckRequest), or nil: then
+	// precheck is the batch's pre-check (PrecheckView.Precheck), or nil: then
 	// produceOne checks the batch in full. produceOne clears it once used,
 	// as it refers to the request's bytes.
 	precheck *batchPrecheck
