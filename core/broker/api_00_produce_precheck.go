@@ -135,7 +135,7 @@ func (v *PrecheckView) Precheck(hdr env.RequestHeader, req kmsg.Request, buffers
 		verdicts[i] = make([]batchPrecheck, len(partitions))
 		for j := range partitions {
 			records := partitions[j].Records
-			if !v.admits(hdr, topic, partitions[j].Partition) || len(records) > topic.rules.BatchBytesMax {
+			if !v.admits(topic, partitions[j].Partition) || len(records) > topic.rules.BatchBytesMax {
 				continue // the loop answers without decompressing
 			}
 			limits := topic.rules
@@ -165,10 +165,10 @@ func (v *PrecheckView) Precheck(hdr env.RequestHeader, req kmsg.Request, buffers
 // fast") demands. This node must lead the partition; a batch it does not
 // lead, or of a topic that does not exist, is answered by the loop
 // (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION) without being
-// decompressed. Authorization joins these checks here, from ACLs the view
-// will carry: a request the principal may not make never decompresses a
-// batch.
-func (v *PrecheckView) admits(_ env.RequestHeader, topic *precheckTopic, partition int32) bool {
+// decompressed. Authorization joins these checks here, from the request
+// header's principal and ACLs the view will carry: a request the principal
+// may not make never decompresses a batch.
+func (v *PrecheckView) admits(topic *precheckTopic, partition int32) bool {
 	return topic != nil && topic.led[partition]
 }
 
