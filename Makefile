@@ -43,7 +43,7 @@ bench: build
 # Each Go fuzz target for FUZZTIME. -fuzzminimizetime keeps a busy machine from
 # spending minutes shrinking one new corpus entry.
 FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/batch:FuzzPrecheckMatchesCheck \
-	./core/log:FuzzRecover ./core/wire:FuzzParseRequest ./core/config:FuzzParseProperties \
+	./core/log:FuzzRecover ./core/wire:FuzzParseRequest ./core/wire:FuzzRequestStream ./core/config:FuzzParseProperties \
 	./core/broker:FuzzProduceRequest
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

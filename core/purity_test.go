@@ -39,7 +39,17 @@ var forbiddenImports = map[string]bool{
 	// log writes to stderr, stamped with the real clock: the core logs
 	// through env.Log.
 	"log": true,
+	// The core runs on one event loop (SPEC.md §1): it needs no lock and no
+	// atomic, and one would let another goroutine into its state. What a
+	// connection goroutine needs from it, it gets as an immutable value
+	// through the environment (env.Prechecker).
+	"sync":        true,
+	"sync/atomic": true,
 }
+
+// forbiddenMapIterators are the maps package's iterators, which yield in
+// map order: a range over one is a range over the map.
+var forbiddenMapIterators = map[string]bool{"Keys": true, "Values": true, "All": true}
 
 // forbiddenSlog are log/slog's names that log through a *slog.Logger (the
 // process-global one, or one the core would build): its methods read the
@@ -60,8 +70,10 @@ var forbiddenTimeCalls = map[string]bool{
 
 // TestCoreIsDeterministic walks every non-test Go file under core/ and fails
 // on anything that would let the real world or the Go scheduler into the
-// state machine: forbidden imports, the real clock, goroutines, select,
-// sync.Pool, and ranging over a map without saying why order cannot leak.
+// state machine: forbidden imports (locks and atomics among them), the real
+// clock, goroutines, select, sync.Pool, ranging over a map or over the maps
+// package's iterators without saying why order cannot leak, and a package
+// that does not type-check (which would hide the rest).
 func TestCoreIsDeterministic(t *testing.T) {
 	violations := checkTree(t, ".")
 	for _, v := range violations {
@@ -77,12 +89,23 @@ func TestPurityCheckerCatchesViolations(t *testing.T) {
 		`imports "os"`, `imports "math/rand"`, `imports "golang.org/x/sys/unix"`,
 		"time.Now", "time.Sleep", "time.After", "go statement", "select statement",
 		"sync.Pool", "range over map", `imports "log"`, "slog.Info", "slog.Logger",
+		`imports "sync"`, `imports "sync/atomic"`,
+		"range over maps.Keys", "range over maps.Values", "range over maps.All",
 	}
 	joined := strings.Join(violations, "\n")
 	for _, w := range want {
 		if !strings.Contains(joined, w) {
 			t.Errorf("checker missed %q; it reported:\n%s", w, joined)
 		}
+	}
+	if strings.Contains(joined, "does not type-check") {
+		t.Errorf("the fixture must type-check, or the checks that need types see nothing:\n%s", joined)
+	}
+	// A package that does not type-check would blind the checks that
+	// need types (the real clock, ranges over maps): it is a violation.
+	illTyped := strings.Join(checkTree(t, "../testdata/illtyped"), "\n")
+	if !strings.Contains(illTyped, "does not type-check") {
+		t.Errorf("checker accepted a package that does not type-check; it reported:\n%s", illTyped)
 	}
 }
 
@@ -132,13 +155,22 @@ func checkPackage(t *testing.T, paths []string) []string {
 		files = append(files, f)
 	}
 	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Uses: map[*ast.Ident]types.Object{}}
-	conf := types.Config{Importer: exportDataImporter(t, fset), Error: func(error) {}}
-	_, _ = conf.Check(files[0].Name.Name, fset, files, info)
-
 	var violations []string
 	report := func(pos token.Pos, format string, args ...any) {
 		violations = append(violations, fmt.Sprintf("%s: %s", fset.Position(pos), fmt.Sprintf(format, args...)))
 	}
+	// Every error, not only the first: the checks below need types, and
+	// what does not type-check they cannot see.
+	conf := types.Config{Importer: exportDataImporter(t, fset), Error: func(err error) {
+		var typeErr types.Error
+		if errors.As(err, &typeErr) {
+			report(typeErr.Pos, "does not type-check: %s", typeErr.Msg)
+			return
+		}
+		violations = append(violations, fmt.Sprintf("does not type-check: %v", err))
+	}}
+	_, _ = conf.Check(files[0].Name.Name, fset, files, info)
+
 	for _, f := range files {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
@@ -171,11 +203,32 @@ func checkPackage(t *testing.T, paths []string) []string {
 						report(n.Pos(), "range over map: sort the keys, or mark the loop // order-independent: <why>")
 					}
 				}
+				if name, ok := mapIterator(info, n.X); ok && !orderIndependent(fset, f, n) {
+					report(n.Pos(), "range over maps.%s yields in map order: range over slices.Sorted(maps.Keys(m)), or mark the loop // order-independent: <why>", name)
+				}
 			}
 			return true
 		})
 	}
 	return violations
+}
+
+// mapIterator reports whether x calls one of the maps package's iterators
+// (forbiddenMapIterators), and which.
+func mapIterator(info *types.Info, x ast.Expr) (string, bool) {
+	call, ok := ast.Unparen(x).(*ast.CallExpr)
+	if !ok {
+		return "", false
+	}
+	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	obj := info.Uses[sel.Sel]
+	if obj == nil || obj.Pkg() == nil || obj.Pkg().Path() != "maps" || !forbiddenMapIterators[obj.Name()] {
+		return "", false
+	}
+	return obj.Name(), true
 }
 
 // orderIndependent reports whether the range statement carries a

@@ -21,7 +21,8 @@
 //     checked before allocating, a fresh buffer per frame because kmsg's
 //     []byte fields alias it, wire.ParseRequest against the versions the
 //     node accepts (broker.Node.AcceptedVersions: what it advertises, plus
-//     the voters' Raft Fetch), then the core's pure PrecheckRequest, which takes
+//     the voters' Raft Fetch) and the request limits, then the core's
+//     pre-check (the env.Prechecker the loop last published), which takes
 //     a Produce's decompression and record checks off the loop) and a
 //     writer that sends responses in request order; a Fetch's record
 //     batches go from the segment files with sendfile (framewriter.go). A
@@ -46,12 +47,17 @@
 // taken by the core), strand.connection.requests.in.flight.max and
 // strand.connection.buffered.bytes.max (per connection, until the response is
 // written). At a limit the reader stops reading that connection, as Kafka
-// mutes a channel: backpressure, not an error.
+// mutes a channel: backpressure, not an error. The produce pre-checks'
+// decompression buffers, over all connections, wait for room under
+// strand.produce.decompression.buffer.bytes.max. A request over the
+// strand.request.* limits (topics, partitions, entries, tagged fields),
+// found before it is decoded, closes its connection.
 //
 // # What it must not do
 //
-// It never calls into the core except on the event loop (PrecheckRequest,
-// pure and documented safe on any goroutine, is the one exception), never decides
+// It never calls into the core except on the event loop (the published
+// env.Prechecker, immutable and safe on any goroutine, is the one
+// exception), never decides
 // protocol behaviour (that is core/'s), and never panics on bad input: a
 // malformed or unknown request closes its connection (after the answers
 // to the requests before it), an unsupported

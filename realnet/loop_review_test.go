@@ -341,7 +341,7 @@ func TestReviewPeerRequestsStayInOrder(t *testing.T) {
 				peerErr <- fmt.Errorf("request %d: %w", i, err)
 				return
 			}
-			hdr, req, err := wire.ParseRequest(frame, func(int16, int16) bool { return true })
+			hdr, req, err := wire.ParseRequest(frame, func(int16, int16) bool { return true }, wire.DefaultRequestLimits())
 			if err != nil {
 				peerErr <- fmt.Errorf("request %d: %w", i, err)
 				return

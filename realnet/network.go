@@ -23,6 +23,9 @@ type Network struct {
 	// frameBytesMax is socket.request.max.bytes.
 	frameBytesMax int32
 	budget        *queueBudget
+	// checks are the request limits and the core's pre-check, applied by
+	// the connection readers (precheck.go).
+	checks *requestChecks
 
 	// handler, supported and advertised are set once by setHandler, before
 	// the first connection is accepted, and only read afterwards.
@@ -51,6 +54,7 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) *Network {
 		limits:        cfg.Limits,
 		frameBytesMax: cfg.SocketRequestMaxBytes,
 		budget:        newQueueBudget(cfg.Limits.RequestsQueuedMax, cfg.Limits.RequestBytesQueuedMax),
+		checks:        newRequestChecks(cfg.Limits),
 		conns:         map[env.ConnID]*serverConn{},
 		nextConnID:    1,
 	}
@@ -236,6 +240,7 @@ func (n *Network) Shutdown() {
 	n.mu.Unlock()
 	n.CloseListeners()
 	n.budget.close()
+	n.checks.buffers.close()
 	n.peers.close()
 	n.goroutines.Wait()
 }

@@ -17,7 +17,7 @@ import (
 // TestTopicCodecRecompressedOffTheLoop: kgo producers (snappy, kgo's
 // default) into a topic whose compression.type is gzip, on a real node:
 // every record comes back, every stored batch is gzip, and the event loop
-// recompressed none of them (PrecheckRequest did, on the connection
+// recompressed none of them (the published pre-check did, on the connection
 // goroutines: CLARIFICATIONS.md, "Snappy"). Then compression.type becomes
 // lz4 while a producer keeps going: nothing is lost, every stored batch is
 // gzip or lz4, and the batches produced once the node applied the change

@@ -32,14 +32,6 @@ const readBufferBytes = 64 << 10
 // buffer.
 const closeLingerMs = 30_000
 
-// requestPrechecker is implemented by a handler (core/broker.Node) whose
-// requests have checks that need only their bytes. The connection reader
-// runs them before posting the request, so that the event loop does not:
-// PrecheckRequest is safe on any goroutine.
-type requestPrechecker interface {
-	PrecheckRequest(hdr env.RequestHeader, req kmsg.Request) kmsg.Request
-}
-
 // slot is one request read from a connection and not yet written back.
 type slot struct {
 	correlationID int32
@@ -241,7 +233,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return err
 	}
-	hdr, req, err := wire.ParseRequest(frame, sc.net.supported)
+	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
 	if err != nil {
 		sc.net.budget.release(size)
 		var reqErr *wire.RequestError
@@ -258,9 +250,7 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	}
 	hdr.ClientHost, hdr.Listener, hdr.Principal = sc.clientHost, sc.listener, env.AnonymousPrincipal
 	handler := sc.net.handler
-	if p, ok := handler.(requestPrechecker); ok {
-		req = p.PrecheckRequest(hdr, req) // here, not on the loop: decompression, CRCs, recompression
-	}
+	req = sc.net.checks.precheck(hdr, req) // here, not on the loop: decompression, CRCs, recompression
 	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
 	if !ok {
 		sc.net.budget.release(size)

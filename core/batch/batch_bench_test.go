@@ -87,7 +87,7 @@ func BenchmarkPrecheckPerRecord(b *testing.B) {
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		p := PrecheckProduced(batch, 1<<20)
+		p := PrecheckProduced(batch, testLimits(), nil)
 		if p.w.err != nil {
 			b.Fatal(p.w.err)
 		}

@@ -183,3 +183,42 @@ func Decompress(codec Codec, src []byte, decompressedBytesMax int) ([]byte, erro
 	}
 	return nil, &Error{"attributes", fmt.Sprintf("unknown compression codec %d", codec), codeUnsupportedCompression}
 }
+
+// DecompressionBufferBytes is what checking batch b may allocate at once to
+// decompress its records within decompressedBytesMax, for a caller that
+// bounds decompression buffers over many goroutines: 0 for an uncompressed
+// batch or one too short to name its codec; for snappy the decoded length
+// its blocks declare, which the decoder checks before allocating (kgo's
+// default codec, so honest traffic reserves what it uses); for gzip, lz4
+// and zstd the bound itself, as their streams declare nothing the decoders
+// hold them to. It never exceeds decompressedBytesMax.
+func DecompressionBufferBytes(b []byte, decompressedBytesMax int) int {
+	h, err := ParseHeader(b)
+	if err != nil || h.Codec() == CodecNone {
+		return 0
+	}
+	if h.Codec() != CodecSnappy {
+		return decompressedBytesMax
+	}
+	src := b[HeaderBytes:]
+	if !bytes.HasPrefix(src, xerialMagic) {
+		n, err := snappy.DecodedLen(src)
+		if err != nil {
+			return 0 // refused before anything is allocated
+		}
+		return min(n, decompressedBytesMax)
+	}
+	total := 0
+	for pos := xerialHeaderBytes; pos+4 <= len(src) && total < decompressedBytesMax; {
+		blockBytes := int(binary.BigEndian.Uint32(src[pos:]))
+		pos += 4
+		if blockBytes > len(src)-pos {
+			break
+		}
+		if n, err := snappy.DecodedLen(src[pos : pos+blockBytes]); err == nil {
+			total += n
+		}
+		pos += blockBytes
+	}
+	return min(total, decompressedBytesMax)
+}

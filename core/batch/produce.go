@@ -104,65 +104,105 @@ type ProducedInfo struct {
 //
 // CheckProduced is pure and shares nothing between calls, so connection
 // goroutines may run it in parallel. It does not retain b. Every error is an
-// *Error. PrecheckProduced and Precheck.Finish split the same checks into a
-// part that needs only the bytes and a part that needs the topic and clock.
+// *Error.
 func CheckProduced(b []byte, limits ProduceLimits) (ProducedInfo, error) {
+	return CheckProducedWithin(b, limits, nil)
+}
+
+// CheckProducedWithin is CheckProduced for one batch of a produce request
+// whose batches share budget: a compressed batch is refused
+// MESSAGE_TOO_LARGE, after the checks that come before decompression, when
+// the budget is spent, and so is the batch whose records take it past its
+// bound (DecompressionBudget). A nil budget bounds nothing.
+func CheckProducedWithin(b []byte, limits ProduceLimits, budget *DecompressionBudget) (ProducedInfo, error) {
 	limits.mustBeValid()
-	w := walkProduced(b, limits.BatchBytesMax, limits.DecompressedBytesMax, &limits)
+	w := walkProduced(b, &limits, budget)
 	if w.err != nil {
 		return ProducedInfo{}, w.err
 	}
 	return w.info(limits), nil
 }
 
-// Precheck is what PrecheckProduced learned from a batch's bytes alone: the
-// first fault they hold, if any, and what the topic- and clock-dependent
-// checks need (the keys seen null, the timestamp range, the decompressed
-// size), so that Finish can complete CheckProduced without decompressing
-// again. It describes the batch it was made from and no other.
-type Precheck struct {
-	w walked
-	// decompressedBytesMax is the bound the pre-check decompressed with. A
-	// codec's verdict depends on its bound (zstd refuses a frame whose window
-	// exceeds it), so it decides only for topics with the same bound.
-	decompressedBytesMax int
+// DecompressionBudget is what the batches of one produce request may
+// decompress in all, taken in the order they are checked
+// (strand.produce.request.decompressed.bytes.max). A compressed batch met
+// once the budget is spent is refused without being decompressed; the batch
+// whose records take it past its bound is refused too, so the records
+// accepted from one request decompress to at most the bound, and the
+// request costs at most the bound plus one batch's decompression
+// (ProduceLimits.DecompressedBytesMax). A batch whose decompression fails
+// is charged that whole per-batch bound, the work it may have cost. It is
+// used by one goroutine at a time.
+type DecompressionBudget struct {
+	bytesMax int64
+	spent    int64
 }
 
-// PrecheckProduced runs every check of CheckProduced that needs only b and
-// the bound decompressedBytesMax: framing, Verify, the header rules,
-// decompression and the walk over every record. It skips what depends on
-// the topic and the clock (max.message.bytes, keys on compacted topics,
-// timestamp bounds, LogAppendTime), recording instead what Finish needs to
-// apply them. It never fails: a fault in the bytes is kept in the Precheck
-// and reported by Finish, after any earlier fault only the topic can see, so
-// that the error is exactly the one CheckProduced would return.
-//
-// It is pure and does not retain b; realnet runs it on connection goroutines
-// so that decompression stays off the event loop (CLARIFICATIONS.md, "Zero
-// copy and mmap ... Snappy"). decompressedBytesMax must be positive and at
-// most math.MaxInt32.
-func PrecheckProduced(b []byte, decompressedBytesMax int) Precheck {
-	if decompressedBytesMax <= 0 || decompressedBytesMax > math.MaxInt32 {
-		panic(fmt.Sprintf("batch: invalid pre-check decompression bound %d", decompressedBytesMax))
+// NewDecompressionBudget returns a budget of bytesMax decompressed bytes,
+// which must be positive.
+func NewDecompressionBudget(bytesMax int64) *DecompressionBudget {
+	if bytesMax <= 0 {
+		panic(fmt.Sprintf("batch: decompression budget %d is not positive", bytesMax))
 	}
-	return Precheck{w: walkProduced(b, math.MaxInt, decompressedBytesMax, nil), decompressedBytesMax: decompressedBytesMax}
+	return &DecompressionBudget{bytesMax: bytesMax}
 }
 
-// Finish completes the checks of a batch that PrecheckProduced examined,
-// against the topic's limits and the clock, and returns exactly what
-// CheckProduced(b, limits) would. b must be the very batch, unmodified, that
-// the Precheck was made from. When the verdict hinges on the topic (the batch
-// is over its size bound, or may break its key or timestamp rules) or the
-// batch was decompressed with another bound than the topic's, Finish runs
-// CheckProduced itself, so that the error names the first faulty field in
-// CheckProduced's order. That happens only for rejected batches and for
-// compressed ones on topics whose max.message.bytes sets another
-// decompression bound than the pre-check's.
-func (p *Precheck) Finish(b []byte, limits ProduceLimits) (ProducedInfo, error) {
+// Spent is the decompressed bytes charged so far.
+func (d *DecompressionBudget) Spent() int64 { return d.spent }
+
+// exhausted reports whether nothing more may be decompressed. A nil budget
+// never is.
+func (d *DecompressionBudget) exhausted() bool { return d != nil && d.spent >= d.bytesMax }
+
+// charge adds bytes decompressed and reports whether the budget still holds
+// them.
+func (d *DecompressionBudget) charge(bytes int) bool {
+	if d == nil {
+		return true
+	}
+	d.spent += int64(bytes)
+	return d.spent <= d.bytesMax
+}
+
+// refusal is the error of a batch the budget refuses.
+func (d *DecompressionBudget) refusal() *Error {
+	return &Error{"records", fmt.Sprintf("the produce request's batches decompress to more than strand.produce.request.decompressed.bytes.max (%d bytes)", d.bytesMax), codeTooLarge}
+}
+
+// Precheck is a batch checked off the event loop by PrecheckProduced,
+// against a topic's limits as the connection goroutine knew them: the
+// verdict, and the limits it was reached under, so that Finish can trust it
+// for the same rules. It describes the batch it was made from and no other.
+type Precheck struct {
+	w      walked
+	limits ProduceLimits
+}
+
+// PrecheckProduced runs CheckProducedWithin on b off the event loop
+// (CLARIFICATIONS.md, "Zero copy and mmap ... Snappy"), with the topic's
+// limits as the caller last knew them and the caller's clock reading as
+// limits.NowMs: the batch is validated when it is pre-checked, as Kafka
+// validates it when a request handler thread takes the request. Finish
+// completes it on the loop.
+//
+// It is pure and does not retain b; realnet runs it on connection
+// goroutines so that decompression stays off the event loop.
+func PrecheckProduced(b []byte, limits ProduceLimits, budget *DecompressionBudget) Precheck {
 	limits.mustBeValid()
-	otherBound := p.w.decompressed && p.decompressedBytesMax != limits.DecompressedBytesMax
-	if otherBound || len(b) > limits.BatchBytesMax || p.w.mayBreak(&limits) {
-		return CheckProduced(b, limits)
+	return Precheck{w: walkProduced(b, &limits, budget), limits: limits}
+}
+
+// Finish returns the pre-check's verdict on b, which must be the very batch,
+// unmodified, it was made from, for a topic whose limits are now limits:
+// when they hold the same rules as the pre-check's (NowMs aside: the batch
+// was validated at its pre-check), the verdict stands and nothing is
+// decompressed; LogAppendTime stamps limits.NowMs. When the topic's
+// configuration changed in between, Finish runs CheckProducedWithin itself
+// on budget, and its answer is that one.
+func (p *Precheck) Finish(b []byte, limits ProduceLimits, budget *DecompressionBudget) (ProducedInfo, error) {
+	limits.mustBeValid()
+	if !p.limits.sameRules(limits) {
+		return CheckProducedWithin(b, limits, budget)
 	}
 	if p.w.err != nil {
 		return ProducedInfo{}, p.w.err
@@ -170,21 +210,23 @@ func (p *Precheck) Finish(b []byte, limits ProduceLimits) (ProducedInfo, error) 
 	return p.w.info(limits), nil
 }
 
-// Passed reports whether the bytes passed every check PrecheckProduced runs
-// (no fault in the framing, CRC, header, compression or any record). Finish
-// may still refuse the batch on the topic's or the clock's rules. The
-// broker's pre-check recompresses only batches that passed, so that broken
-// input costs no compression.
+// Passed reports whether the batch passed the pre-check. The broker's
+// pre-check recompresses only batches that passed, so that broken input
+// costs no compression.
 func (p *Precheck) Passed() bool { return p.w.err == nil }
+
+// sameRules reports whether l and o judge every batch alike at the same
+// moment: every field equal but NowMs.
+func (l ProduceLimits) sameRules(o ProduceLimits) bool {
+	o.NowMs = l.NowMs
+	return l == o
+}
 
 // walked is the outcome of walkProduced: the first fault found, and what was
 // learned about the records before it.
 type walked struct {
 	err    *Error
 	header Header
-	// decompressed is set once the walk reached a compressed records section,
-	// whatever the outcome.
-	decompressed bool
 	// records counts the records walked and found well formed; the other
 	// fields describe them.
 	records int32
@@ -193,19 +235,13 @@ type walked struct {
 	// record carrying it.
 	maxTimestamp            int64
 	maxTimestampOffsetDelta int32
-	// lowestTimestamp and highestTimestamp bound every timestamp other than
-	// NoTimestamp; lowestTimestamp > highestTimestamp when there is none.
-	lowestTimestamp  int64
-	highestTimestamp int64
-	// sawNullKey is set when a walked record has a null key.
-	sawNullKey bool
 }
 
-// walkProduced runs CheckProduced's checks in its order. With enforce nil it
-// skips the key and timestamp rules and only records what they need.
-func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *ProduceLimits) walked {
-	w := walked{maxTimestamp: NoTimestamp, maxTimestampOffsetDelta: -1, lowestTimestamp: math.MaxInt64, highestTimestamp: math.MinInt64}
-	if w.err = checkProducedFraming(b, batchBytesMax); w.err != nil {
+// walkProduced runs CheckProduced's checks in its order, charging budget
+// for decompression.
+func walkProduced(b []byte, limits *ProduceLimits, budget *DecompressionBudget) walked {
+	w := walked{maxTimestamp: NoTimestamp, maxTimestampOffsetDelta: -1}
+	if w.err = checkProducedFraming(b, limits.BatchBytesMax); w.err != nil {
 		return w
 	}
 	h, ferr := verifyFrame(b, true)
@@ -219,9 +255,13 @@ func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *Pr
 	}
 	records := b[HeaderBytes:]
 	if h.Codec() != CodecNone {
-		w.decompressed = true
+		if budget.exhausted() {
+			w.err = budget.refusal()
+			return w
+		}
 		var err error
-		if records, err = decompress(h.Codec(), records, decompressedBytesMax); err != nil {
+		if records, err = decompress(h.Codec(), records, limits.DecompressedBytesMax); err != nil {
+			budget.charge(limits.DecompressedBytesMax)
 			code := codeCorrupt
 			if errors.Is(err, errDecompressedTooLarge) {
 				code = codeTooLarge
@@ -229,22 +269,13 @@ func walkProduced(b []byte, batchBytesMax, decompressedBytesMax int, enforce *Pr
 			w.err = &Error{"records", fmt.Sprintf("%s records: %v", h.Codec(), err), code}
 			return w
 		}
+		if !budget.charge(len(records)) {
+			w.err = budget.refusal()
+			return w
+		}
 	}
-	w.err = w.checkRecords(records, enforce)
+	w.err = w.checkRecords(records, limits)
 	return w
-}
-
-// mayBreak reports whether the records walked could break the topic's key or
-// timestamp rules. Both rules are monotone, so the lowest and highest
-// timestamps decide for every record between them.
-func (w *walked) mayBreak(limits *ProduceLimits) bool {
-	if limits.RequireKeys && w.sawNullKey {
-		return true
-	}
-	if limits.TimestampType != CreateTime || w.lowestTimestamp > w.highestTimestamp {
-		return false
-	}
-	return checkTimestamp(w.lowestTimestamp, 0, *limits) != nil || checkTimestamp(w.highestTimestamp, 0, *limits) != nil
 }
 
 // info is the ProducedInfo of a batch the walk accepted.
@@ -355,10 +386,10 @@ func checkProducedHeader(h *Header) *Error {
 	return nil
 }
 
-// checkRecords walks the decompressed records, checking each, and records
-// their count and timestamps in w. With enforce set it also applies the key
-// and timestamp rules, record by record, as CheckProduced does.
-func (w *walked) checkRecords(records []byte, enforce *ProduceLimits) *Error {
+// checkRecords walks the decompressed records, checking each against the
+// record rules and the topic's key and timestamp rules, record by record,
+// and records their count and timestamps in w.
+func (w *walked) checkRecords(records []byte, limits *ProduceLimits) *Error {
 	h := &w.header
 	pos := 0
 	for index := 0; pos < len(records); index++ {
@@ -371,20 +402,13 @@ func (w *walked) checkRecords(records []byte, enforce *ProduceLimits) *Error {
 		}
 		pos += n
 		timestamp := h.FirstTimestamp + r.timestampDelta
-		if enforce != nil {
-			if enforce.RequireKeys && r.keyIsNull {
-				return errInvalid(fmt.Sprintf("records[%d].key", index), "compacted topics need a key on every record")
-			}
-			if enforce.TimestampType == CreateTime && timestamp != NoTimestamp {
-				if err := checkTimestamp(timestamp, index, *enforce); err != nil {
-					return err
-				}
-			}
+		if limits.RequireKeys && r.keyIsNull {
+			return errInvalid(fmt.Sprintf("records[%d].key", index), "compacted topics need a key on every record")
 		}
-		w.sawNullKey = w.sawNullKey || r.keyIsNull
-		if timestamp != NoTimestamp {
-			w.lowestTimestamp = min(w.lowestTimestamp, timestamp)
-			w.highestTimestamp = max(w.highestTimestamp, timestamp)
+		if limits.TimestampType == CreateTime && timestamp != NoTimestamp {
+			if err := checkTimestamp(timestamp, index, *limits); err != nil {
+				return err
+			}
 		}
 		if timestamp > w.maxTimestamp {
 			w.maxTimestamp = timestamp

@@ -72,7 +72,7 @@ type produceSlot struct {
 	// waits on durability (durable.go).
 	p          *partition
 	lastOffset int64
-	// precheck is the batch's pre-check (PrecheckRequest), or nil: then
+	// precheck is the batch's pre-check (PrecheckView.Precheck), or nil: then
 	// produceOne checks the batch in full. produceOne clears it once used,
 	// as it refers to the request's bytes.
 	precheck *batchPrecheck
@@ -92,7 +92,7 @@ func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req 
 }
 
 // handleProduce serves a Produce. prechecked, when not nil, carries the
-// verdicts of PrecheckRequest on req's batches, which spare the loop the
+// verdicts of the pre-check (PrecheckView) on req's batches, which spare the loop the
 // byte-level checks; without it every batch is checked here in full.
 //
 // Nothing of req outlives the call except the batches appended to a log
@@ -105,7 +105,8 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 	// remaining starts at 1, held while the request is being handled, so that
 	// acks completed during the loop (an ISR of one) cannot answer early.
 	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1, timeoutMs: int64(max(req.TimeoutMillis, 0))}
-	validAcks := req.Acks == replica.AcksNone || req.Acks == replica.AcksLeader || req.Acks == replica.AcksAll
+	acksValid := validAcks(req.Acks)
+	budget := prechecked.decompressionBudget(n.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
@@ -115,7 +116,7 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			if !validAcks {
+			if !acksValid {
 				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
 			}
@@ -128,7 +129,7 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 			}
 			slot := &produceSlot{pending: pending, part: rp}
 			slot.precheck = prechecked.precheckOf(i, j, tp.Records)
-			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot); code != 0 {
+			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot, budget); code != 0 {
 				rp.ErrorCode = code
 				rp.BaseOffset = -1
 			}
@@ -177,7 +178,10 @@ func (n *Node) releaseProduce(pending *pendingProduce) {
 // produceOne validates and appends one partition's batch. For acks=all
 // the slot is registered and answered later (pending.remaining counts it);
 // otherwise the slot is filled now. It returns the partition's error code.
-func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot) int16 {
+// The cheap checks (hosted, storage, size, leadership and acks) come
+// before the batch's own; a batch checked here, not by the pre-check,
+// decompresses within the request's budget.
+func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
 	p := n.partitions[key]
 	if p == nil {
 		return n.notHostedCode(key)
@@ -198,16 +202,18 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	// A waiting slot keeps nothing of the request (handleProduce).
 	slot.precheck = nil
 	if precheck != nil {
-		info, err = precheck.check.Finish(records, limits)
+		info, err = precheck.check.Finish(records, limits, budget)
 	} else {
-		info, err = batch.CheckProduced(records, limits)
+		info, err = batch.CheckProducedWithin(records, limits, budget)
 	}
 	if err != nil {
 		var berr *batch.Error
 		if errors.As(err, &berr) {
-			if berr.Code == kerr.InvalidRecord.Code || berr.Code == kerr.InvalidTimestamp.Code {
+			if berr.Code == kerr.InvalidRecord.Code || berr.Code == kerr.InvalidTimestamp.Code || berr.Code == kerr.MessageTooLarge.Code {
 				// Kafka explains a record that failed validation (its
-				// RecordValidationException) in ErrorMessage, v8+.
+				// RecordValidationException) in ErrorMessage, v8+; a
+				// batch too large says which bound it passed, the
+				// request's decompression budget (Strand's own) included.
 				msg := berr.Error()
 				slot.part.ErrorMessage = &msg
 			}

@@ -18,6 +18,12 @@ package broker
 //
 // The cluster id (v2+) is Config.ClusterID (clusterID).
 //
+// A topic named twice (by name, or by id) is answered once, as Kafka's
+// KafkaApis.getTopicMetadata takes the request's topics as a set: the
+// answer and the work stay bounded by the distinct topics, which
+// strand.request.topics.max bounds before the request is decoded
+// (core/wire).
+//
 // Skipped: authorized operations (always -2147483648, "not requested"),
 // racks.
 
@@ -47,7 +53,13 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		return
 	}
 	var create []string
+	answered := map[metadataTopicKey]bool{}
 	for _, rt := range req.Topics {
+		key := metadataTopicKeyOf(rt)
+		if answered[key] {
+			continue
+		}
+		answered[key] = true
 		t, ok := n.lookupTopic(rt)
 		if ok {
 			resp.Topics = append(resp.Topics, n.topicMetadata(t))
@@ -73,6 +85,21 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		n.autoCreate(create)
 	}
 	n.net.Reply(conn, hdr.CorrelationID, resp)
+}
+
+// metadataTopicKey is a requested topic as Metadata deduplicates it: by
+// name, or by id when no name is given (v10+).
+type metadataTopicKey struct {
+	byName bool
+	name   string
+	id     [16]byte
+}
+
+func metadataTopicKeyOf(rt kmsg.MetadataRequestTopic) metadataTopicKey {
+	if rt.Topic != nil {
+		return metadataTopicKey{byName: true, name: *rt.Topic}
+	}
+	return metadataTopicKey{id: rt.TopicID}
 }
 
 // liveBrokers lists the unfenced brokers with their endpoint on the first

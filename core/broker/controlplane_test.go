@@ -190,8 +190,12 @@ func TestProduceOnControllerListenerClosesTheConnection(t *testing.T) {
 	f := c.newForger(env.AnonymousPrincipal)
 	req := produceReq("t", 0, 1, recordBatch("forged"))
 	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), Listener: "CONTROLLER"}
-	if _, prechecked := c.nodes[1].node.PrecheckRequest(hdr, req).(*PrecheckedProduce); prechecked {
+	if _, prechecked := precheckOn(c.nodes[1].node, hdr, req).(*PrecheckedProduce); prechecked {
 		t.Error("the pre-check decompressed a Produce its listener refuses")
+	}
+	hdr.Listener = "PLAINTEXT"
+	if _, prechecked := precheckOn(c.nodes[1].node, hdr, req).(*PrecheckedProduce); !prechecked {
+		t.Error("the pre-check did not check the same Produce on the client listener")
 	}
 	f.mustClose(1, "CONTROLLER", req)
 	f.mustClose(1, "CONTROLLER", kmsg.NewPtrMetadataRequest())

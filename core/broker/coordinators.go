@@ -84,7 +84,8 @@ func (n *Node) appendOffsets(index int32, b []byte, done func(error)) {
 		})
 	}
 	slot := &produceSlot{pending: pending, part: &part}
-	if code := n.produceOne(partitionKey{offsetsTopic, index}, req, b, slot); code != 0 {
+	// The coordinator's own batch: no client's decompression budget.
+	if code := n.produceOne(partitionKey{offsetsTopic, index}, req, b, slot, nil); code != 0 {
 		part.ErrorCode = code
 	}
 	n.releaseProduce(pending)

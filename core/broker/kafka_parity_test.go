@@ -6,6 +6,7 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,6 +79,48 @@ func TestMetadataInvalidTopicNameIsInvalidTopic(t *testing.T) {
 		if len(resp.Topics) != len(req.Topics) {
 			t.Fatalf("auto-create %t: %d topics answered for %d asked", auto, len(resp.Topics), len(req.Topics))
 		}
+	}
+}
+
+// TestMetadataAnswersEachTopicOnce: Kafka takes a Metadata request's topics
+// as a set (KafkaApis.getTopicMetadata), so a name or an id asked for many
+// times is answered once, in the order first asked, and a request repeating
+// one name costs no more than asking it once.
+func TestMetadataAnswersEachTopicOnce(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("present", nil)
+	present, ok := c.nodes[1].node.image.TopicByName("present")
+	if !ok {
+		t.Fatal("topic present not in the image")
+	}
+	id := [16]byte(present.ID)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	ask := func(name *string, topicID [16]byte) {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic, rt.TopicID = name, topicID
+		req.Topics = append(req.Topics, rt)
+	}
+	for range 1000 {
+		ask(kmsg.StringPtr(""), [16]byte{})
+		ask(kmsg.StringPtr("present"), [16]byte{})
+		ask(kmsg.StringPtr("absent"), [16]byte{})
+		ask(nil, id)
+	}
+	resp := c.request(1, req).(*kmsg.MetadataResponse)
+	var got []string
+	for _, mt := range resp.Topics {
+		got = append(got, fmt.Sprintf("%s/%d", deref(mt.Topic), mt.ErrorCode))
+	}
+	want := []string{
+		fmt.Sprintf("/%d", kerr.InvalidTopicException.Code),
+		"present/0",
+		fmt.Sprintf("absent/%d", kerr.UnknownTopicOrPartition.Code),
+		"present/0", // asked by id: answered with its name
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("4000 topics asked, 4 distinct: answered %v, want %v", got, want)
 	}
 }
 

@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -153,19 +152,9 @@ type Node struct {
 	// registerBackoffMs is the wait before the next BrokerRegistration
 	// retry (register); 0 after a success.
 	registerBackoffMs int64
-	// precheckDecompressedBytesMax is the pre-check's decompression bound
-	// (api_00_produce_precheck.go). PrecheckRequest reads it on connection
-	// goroutines, so it never changes after New.
-	precheckDecompressedBytesMax int
-	// precheckBatchBytesMax is the broker's message.max.bytes, the largest
-	// recompressed batch PrecheckRequest keeps; fixed at New like the bound
-	// above.
-	precheckBatchBytesMax int
-	// precheckCodecs is what PrecheckRequest knows of the topics'
-	// compression.type, so that it can recompress there rather than on the
-	// loop: the loop publishes a new map (publishPrecheckCodecs) and never
-	// modifies a published one; connection goroutines only Load it.
-	precheckCodecs atomic.Pointer[topicCodecs]
+	// precheckView is the PrecheckView last handed to the environment
+	// (publishPrecheckView), kept to publish a new one only on a change.
+	precheckView *PrecheckView
 	// loopRecompressions counts the batches produceOne recompressed on the
 	// loop (storedForm): in realnet only those whose pre-check missed the
 	// topic's codec, as each holds every partition of the broker for the
@@ -280,8 +269,6 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	for _, kind := range listenerKindsOf(b.Roles.Broker, b.Roles.Controller) {
 		n.advertised[kind] = versionsTable(kind)
 	}
-	n.precheckDecompressedBytesMax = decompressedBytesMaxOf(b.MessageMaxBytes)
-	n.precheckBatchBytesMax = int(b.MessageMaxBytes)
 	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
 	n.fetchSessions.logStartUntold = cfg.Bugs.SessionLogStartUntold
 	if err := n.logConfig.Validate(); err != nil {

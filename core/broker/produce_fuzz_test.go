@@ -67,7 +67,7 @@ func fuzzProduceSeeds() [][]byte {
 
 // FuzzProduceRequest feeds arbitrary Produce request bodies through the
 // path realnet runs: the request decoder (core/wire, kmsg), the pre-check
-// (PrecheckRequest, as on a connection goroutine) or none (as in the
+// (the published pre-check, as on a connection goroutine) or none (as in the
 // simulator), and the core's Produce handler on a simulated single-node
 // cluster with topics "f" and "compacted". The first byte picks the version
 // (3..11) and whether the pre-check runs; the rest is the body after the
@@ -93,7 +93,7 @@ func FuzzProduceRequest(f *testing.F) {
 		version := 3 + int16(input[0]%9)
 		wrapper.precheck = input[0]&0x80 != 0
 		frame := produceFrame(version, input[1:])
-		_, decoded, err := wire.ParseRequest(frame, wire.VersionsSupported(tn.node.AdvertisedVersions("PLAINTEXT")))
+		_, decoded, err := wire.ParseRequest(frame, wire.VersionsSupported(tn.node.AdvertisedVersions("PLAINTEXT")), wire.DefaultRequestLimits())
 		if err != nil {
 			return // refused by the decoder: realnet closes the connection
 		}
@@ -142,7 +142,7 @@ func checkProduceAnswer(t *testing.T, req *kmsg.ProduceRequest, r kmsg.Response)
 	}
 }
 
-// switchablePrecheck runs PrecheckRequest before the node's HandleRequest
+// switchablePrecheck runs the published pre-check before the node's HandleRequest
 // when precheck is set, as realnet does.
 type switchablePrecheck struct {
 	prechecking

@@ -11,16 +11,16 @@ import (
 	"strand/core/env"
 )
 
-// precheckProduce runs PrecheckRequest on a one-partition Produce of
+// precheckProduce runs the published pre-check on a one-partition Produce of
 // records to topic, as realnet's connection reader does, and returns the
 // pre-checked request and the partition's verdict.
 func precheckProduce(t *testing.T, n *Node, topic string, records []byte) (*PrecheckedProduce, *batchPrecheck) {
 	t.Helper()
 	req := produceReq(topic, 0, -1, records)
 	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
-	prechecked, ok := n.PrecheckRequest(hdr, req).(*PrecheckedProduce)
+	prechecked, ok := precheckOn(n, hdr, req).(*PrecheckedProduce)
 	if !ok {
-		t.Fatalf("PrecheckRequest did not pre-check a Produce")
+		t.Fatalf("the published pre-check did not pre-check a Produce")
 	}
 	return prechecked, &prechecked.verdicts[0][0]
 }
@@ -61,11 +61,11 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	c.createTopicWith("as-sent", map[string]string{"compression.type": "producer"})
 	c.createTopicWith("to-zstd-small", map[string]string{"compression.type": "zstd", "max.message.bytes": "200"})
 	n := c.nodes[1].node
-	if codec, ok := n.precheckCodecOf("to-gzip"); !ok || codec != batch.CodecGzip {
-		t.Fatalf("codec published for to-gzip: %s %t, want gzip", codec, ok)
+	if topic := n.precheckView.topics["to-gzip"]; topic == nil || !topic.recompress || topic.codec != batch.CodecGzip {
+		t.Fatalf("codec published for to-gzip: %+v, want gzip", topic)
 	}
-	if codec, ok := n.precheckCodecOf("as-sent"); ok {
-		t.Fatalf("codec published for a topic keeping the producer's: %s", codec)
+	if topic := n.precheckView.topics["as-sent"]; topic == nil || topic.recompress {
+		t.Fatalf("codec published for a topic keeping the producer's: %+v", topic)
 	}
 
 	recs := []batch.Record{{Key: []byte("a"), Value: []byte("one one one one"), TimestampDelta: 0}, {Key: []byte("b"), Value: []byte("two two two two"), TimestampDelta: 5}}

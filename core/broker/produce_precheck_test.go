@@ -14,16 +14,27 @@ import (
 	"strand/core/env"
 )
 
+// precheckOn runs the pre-check n last published (its PrecheckView) on req,
+// as realnet's connection readers do, without a buffer budget; before n
+// published one, req is handed on unchecked, as realnet does.
+func precheckOn(n *Node, hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
+	if n.precheckView == nil {
+		return req
+	}
+	return n.precheckView.Precheck(hdr, req, nil)
+}
+
 // prechecking is the handler realnet presents: every request goes through
-// PrecheckRequest before HandleRequest, as on a connection goroutine. It
-// counts the Produce requests that reached the node pre-checked.
+// the published pre-check before HandleRequest, as on a connection
+// goroutine. It counts the Produce requests that reached the node
+// pre-checked.
 type prechecking struct {
 	node       *Node
 	prechecked int
 }
 
 func (p *prechecking) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
-	req = p.node.PrecheckRequest(hdr, req)
+	req = precheckOn(p.node, hdr, req)
 	if _, ok := req.(*PrecheckedProduce); ok {
 		p.prechecked++
 	}
@@ -94,7 +105,7 @@ func precheckCases() []precheckCase {
 }
 
 // TestPrecheckedProduceAnswersAsUnchecked sends each batch twice, once as
-// the simulator does (checked on the loop) and once through PrecheckRequest
+// the simulator does (checked on the loop) and once through the published pre-check
 // as realnet does, and demands the same answer from both, the expected one,
 // and that the second really was pre-checked.
 func TestPrecheckedProduceAnswersAsUnchecked(t *testing.T) {
@@ -143,7 +154,7 @@ func TestPrecheckOfOtherBytesIsIgnored(t *testing.T) {
 	good := recordBatch("a", "b")
 	req := produceReq("plain", 0, 1, good)
 	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
-	prechecked := tn.node.PrecheckRequest(hdr, req).(*PrecheckedProduce)
+	prechecked := precheckOn(tn.node, hdr, req).(*PrecheckedProduce)
 	// The last byte is the last record's header count: 2 headers in no
 	// bytes is malformed, which only the record walk sees (the CRC is
 	// repaired, so the log's own Verify would take it).
@@ -178,7 +189,7 @@ func (r *replacing) HandleClosed(conn env.ConnID) { r.node.HandleClosed(conn) }
 // (100 records of 100 bytes) costs the event loop: the time inside
 // HandleRequest, reported as loop-ns/produce, with the batch checked on the
 // loop ("unchecked", as before the pre-check existed and as in the
-// simulator) or pre-checked beforehand ("prechecked", PrecheckRequest run
+// simulator) or pre-checked beforehand ("prechecked", the published pre-check run
 // outside the measured time, as realnet's connection goroutines do), into a
 // topic keeping the producer's codec or one whose compression.type is gzip
 // ("to-gzip": recompressed on the loop, or by the pre-check). ns/op also
@@ -233,7 +244,7 @@ func (h *timingHandler) HandleRequest(conn env.ConnID, hdr env.RequestHeader, re
 		return
 	}
 	if h.precheck {
-		req = h.node.PrecheckRequest(hdr, req)
+		req = precheckOn(h.node, hdr, req)
 	}
 	start := time.Now()
 	h.node.HandleRequest(conn, hdr, req)

@@ -43,9 +43,9 @@ func TestPrecheckCopiesBoundedPerRequest(t *testing.T) {
 	}
 	req.Topics = append(req.Topics, rt)
 	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
-	prechecked, ok := n.PrecheckRequest(hdr, req).(*PrecheckedProduce)
+	prechecked, ok := precheckOn(n, hdr, req).(*PrecheckedProduce)
 	if !ok {
-		t.Fatalf("PrecheckRequest did not pre-check a Produce")
+		t.Fatalf("the published pre-check did not pre-check a Produce")
 	}
 	kept := 0
 	for _, v := range prechecked.verdicts[0] {
@@ -53,7 +53,7 @@ func TestPrecheckCopiesBoundedPerRequest(t *testing.T) {
 			kept += len(v.recompression.stored)
 		}
 	}
-	if bound := requestBytes + n.precheckBatchBytesMax; kept > bound {
+	if bound := requestBytes + n.precheckView.batchBytesMax; kept > bound {
 		t.Errorf("a request of %d batch bytes keeps %d bytes of recompressed copies, want at most %d", requestBytes, kept, bound)
 	}
 

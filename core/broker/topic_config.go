@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"maps"
 	"math"
 
 	"strand/core/batch"
@@ -66,48 +65,7 @@ func (n *Node) applyTopicConfigs() {
 		}
 		p.syncAcks = t.FlushMessages == 1
 	}
-	n.publishPrecheckCodecs()
-}
-
-// topicCodecs maps topics to the codec their compression.type stores
-// batches in; a topic keeping the producer's codec is absent.
-type topicCodecs map[string]batch.Codec
-
-// publishPrecheckCodecs tells PrecheckRequest, which runs on connection
-// goroutines, the codec each hosted topic stores batches in, so that it
-// recompresses them there (api_00_produce_precheck.go). It runs on the loop
-// after every metadata apply and publishes a new map only when the codecs
-// changed. A topic it leaves out, or a codec changed since, costs only
-// speed: produceOne checks the codec again at append time.
-func (n *Node) publishPrecheckCodecs() {
-	var codecs topicCodecs
-	for _, p := range n.partitions { // order-independent: fills a map
-		if codec, ok := storedCodec(n.topicConfig(p.key.topic).CompressionType); ok {
-			if codecs == nil {
-				codecs = topicCodecs{}
-			}
-			codecs[p.key.topic] = codec
-		}
-	}
-	var published topicCodecs
-	if current := n.precheckCodecs.Load(); current != nil {
-		published = *current
-	}
-	if !maps.Equal(codecs, published) {
-		n.precheckCodecs.Store(&codecs)
-	}
-}
-
-// precheckCodecOf is the codec topic stores batches in as last published
-// to PrecheckRequest, and false if it keeps the producer's or is unknown.
-// Safe on any goroutine.
-func (n *Node) precheckCodecOf(topic string) (batch.Codec, bool) {
-	codecs := n.precheckCodecs.Load()
-	if codecs == nil {
-		return 0, false
-	}
-	codec, ok := (*codecs)[topic]
-	return codec, ok
+	n.publishPrecheckView()
 }
 
 // logConfigOf maps a topic's settings onto its logs' configuration.

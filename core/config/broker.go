@@ -168,6 +168,34 @@ type Limits struct {
 	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots:
 	// the fetch sessions (KIP-227) a broker keeps (Kafka's default, 1000).
 	FetchSessionCacheSlots int32
+
+	// The work one request may cost (SPEC.md §7, "Request limits"). Kafka
+	// has none of these keys. The first four are checked before a request
+	// is decoded (core/wire.RequestLimits): a request over one closes the
+	// connection.
+	//
+	// RequestTopicsMax is strand.request.topics.max: topics (and config
+	// resources) named in one request, over all its topic lists.
+	RequestTopicsMax int32
+	// RequestPartitionsMax is strand.request.partitions.max: partitions
+	// named in one request, summed over its topics.
+	RequestPartitionsMax int32
+	// RequestEntriesMax is strand.request.entries.max: array elements and
+	// tagged fields in one request, whatever they list.
+	RequestEntriesMax int32
+	// RequestTaggedFieldsMax is strand.request.tagged.fields.max: tagged
+	// fields in one structure of a request, its header included.
+	RequestTaggedFieldsMax int32
+	// ProduceRequestDecompressedBytesMax is
+	// strand.produce.request.decompressed.bytes.max: bytes the batches of
+	// one produce request may decompress to, in all. The batch that passes
+	// it and every compressed batch after it are MESSAGE_TOO_LARGE.
+	ProduceRequestDecompressedBytesMax int64
+	// ProduceDecompressionBufferBytesMax is
+	// strand.produce.decompression.buffer.bytes.max: bytes of decompression
+	// buffers the produce pre-checks hold at once, over all connections;
+	// a pre-check waits for room before it decompresses a batch.
+	ProduceDecompressionBufferBytesMax int64
 }
 
 // Roles is process.roles.

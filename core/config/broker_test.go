@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"strand/core/env"
+	"strand/core/wire"
 )
 
 // readExample reads one file of the repository's three-node example
@@ -164,6 +165,25 @@ func TestKafkaDefaults(t *testing.T) {
 	}
 	if b.LogCleanupPolicy != (CleanupPolicy{Delete: true}) || b.LogMessageTimestampType != TimestampCreateTime || b.CompressionType != "producer" {
 		t.Errorf("string defaults: %v %v %v", b.LogCleanupPolicy, b.LogMessageTimestampType, b.CompressionType)
+	}
+}
+
+// TestRequestLimitDefaultsAreWires: the strand.request.* defaults are
+// core/wire's, which the simulator parses with, so that simulated and real
+// nodes refuse the same requests.
+func TestRequestLimitDefaultsAreWires(t *testing.T) {
+	b, _, err := Parse([]byte(DefaultProperties), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := wire.RequestLimits{TopicsMax: int(b.Limits.RequestTopicsMax), PartitionsMax: int(b.Limits.RequestPartitionsMax),
+		EntriesMax: int(b.Limits.RequestEntriesMax), TaggedFieldsMax: int(b.Limits.RequestTaggedFieldsMax)}
+	if want := wire.DefaultRequestLimits(); got != want {
+		t.Errorf("strand.request.* defaults %+v, core/wire's %+v", got, want)
+	}
+	if b.Limits.ProduceRequestDecompressedBytesMax != 128<<20 || b.Limits.ProduceDecompressionBufferBytesMax != 64<<20 {
+		t.Errorf("produce decompression defaults %d and %d, want 128 MiB and 64 MiB",
+			b.Limits.ProduceRequestDecompressedBytesMax, b.Limits.ProduceDecompressionBufferBytesMax)
 	}
 }
 

@@ -203,6 +203,15 @@ var brokerKeys = map[string]keyDef{
 	"strand.purgatory.requests.per.partition.max": int32Key("1000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsPerPartitionMax }),
 	"strand.purgatory.requests.max":               int32Key("100000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsMax }),
 	"max.incremental.fetch.session.cache.slots":   int32Key("1000", 0, maxInt32, func(b *Broker) *int32 { return &b.Limits.FetchSessionCacheSlots }),
+
+	// The work one request may cost (Limits). The defaults are
+	// core/wire.DefaultRequestLimits, 128 MiB and 64 MiB.
+	"strand.request.topics.max":                     int32Key("100000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.RequestTopicsMax }),
+	"strand.request.partitions.max":                 int32Key("200000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.RequestPartitionsMax }),
+	"strand.request.entries.max":                    int32Key("1000000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.RequestEntriesMax }),
+	"strand.request.tagged.fields.max":              int32Key("64", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.RequestTaggedFieldsMax }),
+	"strand.produce.request.decompressed.bytes.max": int64Key("134217728", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ProduceRequestDecompressedBytesMax }),
+	"strand.produce.decompression.buffer.bytes.max": int64Key("67108864", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ProduceDecompressionBufferBytesMax }),
 }
 
 // brokerKeyNames lists brokerKeys sorted, so that parsing visits keys in a

@@ -152,6 +152,7 @@ func (noNetwork) Reply(env.ConnID, int32, kmsg.Response)  {}
 func (noNetwork) Skip(env.ConnID, int32)                  {}
 func (noNetwork) ReplyFrame(env.ConnID, int32, env.Frame) {}
 func (noNetwork) Close(env.ConnID, int32)                 {}
+func (noNetwork) SetPrechecker(env.Prechecker)            {}
 func (noNetwork) Send(env.NodeID, kmsg.Request, func(kmsg.Response, error)) {
 	// Lost: a voter whose peers are unreachable never wins an election.
 }

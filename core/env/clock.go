@@ -11,6 +11,9 @@ type Clock interface {
 	// Successive calls never decrease.
 	MonotonicNs() int64
 	// WallMs returns milliseconds since the Unix epoch as this node believes it.
+	// It is the one method the core also calls off the loop: a Prechecker
+	// reads it, on the environment's goroutines, as the time it validates
+	// produced batches at.
 	WallMs() int64
 	// SetTimer arranges for fire to run on the node's event loop once at least
 	// delayNs of monotonic time has passed. A negative delay counts as zero.

@@ -82,6 +82,42 @@ type Network interface {
 	// arrived. It runs at most once, and may never run if the caller's own
 	// timeout must decide.
 	Send(peer NodeID, req kmsg.Request, done func(kmsg.Response, error))
+	// SetPrechecker hands the environment the node's newest Prechecker,
+	// which replaces the previous one for the requests pre-checked from
+	// then on. The core calls it on the loop when it starts and whenever
+	// what the pre-check depends on changes; until the first call the
+	// environment pre-checks nothing.
+	SetPrechecker(p Prechecker)
+}
+
+// Prechecker runs the checks of a request that need no state the event
+// loop owns, on the environment's own goroutines before it posts the
+// request to the loop, so that CPU-heavy work (decompressing and
+// validating produced batches) stays off the loop (SPEC.md §1, "Where work
+// happens"). It is an immutable value: the core makes a new one when what
+// it depends on changes (Network.SetPrechecker). Precheck may run on any
+// goroutine, in parallel with the loop and with itself; it may read the
+// node's Clock.
+type Prechecker interface {
+	// Precheck returns the request to hand to HandleRequest in place of
+	// req: req itself, or a request carrying the checks' verdicts. The
+	// answer the core gives is the one it would give to req, as of when
+	// Precheck ran. buffers bounds the decompression buffers Precheck
+	// holds at once, over every goroutine the environment pre-checks on;
+	// nil bounds nothing.
+	Precheck(header RequestHeader, req kmsg.Request, buffers BufferBudget) kmsg.Request
+}
+
+// BufferBudget bounds the bytes of buffers held at once over many
+// goroutines (realnet: strand.produce.decompression.buffer.bytes.max).
+type BufferBudget interface {
+	// Acquire waits until bytes more fit, and reports false if the budget
+	// closed (the node is stopping): the caller then does without the
+	// buffer. A request for more than the whole budget is granted once
+	// nothing else is held.
+	Acquire(bytes int64) bool
+	// Release returns bytes an Acquire took.
+	Release(bytes int64)
 }
 
 // CloseAnswersWaitMs bounds how long Network.Close waits for the answers

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +27,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 9, 0, 0, 0, 42, 0xFF, 0xFF, 1, 0, 1, 'x', 0, 0, 0, 0})
 	f.Add([]byte{0, 7, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		hdr, req, err := ParseRequest(frame, nil)
+		hdr, req, err := ParseRequest(frame, nil, DefaultRequestLimits())
 		if err != nil {
 			var reqErr *RequestError
 			if !errors.As(err, &reqErr) && !errors.Is(err, ErrMalformedHeader) {
@@ -38,13 +39,16 @@ func FuzzParseRequest(f *testing.F) {
 			if req != nil {
 				t.Fatalf("request returned alongside error %v", err)
 			}
+			if errors.Is(err, errBodyTruncated) {
+				checkKmsgRefusesToo(t, frame, err)
+			}
 			return
 		}
 		if req.Key() != hdr.APIKey || req.GetVersion() != hdr.APIVersion {
 			t.Fatalf("header %+v but request is key %d v%d", hdr, req.Key(), req.GetVersion())
 		}
 		encoded := AppendRequest(nil, hdr, req)
-		hdr2, req2, err := ParseRequest(frameBodyOf(encoded), nil)
+		hdr2, req2, err := ParseRequest(frameBodyOf(encoded), nil, DefaultRequestLimits())
 		if err != nil {
 			t.Fatalf("re-encoded frame does not parse: %v\nframe %x\nre-encoded %x", err, frame, encoded)
 		}
@@ -55,6 +59,27 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("encoding not stable:\n first %x\nsecond %x", encoded, again)
 		}
 	})
+}
+
+// checkKmsgRefusesToo checks that a body the scan found truncated is one
+// kmsg's decoder refuses as well: the scan must never be stricter than the
+// decoder it guards, or it would close connections Kafka serves.
+func checkKmsgRefusesToo(t *testing.T, frame []byte, scanErr error) {
+	t.Helper()
+	hdr, r, err := parseRequestHeaderFixed(frame)
+	if err != nil {
+		t.Fatalf("the scan ran on a frame whose header does not parse: %v", err)
+	}
+	req := kmsg.RequestForKey(hdr.APIKey)
+	req.SetVersion(hdr.APIVersion)
+	if req.IsFlexible() {
+		if err := r.skipTags("request header", math.MaxInt); err != nil {
+			t.Fatalf("the scan ran on a frame whose header tags do not parse: %v", err)
+		}
+	}
+	if err := req.ReadFrom(r.src); err == nil {
+		t.Fatalf("the scan refused a body kmsg decodes: %v\nframe %x", scanErr, frame)
+	}
 }
 
 // frameBodyOf strips the size prefix without the checks frameBody makes,
@@ -70,7 +95,7 @@ func BenchmarkParseRequestProduce16KiB(b *testing.B) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := ParseRequest(frame, nil); err != nil {
+		if _, _, err := ParseRequest(frame, nil, DefaultRequestLimits()); err != nil {
 			b.Fatal(err)
 		}
 	}

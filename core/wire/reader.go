@@ -75,11 +75,15 @@ func (r *headerReader) uvarint(field, part string) (uint32, error) {
 // skipTags skips a tagged-field section: a uvarint count, then per field a
 // uvarint tag, a uvarint size and that many bytes. The header defines no
 // tags Strand needs, so their contents are ignored, as Kafka ignores unknown
-// tags.
-func (r *headerReader) skipTags(section string) error {
+// tags. More than tagsMax fields is a *LimitError
+// (strand.request.tagged.fields.max), found before any is read.
+func (r *headerReader) skipTags(section string, tagsMax int) error {
 	count, err := r.uvarint(section, " tag count")
 	if err != nil {
 		return err
+	}
+	if int64(count) > int64(tagsMax) {
+		return &LimitError{Key: TaggedFieldsMaxKey, Max: tagsMax, Count: int64(count), Field: section}
 	}
 	// Each field takes at least two bytes (tag and size), so a count
 	// larger than that bound is corrupt however the loop would fare.

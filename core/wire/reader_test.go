@@ -23,7 +23,7 @@ func TestHeaderParseAllocatesOnlyClientID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.skipTags("request header"); err != nil {
+		if err := r.skipTags("request header", DefaultRequestLimits().TaggedFieldsMax); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.src) != 0 {
@@ -59,7 +59,7 @@ func TestHeaderErrorsNameTheField(t *testing.T) {
 	for _, c := range cases {
 		_, r, err := parseRequestHeaderFixed(c.frame)
 		if err == nil {
-			err = r.skipTags("request header")
+			err = r.skipTags("request header", DefaultRequestLimits().TaggedFieldsMax)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errTruncated) {
 			t.Errorf("%d-byte header: error %v, want one naming %q and wrapping errTruncated", len(c.frame), err, c.want)

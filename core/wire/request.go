@@ -37,6 +37,10 @@ const (
 	// KindMalformed: the header's tagged fields or the body do not decode.
 	// The caller closes the connection.
 	KindMalformed
+	// KindOverLimit: the request names more topics, partitions or array
+	// entries, or carries more tagged fields, than RequestLimits allow
+	// (Err is a *LimitError). The caller closes the connection.
+	KindOverLimit
 )
 
 // String names the kind for logs.
@@ -48,6 +52,8 @@ func (k RequestErrorKind) String() string {
 		return "unsupported version"
 	case KindMalformed:
 		return "malformed request"
+	case KindOverLimit:
+		return "request over a limit"
 	}
 	return fmt.Sprintf("RequestErrorKind(%d)", int(k))
 }
@@ -109,7 +115,11 @@ func AppendRequest(dst []byte, hdr env.RequestHeader, req kmsg.Request) []byte {
 // ParseRequest decodes one request frame (the bytes after the size prefix).
 //
 // supported reports whether the broker advertises a version of a key; nil
-// accepts every version kmsg can decode. A rejected request whose header
+// accepts every version kmsg can decode. Before kmsg decodes the body,
+// ParseRequest walks it by the request's schema (scanRequest) and refuses
+// it, KindOverLimit, if it crosses limits; so the decoded request, which
+// may cost tens of times its bytes, is bounded by the limits, and a
+// request over them costs only the walk. A rejected request whose header
 // parsed returns a *RequestError carrying that header; a header too short to
 // hold a correlation id or a valid client_id returns an error wrapping
 // ErrMalformedHeader, with whatever header fields were read before the fault
@@ -118,7 +128,8 @@ func AppendRequest(dst []byte, hdr env.RequestHeader, req kmsg.Request) []byte {
 // The request's []byte fields alias frame: frame must not be reused while
 // the request is referenced (see the package comment). Bytes after the body
 // are ignored, as kmsg ignores them.
-func ParseRequest(frame []byte, supported func(key, version int16) bool) (env.RequestHeader, kmsg.Request, error) {
+func ParseRequest(frame []byte, supported func(key, version int16) bool, limits RequestLimits) (env.RequestHeader, kmsg.Request, error) {
+	limits.mustBeValid()
 	hdr, r, err := parseRequestHeaderFixed(frame)
 	if err != nil {
 		return hdr, nil, err
@@ -134,11 +145,28 @@ func ParseRequest(frame []byte, supported func(key, version int16) bool) (env.Re
 		(supported != nil && !supported(hdr.APIKey, hdr.APIVersion)) {
 		return reject(KindUnsupportedVersion, nil)
 	}
+	schema, ok := requestSchemas[hdr.APIKey]
+	if !ok || hdr.APIVersion > schema.versionMax {
+		// TestScanAgreesWithKmsg keeps the schema in step with kmsg;
+		// without one the body cannot be bounded, so it is not decoded.
+		return reject(KindUnsupportedVersion, nil)
+	}
 	req.SetVersion(hdr.APIVersion)
 	if req.IsFlexible() {
-		if err := r.skipTags("request header"); err != nil {
+		if err := r.skipTags("request header", limits.TaggedFieldsMax); err != nil {
+			var limitErr *LimitError
+			if errors.As(err, &limitErr) {
+				return reject(KindOverLimit, err)
+			}
 			return reject(KindMalformed, err)
 		}
+	}
+	if _, _, err := scanRequest(&schema, hdr.APIVersion, r.src, limits); err != nil {
+		var limitErr *LimitError
+		if errors.As(err, &limitErr) {
+			return reject(KindOverLimit, err)
+		}
+		return reject(KindMalformed, fmt.Errorf("body: %w", err))
 	}
 	if err := req.ReadFrom(r.src); err != nil {
 		return reject(KindMalformed, fmt.Errorf("body: %w", err))

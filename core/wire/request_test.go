@@ -56,7 +56,7 @@ func TestRequestRoundTripEveryKeyAndVersion(t *testing.T) {
 				}
 			}
 
-			gotHdr, gotReq, err := ParseRequest(frameBody(t, frame), nil)
+			gotHdr, gotReq, err := ParseRequest(frameBody(t, frame), nil, DefaultRequestLimits())
 			if err != nil {
 				t.Errorf("%s v%d: ParseRequest: %v", kmsg.NameForKey(key), version, err)
 				continue
@@ -141,7 +141,7 @@ func TestParseRequestSkipsHeaderTags(t *testing.T) {
 		0x80, 0x01, 1, 'z', // tag 128 (two-byte varint), 1 byte
 	)
 	frame = req.AppendTo(frame)
-	hdr, got, err := ParseRequest(frame, nil)
+	hdr, got, err := ParseRequest(frame, nil, DefaultRequestLimits())
 	if err != nil {
 		t.Fatalf("ParseRequest: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestParseRequestSkipsHeaderTags(t *testing.T) {
 
 	// A tag whose size runs past the frame is malformed, not a panic.
 	bad := []byte{0, 3, 0, 9, 0, 0, 0, 42, 0, 0, 1, 0, 0x7F}
-	_, _, err = ParseRequest(bad, nil)
+	_, _, err = ParseRequest(bad, nil, DefaultRequestLimits())
 	var reqErr *RequestError
 	if !errors.As(err, &reqErr) || reqErr.Kind != KindMalformed || reqErr.Header.CorrelationID != 42 {
 		t.Errorf("oversized header tag: got %v, want a KindMalformed RequestError for correlation_id 42", err)
@@ -194,7 +194,7 @@ func TestParseRequestRejectionsCarryHeader(t *testing.T) {
 		{"body truncated", header(3, 8, 15), supported, KindMalformed},
 	}
 	for _, c := range cases {
-		hdr, req, err := ParseRequest(c.frame, c.supported)
+		hdr, req, err := ParseRequest(c.frame, c.supported, DefaultRequestLimits())
 		var reqErr *RequestError
 		if !errors.As(err, &reqErr) {
 			t.Errorf("%s: got %v, want a *RequestError", c.name, err)
@@ -217,7 +217,7 @@ func TestParseRequestRejectionsCarryHeader(t *testing.T) {
 
 	// An advertised version parses.
 	frame := AppendRequest(nil, env.RequestHeader{APIKey: 3, APIVersion: 12, CorrelationID: 1}, metadataRequest(12))
-	if _, _, err := ParseRequest(frameBody(t, frame), supported); err != nil {
+	if _, _, err := ParseRequest(frameBody(t, frame), supported, DefaultRequestLimits()); err != nil {
 		t.Errorf("advertised Metadata v12: %v", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestParseRequestMalformedHeader(t *testing.T) {
 		"client id past end":         {0, 3, 0, 9, 0, 0, 0, 1, 0x7F, 0xFF, 'a'},
 	}
 	for name, frame := range cases {
-		_, req, err := ParseRequest(frame, nil)
+		_, req, err := ParseRequest(frame, nil, DefaultRequestLimits())
 		if !errors.Is(err, ErrMalformedHeader) || req != nil {
 			t.Errorf("%s: got (%v, %v), want ErrMalformedHeader", name, req, err)
 		}
@@ -253,11 +253,11 @@ func TestParseRequestTruncatedAnywhere(t *testing.T) {
 	}
 	for _, full := range frames {
 		body := frameBody(t, full)
-		if _, _, err := ParseRequest(body, nil); err != nil {
+		if _, _, err := ParseRequest(body, nil, DefaultRequestLimits()); err != nil {
 			t.Fatalf("untruncated frame: %v", err)
 		}
 		for n := range len(body) {
-			if _, req, err := ParseRequest(body[:n], nil); err == nil {
+			if _, req, err := ParseRequest(body[:n], nil, DefaultRequestLimits()); err == nil {
 				t.Errorf("frame %x cut to %d of %d bytes parsed as %+v", body[:8], n, len(body), req)
 			}
 		}
@@ -286,7 +286,7 @@ func produceRequest(version int16, recordBytes int) *kmsg.ProduceRequest {
 // warning can go).
 func TestParseRequestAliasesFrame(t *testing.T) {
 	frame := frameBody(t, AppendRequest(nil, env.RequestHeader{APIKey: 0, APIVersion: 9}, produceRequest(9, 16)))
-	_, req, err := ParseRequest(frame, nil)
+	_, req, err := ParseRequest(frame, nil, DefaultRequestLimits())
 	if err != nil {
 		t.Fatalf("ParseRequest: %v", err)
 	}

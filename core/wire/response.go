@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,7 +53,9 @@ func ParseResponse(frame []byte, req kmsg.Request) (int32, kmsg.Response, error)
 			resp.SetVersion(0)
 		}
 	} else if resp.IsFlexible() {
-		if err := r.skipTags("response header"); err != nil {
+		// Responses come from the peers this node connected to, not from
+		// clients: their tag sections are not bounded.
+		if err := r.skipTags("response header", math.MaxInt); err != nil {
 			return correlationID, nil, fmt.Errorf("%w: correlation_id %d: %w", ErrMalformedResponse, correlationID, err)
 		}
 	}

@@ -108,7 +108,7 @@ func TestAPIVersionsUnsupportedKIP511(t *testing.T) {
 	clientReq.ClientSoftwareVersion = "1"
 	frame := frameBody(t, AppendRequest(nil, requestHeaderOf(clientReq, 21), clientReq))
 
-	hdr, _, err := ParseRequest(frame, VersionsSupported(advertised))
+	hdr, _, err := ParseRequest(frame, VersionsSupported(advertised), DefaultRequestLimits())
 	var reqErr *RequestError
 	if !errors.As(err, &reqErr) || reqErr.Kind != KindUnsupportedVersion {
 		t.Fatalf("ParseRequest: got %v, want KindUnsupportedVersion", err)

@@ -45,6 +45,24 @@ func TestTraceWriterDoesNotChangeTheRun(t *testing.T) {
 	}
 }
 
+// TestProducesTakeBothBranches: the network pre-checks a seeded share of
+// the produces, as realnet pre-checks all of them, and leaves the rest to
+// the nodes' loops, so that a sweep runs both of the broker's produce
+// paths (issue 19 §3).
+func TestProducesTakeBothBranches(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{42, 43} {
+		res := Run(Options{Seed: seed})
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v", seed, res.Violations)
+		}
+		if res.ProducesPrechecked == 0 || res.ProducesLoopChecked == 0 {
+			t.Errorf("seed %d: %d produces pre-checked, %d checked on the loop; want some of each", seed, res.ProducesPrechecked, res.ProducesLoopChecked)
+		}
+		t.Logf("seed %d: %d produces pre-checked, %d checked on the loop", seed, res.ProducesPrechecked, res.ProducesLoopChecked)
+	}
+}
+
 // sweepSeeds is how many seeds TestSweep runs (issue 3 §5: at least 500).
 // STRAND_SIM_SWEEP overrides it.
 func sweepSeeds() int {

@@ -52,6 +52,10 @@ type Result struct {
 	HTML []string
 	// Stats counts the clients' operations.
 	Stats string
+	// ProducesPrechecked and ProducesLoopChecked count the Produce
+	// requests the nodes took pre-checked (as realnet takes every one) and
+	// checked on their loop, by the network's draw (simnet.PrecheckWith).
+	ProducesPrechecked, ProducesLoopChecked uint64
 	// NodeLogs are each node's last log lines, in node order, unless the
 	// run discarded them.
 	NodeLogs []NodeLog
@@ -154,6 +158,8 @@ func Run(opts Options) (res Result) {
 		}
 		if r.c != nil {
 			res.NodeLogs = r.c.nodeLogs()
+			stats := r.c.Net.Stats()
+			res.ProducesPrechecked, res.ProducesLoopChecked = stats.ProducesPrechecked, stats.ProducesLoopChecked
 		}
 	}()
 	r.execute(bugs)

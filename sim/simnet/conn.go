@@ -273,13 +273,16 @@ func (c *conn) serverReceive(f frame) {
 	var header env.RequestHeader
 	var req kmsg.Request
 	if err == nil {
-		header, req, err = wire.ParseRequest(body, nil)
+		header, req, err = wire.ParseRequest(body, nil, wire.DefaultRequestLimits())
 	}
 	if err != nil {
 		c.malformed(server, err)
 		return
 	}
 	header.ClientHost, header.Listener, header.Principal = c.client.address(), c.listener, c.principal
+	if _, produce := req.(*kmsg.ProduceRequest); produce {
+		req = c.precheck(server, header, req)
+	}
 	c.awaiting = append(c.awaiting, awaitingReply{correlationID: header.CorrelationID})
 	if !c.serverSaw {
 		c.serverSaw = true
@@ -290,6 +293,18 @@ func (c *conn) serverReceive(f frame) {
 		panic(fmt.Sprintf("simnet: node %d is up but has no handler", server.nodeID))
 	}
 	server.handler.HandleRequest(c.id, header, req)
+}
+
+// precheck takes a Produce through the node's prechecker on a draw
+// (Network.PrecheckWith), as realnet's connection readers take every one.
+func (c *conn) precheck(server *Host, header env.RequestHeader, req kmsg.Request) kmsg.Request {
+	if server.prechecker == nil || !c.net.precheckDraw() {
+		c.net.stats.ProducesLoopChecked++
+		return req
+	}
+	c.net.stats.ProducesPrechecked++
+	c.trace("net.precheck", server, int64(header.CorrelationID), 0)
+	return server.prechecker.Precheck(header, req, nil)
 }
 
 // reply records the server's answer to correlationID (frame nil for Skip)

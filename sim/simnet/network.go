@@ -46,6 +46,11 @@ type Stats struct {
 	Blackholes uint64
 	// Retransmits counts deliveries postponed by a partition.
 	Retransmits uint64
+	// ProducesPrechecked and ProducesLoopChecked count the Produce
+	// requests delivered to nodes, by the branch the pre-check draw took
+	// (PrecheckWith): pre-checked as realnet does, or left to the loop.
+	ProducesPrechecked  uint64
+	ProducesLoopChecked uint64
 	// MalformedFrames counts frames core/wire could not decode. Every frame
 	// simnet carries was encoded by core/wire, so any count here is a codec
 	// bug; the harness treats it as a violation.
@@ -72,7 +77,10 @@ type Network struct {
 	conns []*conn
 
 	chaos *chaos
-	stats Stats
+	// precheck is the stream the pre-check draw takes from
+	// (PrecheckWith); nil: no request is pre-checked.
+	precheck *rand.Rand
+	stats    Stats
 	// scratch is where frames are encoded before ownFrame copies them out.
 	scratch []byte
 }
@@ -99,6 +107,18 @@ func New(s *sched.Scheduler, r *rand.Rand, f Faults) *Network {
 	return &Network{s: s, r: r, faults: f, nodes: make(map[env.NodeID]*Host)}
 }
 
+// PrecheckWith makes the network pre-check, from now on, one in two
+// Produce requests delivered to a node that has published a prechecker
+// (env.Network.SetPrechecker), on a draw from r, a stream of its own so that
+// the draws reshuffle nothing else: realnet pre-checks every Produce on its
+// connection goroutines, so the branch production takes for every produce
+// runs in simulation as well as the loop's own checks, which requests that
+// skip the pre-check take.
+func (n *Network) PrecheckWith(r *rand.Rand) { n.precheck = r }
+
+// precheckDraw reports whether the next Produce is pre-checked.
+func (n *Network) precheckDraw() bool { return n.precheck != nil && n.precheck.IntN(2) == 0 }
+
 // Stats returns what the network has done so far.
 func (n *Network) Stats() Stats { return n.stats }
 
@@ -116,8 +136,11 @@ type Host struct {
 	// handler receives the inbound requests of a node; nil for a client
 	// and for a node between a crash and its restart.
 	handler env.Handler
-	isNode  bool
-	nodeID  env.NodeID
+	// prechecker is the node incarnation's newest one, nil before it
+	// publishes one.
+	prechecker env.Prechecker
+	isNode     bool
+	nodeID     env.NodeID
 	// inbound finds an accepted connection by id, for Reply; only looked up.
 	inbound map[env.ConnID]*conn
 	// peers holds a node's outbound connections to each peer; only looked

@@ -32,8 +32,16 @@ func (n *Network) AddNode(id env.NodeID, proc *sched.Node) *NodeNet {
 }
 
 // SetHandler gives the node's current incarnation its handler. A node must
-// have one whenever it is up.
-func (nn *NodeNet) SetHandler(h env.Handler) { nn.host.handler = h }
+// have one whenever it is up. The previous incarnation's prechecker goes
+// with it: the new one publishes its own.
+func (nn *NodeNet) SetHandler(h env.Handler) {
+	nn.host.handler = h
+	nn.host.prechecker = nil
+}
+
+// SetPrechecker keeps the node's newest prechecker (env.Network), which a
+// Produce delivered to the node takes on a draw (Network.PrecheckWith).
+func (nn *NodeNet) SetPrechecker(p env.Prechecker) { nn.host.prechecker = p }
 
 // Host returns the node's host, for faults.
 func (nn *NodeNet) Host() HostID { return nn.host.id }

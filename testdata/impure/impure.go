@@ -4,9 +4,11 @@ package impure
 import (
 	"log"
 	"log/slog"
+	"maps"
 	"math/rand"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +17,8 @@ import (
 var pool sync.Pool
 
 var logger *slog.Logger
+
+var counter atomic.Int64
 
 func Sins(m map[string]int) int {
 	_ = os.Getpid()
@@ -31,6 +35,16 @@ func Sins(m map[string]int) int {
 	for _, v := range m {
 		total += v
 	}
+	for k := range maps.Keys(m) {
+		total += len(k)
+	}
+	for v := range maps.Values(m) {
+		total += v
+	}
+	for k, v := range maps.All(m) {
+		total += len(k) + v
+	}
+	counter.Add(int64(total))
 	pool.Put(total)
 	log.Print(total)
 	slog.Info("total", slog.Int("total", total))
