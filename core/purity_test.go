@@ -91,6 +91,7 @@ func TestPurityCheckerCatchesViolations(t *testing.T) {
 		"sync.Pool", "range over map", `imports "log"`, "slog.Info", "slog.Logger",
 		`imports "sync"`, `imports "sync/atomic"`,
 		"range over maps.Keys", "range over maps.Values", "range over maps.All",
+		"maps.Keys outside slices.Sorted",
 	}
 	joined := strings.Join(violations, "\n")
 	for _, w := range want {
@@ -172,6 +173,7 @@ func checkPackage(t *testing.T, paths []string) []string {
 	_, _ = conf.Check(files[0].Name.Name, fset, files, info)
 
 	for _, f := range files {
+		sortedIterators := iteratorsSortedOrRanged(info, f)
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			if forbiddenImports[path] || strings.HasPrefix(path, "golang.org/x/sys/") {
@@ -190,6 +192,8 @@ func checkPackage(t *testing.T, paths []string) []string {
 					return true
 				}
 				switch {
+				case obj.Pkg().Path() == "maps" && forbiddenMapIterators[obj.Name()] && !sortedIterators[n]:
+					report(n.Pos(), "maps.%s outside slices.Sorted yields in map order: sort it (slices.Sorted(maps.Keys(m))), or range over it in a loop marked // order-independent: <why>", obj.Name())
 				case obj.Pkg().Path() == "time" && forbiddenTimeCalls[obj.Name()]:
 					report(n.Pos(), "time.%s reads or waits on the real clock; use env.Clock", obj.Name())
 				case obj.Pkg().Path() == "log/slog" && forbiddenSlog[obj.Name()]:
@@ -211,6 +215,49 @@ func checkPackage(t *testing.T, paths []string) []string {
 		})
 	}
 	return violations
+}
+
+// orderFixingConsumers take an iterator and give a result that does not
+// depend on the order it yields in: the sorts, and maps.Collect and
+// maps.Insert, which build a map.
+var orderFixingConsumers = map[string]map[string]bool{
+	"slices": {"Sorted": true, "SortedFunc": true, "SortedStableFunc": true},
+	"maps":   {"Collect": true, "Insert": true},
+}
+
+// iteratorsSortedOrRanged returns the selectors of the maps iterator calls
+// in f that are harmless or judged elsewhere: the argument of an
+// order-fixing consumer, or a range statement's expression (the range rule
+// decides those). Any other use (slices.Collect(maps.Keys(m)), a call
+// passing the iterator on) lets map order through.
+func iteratorsSortedOrRanged(info *types.Info, f *ast.File) map[*ast.SelectorExpr]bool {
+	out := map[*ast.SelectorExpr]bool{}
+	mark := func(x ast.Expr) {
+		if call, ok := ast.Unparen(x).(*ast.CallExpr); ok {
+			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+				out[sel] = true
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.RangeStmt:
+			mark(n.X)
+		case *ast.CallExpr:
+			sel, ok := ast.Unparen(n.Fun).(*ast.SelectorExpr)
+			if !ok || len(n.Args) == 0 {
+				return true
+			}
+			if obj := info.Uses[sel.Sel]; obj != nil && obj.Pkg() != nil && orderFixingConsumers[obj.Pkg().Path()][obj.Name()] {
+				mark(n.Args[len(n.Args)-1]) // the iterator is the last argument of each (Insert's second)
+				if obj.Name() != "Insert" {
+					mark(n.Args[0])
+				}
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // mapIterator reports whether x calls one of the maps package's iterators

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,12 @@ func Sins(m map[string]int) int {
 	}
 	for k, v := range maps.All(m) {
 		total += len(k) + v
+	}
+	for _, k := range slices.Collect(maps.Keys(m)) { // a slice in map order
+		total += len(k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) { // sorted: fine
+		total += len(k)
 	}
 	counter.Add(int64(total))
 	pool.Put(total)
