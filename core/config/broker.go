@@ -129,6 +129,10 @@ type Broker struct {
 	// limits").
 	Limits Limits
 
+	// Security is the listeners' authentication (TLS, SASL, the principal
+	// builder), which realnet carries out (SPEC.md §10.2).
+	Security Security
+
 	// Static holds the known keys the file or the overrides set, with their
 	// trimmed values: DescribeConfigs reports them as STATIC_BROKER_CONFIG.
 	Static map[string]string
@@ -282,12 +286,24 @@ func Parse(text []byte, overrides map[string]string) (Broker, Warnings, error) {
 
 // FromProperties is Parse on already-split key/value pairs.
 func FromProperties(props map[string]string) (Broker, Warnings, error) {
-	b := builder{explicit: map[string]string{}}
+	b := builder{explicit: map[string]string{}, security: newSecurityProps()}
+	props = maps.Clone(props)
+	if err := expandShorthand(props); err != nil {
+		return Broker{}, nil, err
+	}
 	_, b.bootstrapServersSet = props["controller.quorum.bootstrap.servers"]
 	var unknown []string
 	for _, key := range slices.Sorted(maps.Keys(props)) {
 		if _, known := brokerKeys[key]; known {
 			b.explicit[key] = strings.TrimSpace(props[key])
+			continue
+		}
+		lk, known, err := classifyAuthenticationKey(key)
+		if err != nil {
+			return Broker{}, b.sortedWarnings(), err
+		}
+		if known {
+			b.security.add(lk, key, props[key])
 			continue
 		}
 		unknown = append(unknown, key)

@@ -39,6 +39,9 @@ type builder struct {
 	advertised       []rawListener
 	advertisedSet    bool
 	protocolMap      map[string]string
+	// security holds the security keys given (security.go), read by
+	// resolveSecurity.
+	security securityProps
 	// bootstrapServersSet: controller.quorum.bootstrap.servers was given,
 	// which Strand does not implement; it explains a missing voters list.
 	bootstrapServersSet bool

@@ -27,6 +27,9 @@ func (b *builder) resolve() error {
 			return err
 		}
 	}
+	if err := b.resolveAuthentication(); err != nil {
+		return err
+	}
 	if err := b.resolveSecurity(); err != nil {
 		return err
 	}
@@ -125,8 +128,7 @@ func (b *builder) resolveListeners() error {
 
 // withProtocols resolves the security protocol of each listener. Whether
 // the environment serves it is the environment's to check
-// (Broker.CheckProtocolsServed): realnet does not serve TLS or SASL yet,
-// the simulator authenticates every protocol.
+// (Broker.CheckProtocolsServed).
 func (b *builder) withProtocols(key string, raw []rawListener) ([]Listener, error) {
 	listeners := make([]Listener, 0, len(raw))
 	for _, r := range raw {

@@ -44,12 +44,12 @@ func TestIsSecurityKey(t *testing.T) {
 // naming it; before, each was a warning and the broker served wide open.
 func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 	cases := map[string]string{
-		"authorizer.class.name":                           "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"ssl.client.auth":                                 "required",
-		"allow.everyone.if.no.acl.found":                  "false",
-		"sasl.enabled.mechanisms":                         "GSSAPI",
-		"listener.name.controller.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
-		"authentication":                                  "kerberos",
+		"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"ssl.cipher.suites":              "TLS_AES_128_GCM_SHA256",
+		"allow.everyone.if.no.acl.found": "false",
+		"sasl.login.class":               "x",
+		"listener.name.controller.plain.sasl.server.callback.handler.class": "x",
+		"max.connections.per.ip": "10",
 	}
 	for key, value := range cases {
 		_, warnings, err := parseWith(t, map[string]string{key: value, "num.network.threads": "3"})
@@ -70,12 +70,12 @@ func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 // TestSeveralUnimplementedSecurityKeysAreAllNamed: the error names the
 // first and lists the others, so one start attempt shows every key to fix.
 func TestSeveralUnimplementedSecurityKeysAreAllNamed(t *testing.T) {
-	_, _, err := parseWith(t, map[string]string{"ssl.client.auth": "required", "authorizer.class.name": "x", "sasl.enabled.mechanisms": "PLAIN"})
+	_, _, err := parseWith(t, map[string]string{"ssl.cipher.suites": "x", "authorizer.class.name": "x", "sasl.login.class": "PLAIN"})
 	var cfgErr *Error
 	if !errors.As(err, &cfgErr) || cfgErr.Key != "authorizer.class.name" {
 		t.Fatalf("got %v, want the first key, authorizer.class.name", err)
 	}
-	if !strings.Contains(err.Error(), "also not implemented: sasl.enabled.mechanisms, ssl.client.auth") {
+	if !strings.Contains(err.Error(), "also not implemented: sasl.login.class, ssl.cipher.suites") {
 		t.Errorf("error %q does not list the other keys", err)
 	}
 }
