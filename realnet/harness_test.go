@@ -26,6 +26,9 @@ type testCluster struct {
 	nodes []*Node
 	// configs are the nodes' configurations, for restarts.
 	configs []config.Broker
+	// clientListener names the listener clients use (secure clusters;
+	// startCluster's is PLAINTEXT).
+	clientListener string
 }
 
 // startCluster starts size nodes with extra server.properties on top.

@@ -1,16 +1,19 @@
 package realnet
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/config"
 	"strand/core/env"
 	"strand/core/wire"
+	"strand/realnet/auth"
 )
 
 // Network is env.Network on TCP: inbound client and peer connections
@@ -42,6 +45,13 @@ type Network struct {
 	goroutines sync.WaitGroup
 
 	peers *peerSet
+	// security is the listeners' authentication (TLS, SASL, principals);
+	// nil serves every listener as PLAINTEXT with ANONYMOUS principals
+	// (tests that build a bare Network).
+	security *auth.Security
+	// authenticationTimeout is authenticationTimeoutDefault; tests
+	// shorten it before serving.
+	authenticationTimeout time.Duration
 }
 
 var _ env.Network = (*Network)(nil)
@@ -57,6 +67,8 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) *Network {
 		checks:        newRequestChecks(cfg.Limits),
 		conns:         map[env.ConnID]*serverConn{},
 		nextConnID:    1,
+
+		authenticationTimeout: authenticationTimeoutDefault,
 	}
 	n.peers = newPeerSet(n, cfg)
 	return n
@@ -126,7 +138,15 @@ func (n *Network) admit(listener string, c net.Conn) {
 	}
 	id := n.nextConnID
 	n.nextConnID++
+	var la *auth.Listener
+	if n.security != nil {
+		la = n.security.Listener(listener)
+		if cfg := la.ServerTLS(); cfg != nil {
+			c = tls.Server(c, cfg) // the handshake runs on the reader (authenticateTransport)
+		}
+	}
 	sc := newServerConn(n, id, listener, c)
+	sc.auth = newConnAuth(la)
 	n.conns[id] = sc
 	n.goroutines.Add(2)
 	n.mu.Unlock()

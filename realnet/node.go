@@ -18,6 +18,7 @@ import (
 	"strand/core/env"
 	"strand/core/quorum"
 	"strand/diskio"
+	"strand/realnet/auth"
 )
 
 // closeFlushTimeout bounds the last phase of a shutdown: flushing every log
@@ -40,6 +41,9 @@ type Options struct {
 	// with, which Metadata and DescribeCluster report; empty derives it
 	// from the quorum voters (broker.Config.ClusterID).
 	ClusterID string
+	// Krb5Config is the krb5.conf path Kerberos logins read (KDCs, default
+	// realm, clock skew); empty means $KRB5_CONFIG, else /etc/krb5.conf.
+	Krb5Config string
 	// OfflineLogDirs are log directories (as Config.LogDirs names them)
 	// found unusable before the start, each with its cause: strand serve
 	// puts here a directory whose meta.properties it could not read or
@@ -64,6 +68,9 @@ type Node struct {
 	locks []*diskio.DirLock
 	core  *broker.Node
 	addrs map[string]net.Addr
+	// security is the listeners' loaded authentication; its Kerberos
+	// logins end with the node.
+	security *auth.Security
 
 	// waitingMu guards waiting: the broker listeners, bound but not served
 	// until the core's initial metadata catch-up (serveWaitingListeners).
@@ -109,7 +116,7 @@ func Start(opts Options) (*Node, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := opts.Config
-	if err := cfg.CheckProtocolsServed(servedSecurityProtocols); err != nil {
+	fail := func(err error) (*Node, error) {
 		for _, l := range opts.Listeners {
 			l.Close()
 		}
@@ -118,9 +125,23 @@ func Start(opts Options) (*Node, error) {
 		}
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}, locks: opts.LogDirLocks}
+	if err := cfg.CheckProtocolsServed(servedSecurityProtocols); err != nil {
+		return fail(err)
+	}
+	if err := cfg.CheckAuthenticationComplete(); err != nil {
+		return fail(err)
+	}
+	// Authentication first: a node that cannot log in to its KDC or read
+	// its certificates does not start (SPEC.md §10.2).
+	security, err := auth.Load(cfg, auth.Options{Krb5Config: opts.Krb5Config, Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}, locks: opts.LogDirLocks, security: security}
 	go n.loop.Run()
 	n.net = newNetwork(n.loop, cfg, logger)
+	n.net.security = security
+	n.net.peers.security = newPeerSecurity(cfg, security)
 	ok := false
 	defer func() {
 		if !ok {
@@ -190,7 +211,6 @@ func Start(opts Options) (*Node, error) {
 		logger.Info("broker listeners wait until the broker has caught up with the metadata log and been unfenced")
 	}
 
-	var err error
 	n.loop.Call(func() {
 		coreCfg := broker.Config{Broker: cfg, ClusterID: opts.ClusterID, OnInitialUnfence: n.serveWaitingListeners, Log: newCoreLogger(logger)}
 		n.core, err = broker.New(coreCfg, NewClock(n.loop), n.net, envDisks, randomID)
@@ -444,6 +464,7 @@ func (n *Node) stop(runReleases bool) {
 	n.loop.Wait()
 	n.closeWaitingListeners()
 	n.net.Shutdown()
+	n.security.Close()
 	if runReleases {
 		n.loop.RunReleases()
 	}

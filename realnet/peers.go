@@ -92,6 +92,9 @@ type peerSet struct {
 	voters map[env.NodeID]string
 	// brokerAddress is set once the core exists; it runs on the loop.
 	brokerAddress BrokerAddressFunc
+	// security authenticates each new connection (peerauth.go); nil
+	// dials plaintext.
+	security *peerSecurity
 
 	mu     sync.Mutex
 	conns  map[peerKey]*peerConn
@@ -290,6 +293,16 @@ func (pc *peerConn) run() {
 		c, err := net.DialTimeout("tcp", pc.key.address, peerDialTimeout)
 		if err != nil {
 			pc.failAll(fmt.Errorf("%w: dial node %d (%s) at %s: %w", ErrPeerConnection, pc.key.id, pc.key.plane, pc.key.address, err))
+			if !pc.sleep(backoff) {
+				return
+			}
+			backoff = min(2*backoff, peerBackoffMax)
+			continue
+		}
+		c, _, err = pc.net.peers.security.handshake(pc.key, c)
+		if err != nil {
+			pc.net.logger.Warn("authentication to peer failed", "peer", pc.key.id, "plane", pc.key.plane.String(), "address", pc.key.address, "err", err)
+			pc.failAll(fmt.Errorf("%w: authenticate to node %d (%s) at %s: %w", ErrPeerConnection, pc.key.id, pc.key.plane, pc.key.address, err))
 			if !pc.sleep(backoff) {
 				return
 			}

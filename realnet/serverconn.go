@@ -71,6 +71,9 @@ type serverConn struct {
 	// raw is c's descriptor, for the loop's non-blocking writes; nil when
 	// c is not TCP.
 	raw syscall.RawConn
+	// auth is the connection's authentication (authconn.go): TLS, SASL,
+	// and the principal its requests carry.
+	auth *connAuth
 
 	mu sync.Mutex
 	// room is broadcast when requests or buffered bytes go (the reader
@@ -131,7 +134,7 @@ func clientHostOf(addr net.Addr) string {
 }
 
 func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serverConn {
-	sc := &serverConn{net: n, id: id, listener: listener, c: c, clientHost: clientHostOf(c.RemoteAddr())}
+	sc := &serverConn{net: n, id: id, listener: listener, c: c, clientHost: clientHostOf(c.RemoteAddr()), auth: newConnAuth(nil)}
 	sc.room.L = &sc.mu
 	sc.work.L = &sc.mu
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -147,6 +150,9 @@ func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serv
 func (sc *serverConn) readLoop() {
 	defer sc.net.goroutines.Done()
 	defer sc.finish()
+	if !sc.authenticateTransport() {
+		return
+	}
 	r := bufio.NewReaderSize(sc.c, readBufferBytes)
 	for sc.waitForRoom() {
 		if err := sc.readOne(r); err != nil {
@@ -205,9 +211,9 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return err
 	}
-	length, err := wire.FrameLength(prefix, sc.net.frameBytesMax)
+	length, err := wire.FrameLength(prefix, sc.frameBytesMax())
 	if err != nil {
-		return &badRequestError{err} // before anything is allocated for the frame
+		return sc.refuseFrameLength(err) // before anything is allocated for the frame
 	}
 	size := int64(length)
 	if !sc.reserve(size) {
@@ -233,6 +239,15 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return err
 	}
+	if sc.intercepts(frame) {
+		// SASL authentication, before (or instead of) the core.
+		sc.net.budget.release(size)
+		err := sc.authenticateFrame(frame, size)
+		if fb.pooled {
+			produceFrames.release(fb)
+		}
+		return err
+	}
 	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
 	if err != nil {
 		sc.net.budget.release(size)
@@ -248,7 +263,14 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		sc.unreserve(size)
 		return &badRequestError{err}
 	}
-	hdr.ClientHost, hdr.Listener, hdr.Principal = sc.clientHost, sc.listener, env.AnonymousPrincipal
+	return sc.deliver(hdr, req, size, fb)
+}
+
+// deliver hands a decoded request to the node, on the loop, with the
+// connection's identity; size is its bytes, reserved in the connection's
+// buffered bytes and acquired from the node's budget.
+func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, size int64, fb *frameBuf) error {
+	hdr.ClientHost, hdr.Listener, hdr.Principal = sc.clientHost, sc.listener, sc.auth.principal
 	handler := sc.net.handler
 	req = sc.net.checks.precheck(hdr, req) // here, not on the loop: decompression, CRCs, recompression
 	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)

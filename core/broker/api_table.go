@@ -53,6 +53,13 @@ package broker
 //     UIs), and DescribeAcls, CreateAcls and DeleteAcls v1..v3 answered
 //     SECURITY_DISABLED, as a Kafka broker without an authorizer answers
 //     (v0 of all four went in Kafka 4.0, KIP-896).
+//   - SaslHandshake v0..v1 (KIP-43; v1 has SaslAuthenticate follow) and
+//     SaslAuthenticate v0..v2 (v1 carries KIP-368's session lifetime, v2
+//     is flexible), on every listener as Kafka lists them: realnet's
+//     authentication layer answers them while a connection authenticates
+//     (SPEC.md §10.2); those that reach the core come from a connection
+//     without SASL or already authenticated, and get ILLEGAL_SASL_STATE
+//     (sasl.go). librdkafka falls back to pre-KIP-43 framing without them.
 //   - The controller RPCs brokers send (BrokerRegistration v0..v3,
 //     BrokerHeartbeat v0..v1, AlterPartition v0..v3, AllocateProducerIds
 //     v0) and the voters' Raft RPCs in the versions core/quorum's codec
@@ -215,6 +222,8 @@ var apiTable = []apiEntry{
 		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
 		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: typed((*Node).handleSASLHandshake)},
+	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: typed((*Node).handleSASLAuthenticate)},
 }
 
 // groupVersionMin and groupVersionMax are the versions core/group serves
