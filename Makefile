@@ -44,7 +44,9 @@ bench: build
 # spending minutes shrinking one new corpus entry.
 FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/batch:FuzzPrecheckMatchesCheck \
 	./core/log:FuzzRecover ./core/wire:FuzzParseRequest ./core/wire:FuzzRequestStream ./core/config:FuzzParseProperties \
-	./core/broker:FuzzProduceRequest
+	./core/broker:FuzzProduceRequest \
+	./realnet/auth:FuzzParsePlainMessage ./realnet/auth:FuzzParseContextToken ./realnet/auth:FuzzParseWrapToken \
+	./realnet/auth:FuzzGSSAPIExchange ./realnet/auth:FuzzParsePEM
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; \

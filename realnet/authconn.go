@@ -158,10 +158,10 @@ func (sc *serverConn) intercepts(frame []byte) bool {
 	case saslOff:
 		return false
 	case saslComplete:
-		if a.sessionExpiry.IsZero() {
-			return len(frame) >= 2 && apiKeyOf(frame) == kmsg.SASLHandshake.Int16()
+		if len(frame) >= 2 && apiKeyOf(frame) == kmsg.SASLHandshake.Int16() {
+			return true
 		}
-		return true
+		return !a.sessionExpiry.IsZero() && time.Now().After(a.sessionExpiry)
 	case saslInitial:
 		if len(frame) >= 4 && apiKeyOf(frame) == kmsg.ApiVersions.Int16() {
 			if sc.net.supported(kmsg.ApiVersions.Int16(), int16(binary.BigEndian.Uint16(frame[2:4]))) {

@@ -34,9 +34,11 @@ var strandBinary struct {
 	err  error
 }
 
-// TestMain removes the built binary after the tests.
+// TestMain removes the built binary and stops the package's KDC after the
+// tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopRealnetKDC()
 	if strandBinary.dir != "" {
 		os.RemoveAll(strandBinary.dir)
 	}

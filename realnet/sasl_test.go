@@ -50,7 +50,7 @@ func TestSASLPlainClusterKgoAndKcat(t *testing.T) {
 		}
 	}})
 	tlsCfg := pki.clientTLS(t, authtestNoCert)
-	cl := c.secureClient(kgoTLS(tlsCfg), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl := c.secureClient(kgoTLS(tlsCfg), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopicWith(t, cl, "plain", 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

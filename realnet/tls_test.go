@@ -49,7 +49,7 @@ func TestTLSClusterServesKgoAndKcat(t *testing.T) {
 	pki := newTestPKI(t)
 	c := startSecureCluster(t, secureClusterSpec{size: 3, clientListener: "SSL", props: tlsClusterProps(t, pki)})
 	alice := pki.issue(t, pkix.Name{CommonName: "alice", Organization: []string{"Strand"}})
-	cl := c.secureClient(kgoTLS(pki.clientTLS(t, alice)), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl := c.secureClient(kgoTLS(pki.clientTLS(t, alice)), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopicWith(t, cl, "tls", 3, 3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
