@@ -192,6 +192,7 @@ func (sc *serverConn) authenticateFrame(frame []byte, size int64) error {
 			a.state, a.reauthenticating, a.lastReauthStart = saslHandshake, true, now
 		} else if !a.sessionExpiry.IsZero() && now.After(a.sessionExpiry) {
 			sc.unreserve(size)
+			sc.net.expiredSessions.Add(1)
 			return &badRequestError{errSessionExpired}
 		} else {
 			return sc.deliverIntercepted(frame, size)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,6 +53,9 @@ type Network struct {
 	// authenticationTimeout is authenticationTimeoutDefault; tests
 	// shorten it before serving.
 	authenticationTimeout time.Duration
+	// expiredSessions counts connections closed because their SASL
+	// session ended without re-authentication (KIP-368).
+	expiredSessions atomic.Int64
 }
 
 var _ env.Network = (*Network)(nil)

@@ -3,8 +3,10 @@ package realnet
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -183,4 +185,36 @@ func saslClientExchange(c net.Conn, mech auth.ClientMechanism, host string) (pee
 		}
 		last = done
 	}
+}
+
+// errSessionRenewal ends a peer connection drained before its SASL
+// session's end; run dials a fresh one at once.
+var errSessionRenewal = errors.New("SASL session renewal: connection replaced")
+
+// drainBefore makes c drain (peerConn.draining) at a random 85 to 95% of
+// the session's lifetime, as Kafka's clients re-authenticate then: a
+// node's connections to other nodes never outlive their sessions, which
+// the server would end at the next request. It returns a function that
+// cancels the timer. A lifetime of 0 means no bound.
+func (pc *peerConn) drainBefore(c net.Conn, lifetime time.Duration) (stop func()) {
+	if lifetime <= 0 {
+		return func() {}
+	}
+	at := time.Duration(float64(lifetime) * (0.85 + 0.1*rand.Float64()))
+	timer := time.AfterFunc(at, func() {
+		pc.mu.Lock()
+		if pc.conn == c {
+			pc.draining = true
+		}
+		pc.mu.Unlock()
+		pc.cond.Broadcast()
+	})
+	return func() { timer.Stop() }
+}
+
+// drainedLocked reports whether a draining connection has nothing in
+// flight and nothing half written: the writer may end it. With pc.mu
+// held.
+func (pc *peerConn) drainedLocked() bool {
+	return pc.draining && !pc.writing && len(pc.unwritten) == 0 && len(pc.inFlight) == 0
 }

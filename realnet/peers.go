@@ -218,6 +218,12 @@ type peerConn struct {
 	// inFlight already); the writer writes it before anything queued.
 	writing   bool
 	unwritten net.Buffers
+	// draining is set when the connection's SASL session nears its end
+	// (KIP-368's SessionLifetimeMillis; drainBefore): no new request is
+	// written on it, and once every request in flight is answered the
+	// writer ends it and run dials a new connection, which authenticates
+	// afresh. Queued requests wait for it; none fails.
+	draining bool
 }
 
 func newPeerConn(n *Network, key peerKey) *peerConn {
@@ -242,7 +248,7 @@ func (pc *peerConn) enqueue(req kmsg.Request, done func(kmsg.Response, error)) {
 		frame: wire.AppendRequest(nil, hdr, req), done: done,
 		replicaFetch: req.Key() == kmsg.Fetch.Int16() && !quorum.IsQuorumRequest(req),
 	}
-	if pc.conn != nil && pc.raw != nil && !pc.writing && len(pc.queue) == 0 && len(pc.unwritten) == 0 {
+	if pc.conn != nil && pc.raw != nil && !pc.writing && !pc.draining && len(pc.queue) == 0 && len(pc.unwritten) == 0 {
 		pc.writeDirect(r)
 		return
 	}
@@ -274,7 +280,7 @@ func (pc *peerConn) writeDirect(r *outRequest) {
 		pc.unwritten = rest
 		wake = true
 	default:
-		wake = len(pc.queue) > 0
+		wake = len(pc.queue) > 0 || pc.draining // a draining writer waits for writing to end
 	}
 	pc.mu.Unlock()
 	if wake {
@@ -299,7 +305,8 @@ func (pc *peerConn) run() {
 			backoff = min(2*backoff, peerBackoffMax)
 			continue
 		}
-		c, _, err = pc.net.peers.security.handshake(pc.key, c)
+		var session peerSession
+		c, session, err = pc.net.peers.security.handshake(pc.key, c)
 		if err != nil {
 			pc.net.logger.Warn("authentication to peer failed", "peer", pc.key.id, "plane", pc.key.plane.String(), "address", pc.key.address, "err", err)
 			pc.failAll(fmt.Errorf("%w: authenticate to node %d (%s) at %s: %w", ErrPeerConnection, pc.key.id, pc.key.plane, pc.key.address, err))
@@ -314,14 +321,21 @@ func (pc *peerConn) run() {
 			c.Close()
 			return
 		}
+		stopDrain := pc.drainBefore(c, session.lifetime)
 		readerDone := make(chan error, 1)
 		go func() { readerDone <- pc.readLoop(c) }()
 		writeErr := pc.writeLoop(c)
+		stopDrain()
 		c.Close()
 		readErr := <-readerDone
 		pc.mu.Lock()
-		pc.conn, pc.raw, pc.unwritten = nil, nil, nil // unwritten's request is in inFlight, failed below
+		pc.conn, pc.raw, pc.unwritten, pc.draining = nil, nil, nil, false // unwritten's request is in inFlight, failed below
 		pc.mu.Unlock()
+		if errors.Is(writeErr, errSessionRenewal) {
+			// Drained: nothing in flight to fail; queued requests go on
+			// the next connection.
+			continue
+		}
 		cause := errors.Join(writeErr, readErr)
 		pc.mu.Lock()
 		closing := pc.closed
@@ -381,22 +395,32 @@ func (pc *peerConn) writeLoop(c net.Conn) error {
 	var frames net.Buffers
 	for {
 		pc.mu.Lock()
-		for !pc.closed && pc.conn == c && (pc.writing || (len(pc.queue) == 0 && len(pc.unwritten) == 0)) {
+		for !pc.closed && pc.conn == c && !pc.drainedLocked() &&
+			(pc.writing || (len(pc.unwritten) == 0 && (pc.draining || len(pc.queue) == 0))) {
 			pc.cond.Wait()
 		}
 		if pc.closed || pc.conn != c {
 			pc.mu.Unlock()
 			return nil
 		}
+		if pc.drainedLocked() {
+			pc.mu.Unlock()
+			return errSessionRenewal
+		}
 		frames = append(frames[:0], pc.unwritten...)
 		pc.unwritten = nil
 		for _, r := range pc.queue {
+			if pc.draining {
+				break
+			}
 			pc.inFlight[r.correlationID] = r
 			frames = append(frames, r.frame)
 			r.frame = nil
 		}
-		clear(pc.queue)
-		pc.queue = pc.queue[:0]
+		if !pc.draining {
+			clear(pc.queue)
+			pc.queue = pc.queue[:0]
+		}
 		pc.writing = true
 		pc.mu.Unlock()
 		toWrite := frames
@@ -449,14 +473,20 @@ func (pc *peerConn) readResponses(c net.Conn) error {
 		id := int32(binary.BigEndian.Uint32(idBytes))
 		pc.mu.Lock()
 		out := pc.inFlight[id]
-		delete(pc.inFlight, id)
 		pc.mu.Unlock()
 		if out == nil {
 			return fmt.Errorf("response with correlation id %d, which no request awaits", id)
 		}
 		fb := pc.frameFor(out, int(length)) // the response aliases it
 		if _, err := io.ReadFull(r, fb.buf); err != nil {
-			return err
+			return err // out stays in flight: run fails it
+		}
+		pc.mu.Lock()
+		delete(pc.inFlight, id)
+		drained := pc.draining && len(pc.inFlight) == 0
+		pc.mu.Unlock()
+		if drained {
+			pc.cond.Broadcast()
 		}
 		proto := kmsg.RequestForKey(out.key)
 		proto.SetVersion(out.version)
