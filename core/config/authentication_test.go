@@ -2,7 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -402,5 +406,40 @@ func TestShorthandRefusals(t *testing.T) {
 	b, _, err := FromProperties(props)
 	if err != nil || !b.Security.IPAddressPrincipals() {
 		t.Errorf("ipaddress: %v, builder %q", err, b.Security.PrincipalBuilder)
+	}
+}
+
+// TestKerberosExampleParses: the README's Kerberos example
+// (config/examples/kerberos) parses, nodes 1 and 2 in Kafka's keys and node
+// 3 in the design's shorthand, and node 3's security is node 1's with its
+// own principal and keytab.
+func TestKerberosExampleParses(t *testing.T) {
+	parse := func(n int) Broker {
+		t.Helper()
+		text, err := os.ReadFile(filepath.Join("..", "..", "config", "examples", "kerberos", fmt.Sprintf("node%d.properties", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, warnings, err := Parse(text, nil)
+		if err != nil || len(warnings) != 0 {
+			t.Fatalf("node%d.properties: %v %v", n, err, warnings)
+		}
+		return b
+	}
+	one, three := parse(1), parse(3)
+	parse(2)
+	for _, l := range three.Security.Listeners {
+		k := l.SASL.Kerberos
+		if k.Principal != "kafka/127.0.0.3@STRAND.EXAMPLE" || k.Keytab != "data/kerberos/node3.keytab" {
+			t.Fatalf("node 3 listener %s: %+v", l.Name, k)
+		}
+		k.Principal, k.Keytab = "kafka/127.0.0.1@STRAND.EXAMPLE", "data/kerberos/node1.keytab"
+	}
+	if !slices.Equal(one.SuperUsers, three.SuperUsers) {
+		t.Errorf("super.users: node 1 %v, node 3 %v", one.SuperUsers, three.SuperUsers)
+	}
+	three.Security.Authentication = one.Security.Authentication
+	if diff := cmp.Diff(one.Security, three.Security, cmpopts.IgnoreUnexported(KerberosRules{}, SSLPrincipalRules{}, Security{})); diff != "" {
+		t.Errorf("node 3 (shorthand) differs from node 1 (Kafka keys) (-1 +3):\n%s", diff)
 	}
 }
