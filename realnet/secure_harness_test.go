@@ -35,6 +35,9 @@ type secureClusterSpec struct {
 	props func(id int) map[string]string
 	// krb5Config is the krb5.conf the nodes log in with.
 	krb5Config string
+	// extraListeners are node 1's listeners beside the client one, bound
+	// already, by name.
+	extraListeners map[string]net.Listener
 }
 
 func (s secureClusterSpec) host(id int) string {
@@ -78,6 +81,10 @@ func startSecureCluster(t *testing.T, spec secureClusterSpec) *testCluster {
 			props["process.roles"] = "broker,controller"
 			props["listeners"] += fmt.Sprintf(",CONTROLLER://%s:%d", spec.host(1), portOf(controllerL))
 			bound["CONTROLLER"] = controllerL
+			for name, l := range spec.extraListeners {
+				props["listeners"] += fmt.Sprintf(",%s://%s", name, l.Addr())
+				bound[name] = l
+			}
 		}
 		maps.Copy(props, spec.props(id))
 		cfg, _, err := config.FromProperties(props)

@@ -248,3 +248,47 @@ func TestStalledHandshakeIsClosed(t *testing.T) {
 		t.Fatalf("a stalled handshake was not closed at the bound (read %v after %v)", err, time.Since(start))
 	}
 }
+
+// TestMetadataNamesTheRequestsListener: a node with a PLAINTEXT and an SSL
+// client listener answers Metadata, FindCoordinator and DescribeCluster
+// with the endpoints of the listener the request came in on, as Kafka
+// does: a TLS client is sent to TLS ports. (Before, every answer named the
+// first advertised listener, and a TLS client was sent to the PLAINTEXT
+// port.)
+func TestMetadataNamesTheRequestsListener(t *testing.T) {
+	pki := newTestPKI(t)
+	server := pki.issue(t, pkix.Name{CommonName: "node1"}, "127.0.0.1")
+	plainL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startSecureCluster(t, secureClusterSpec{size: 1, clientListener: "SSL", props: func(int) map[string]string {
+		return map[string]string{
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+			"inter.broker.listener.name":     "SSL",
+			"ssl.keystore.type":              "PEM",
+			"ssl.keystore.certificate.chain": server.ChainPEM,
+			"ssl.keystore.key":               server.KeyPEM,
+		}
+	}, extraListeners: map[string]net.Listener{"PLAINTEXT": plainL}})
+	sslAddr := c.nodes[0].Addr("SSL").(*net.TCPAddr)
+	cl := c.secureClient(kgoTLS(pki.clientTLS(t, authtest.Certificate{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(meta.Brokers) != 1 || meta.Brokers[0].Port != int32(sslAddr.Port) {
+		t.Fatalf("Metadata on SSL names %+v, want port %d", meta.Brokers, sslAddr.Port)
+	}
+	dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+	if err != nil || len(dc.Brokers) != 1 || dc.Brokers[0].Port != int32(sslAddr.Port) {
+		t.Fatalf("DescribeCluster on SSL: %+v %v", dc, err)
+	}
+	plainCl := c.secureClient(kgo.SeedBrokers(plainL.Addr().String()))
+	meta, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, plainCl)
+	if err != nil || len(meta.Brokers) != 1 || meta.Brokers[0].Port != int32(plainL.Addr().(*net.TCPAddr).Port) {
+		t.Fatalf("Metadata on PLAINTEXT: %+v %v", meta, err)
+	}
+}

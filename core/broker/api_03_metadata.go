@@ -41,7 +41,7 @@ import (
 
 func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers, resp.ControllerID = n.liveBrokers()
+	resp.Brokers, resp.ControllerID = n.liveBrokers(n.clientListener(hdr))
 	clusterID := n.clusterID()
 	resp.ClusterID = &clusterID
 	// All topics: a null list, or in v0 (which has no null) an empty one.
@@ -102,16 +102,32 @@ func metadataTopicKeyOf(rt kmsg.MetadataRequestTopic) metadataTopicKey {
 	return metadataTopicKey{id: rt.TopicID}
 }
 
-// liveBrokers lists the unfenced brokers with their endpoint on the first
-// advertised listener, and the id to give clients as the controller: the
-// controller node if it is a broker, else the lowest-id live broker, which
-// forwards admin requests (clients send admin requests to the id they get,
-// so it must be a reachable broker).
-func (n *Node) liveBrokers() ([]kmsg.MetadataResponseBroker, int32) {
-	listener := ""
-	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
-		listener = n.cfg.Broker.AdvertisedListeners[0].Name
+// clientListener is the listener whose endpoints a request's answer names
+// (Metadata, FindCoordinator, DescribeCluster): the one the request came
+// in on when it is an advertised broker listener, as Kafka answers with
+// the endpoints of the request's listener (a client of an SSL listener
+// must be sent to SSL listeners); else the first advertised one (a request
+// with no listener, or on the controller listener).
+func (n *Node) clientListener(hdr env.RequestHeader) string {
+	advertised := n.cfg.Broker.AdvertisedListeners
+	for _, l := range advertised {
+		if l.Name == hdr.Listener {
+			return l.Name
+		}
 	}
+	if len(advertised) > 0 {
+		return advertised[0].Name
+	}
+	return ""
+}
+
+// liveBrokers lists the unfenced brokers with their endpoint on listener,
+// and the id to give clients as the controller: the controller node if it
+// is a broker, else the lowest-id live broker, which forwards admin
+// requests (clients send admin requests to the id they get, so it must be
+// a reachable broker). A broker without that listener is left out, as in
+// Kafka.
+func (n *Node) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int32) {
 	var brokers []kmsg.MetadataResponseBroker
 	controllerID := int32(-1)
 	for _, id := range n.image.BrokerIDs() {

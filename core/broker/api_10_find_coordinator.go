@@ -40,20 +40,21 @@ const batchedCoordinatorKeysVersion = 4
 func (n *Node) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FindCoordinatorRequest) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < batchedCoordinatorKeysVersion {
-		c := n.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+		c := n.findCoordinator(n.clientListener(hdr), req.CoordinatorType, req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
 	for _, key := range req.CoordinatorKeys {
-		resp.Coordinators = append(resp.Coordinators, n.findCoordinator(req.CoordinatorType, key))
+		resp.Coordinators = append(resp.Coordinators, n.findCoordinator(n.clientListener(hdr), req.CoordinatorType, key))
 	}
 	n.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
-// findCoordinator answers for one key.
-func (n *Node) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+// findCoordinator answers for one key, with the coordinator's endpoint on
+// listener.
+func (n *Node) findCoordinator(listener string, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key, c.NodeID, c.Port = key, -1, -1
 	failWith := func(err *kerr.Error, msg string) kmsg.FindCoordinatorResponseCoordinator {
@@ -80,10 +81,6 @@ func (n *Node) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorRes
 		return fail(kerr.CoordinatorNotAvailable)
 	}
 	b, ok := n.image.Broker(s.Leader)
-	listener := ""
-	if len(n.cfg.Broker.AdvertisedListeners) > 0 {
-		listener = n.cfg.Broker.AdvertisedListeners[0].Name
-	}
 	e, hasEndpoint := n.image.BrokerEndpoint(s.Leader, listener)
 	if !ok || b.Fenced || !hasEndpoint {
 		return fail(kerr.CoordinatorNotAvailable)

@@ -24,7 +24,7 @@ func (n *Node) handleDescribeCluster(conn env.ConnID, hdr env.RequestHeader, req
 		n.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	brokers, controllerID := n.liveBrokers()
+	brokers, controllerID := n.liveBrokers(n.clientListener(hdr))
 	resp.ControllerID = controllerID
 	resp.ClusterID = n.clusterID()
 	for _, b := range brokers {
