@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,8 +64,14 @@ type connAuth struct {
 	exchange  auth.Exchange
 	// rawTokens: the handshake was v0, tokens come without Kafka framing.
 	rawTokens bool
-	// sessionExpiry is when the session ends (KIP-368); zero for never.
-	sessionExpiry time.Time
+	// session is the current session's number when it has an end
+	// (KIP-368), 0 when it has none; lastSession the last number given.
+	// expiryTimer marks the end by storing its session's number in
+	// expiredSession, so that a request need not read the clock, and a
+	// late timer of an earlier session never ends a later one.
+	session, lastSession uint64
+	expiredSession       atomic.Uint64
+	expiryTimer          *time.Timer
 	// reauthenticating: a re-authentication is under way; the principal
 	// must come out unchanged.
 	reauthenticating bool
@@ -161,7 +168,7 @@ func (sc *serverConn) intercepts(frame []byte) bool {
 		if len(frame) >= 2 && apiKeyOf(frame) == kmsg.SASLHandshake.Int16() {
 			return true
 		}
-		return !a.sessionExpiry.IsZero() && time.Now().After(a.sessionExpiry)
+		return a.sessionExpired()
 	case saslInitial:
 		if len(frame) >= 4 && apiKeyOf(frame) == kmsg.ApiVersions.Int16() {
 			if sc.net.supported(kmsg.ApiVersions.Int16(), int16(binary.BigEndian.Uint16(frame[2:4]))) {
@@ -190,7 +197,7 @@ func (sc *serverConn) authenticateFrame(frame []byte, size int64) error {
 		now := time.Now()
 		if len(frame) >= 2 && apiKeyOf(frame) == kmsg.SASLHandshake.Int16() && now.Sub(a.lastReauthStart) >= reauthIntervalMin {
 			a.state, a.reauthenticating, a.lastReauthStart = saslHandshake, true, now
-		} else if !a.sessionExpiry.IsZero() && now.After(a.sessionExpiry) {
+		} else if a.sessionExpired() {
 			sc.unreserve(size)
 			sc.net.expiredSessions.Add(1)
 			return &badRequestError{errSessionExpired}
@@ -319,7 +326,6 @@ func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, r
 func (a *connAuth) complete(now time.Time) int64 {
 	result := a.exchange.Result()
 	a.principal, a.state, a.reauthenticating, a.exchange = result.Principal, saslComplete, false, nil
-	a.sessionExpiry = time.Time{}
 	lifetime := a.listener.ReauthMax(a.mechanism)
 	if !result.ExpiresAt.IsZero() {
 		untilEnd := max(result.ExpiresAt.Sub(now), 0)
@@ -327,14 +333,43 @@ func (a *connAuth) complete(now time.Time) int64 {
 			lifetime = untilEnd
 		}
 	}
+	a.stopExpiry()
 	if lifetime == 0 && result.ExpiresAt.IsZero() {
 		return 0
 	}
-	a.sessionExpiry = now.Add(lifetime)
+	a.lastSession++
+	session := a.lastSession
+	a.session = session
+	a.expiryTimer = time.AfterFunc(lifetime, func() { a.markExpired(session) })
 	if ms := lifetime.Milliseconds(); ms > 0 {
 		return ms
 	}
 	return 1 // expired already: the client must re-authenticate at once
+}
+
+// stopExpiry ends the session's expiry: at a re-authentication, which
+// starts another, and when the connection closes.
+func (a *connAuth) stopExpiry() {
+	if a.expiryTimer != nil {
+		a.expiryTimer.Stop()
+		a.expiryTimer = nil
+	}
+	a.session = 0
+}
+
+// sessionExpired reports whether the current session has ended.
+func (a *connAuth) sessionExpired() bool {
+	return a.session != 0 && a.expiredSession.Load() >= a.session
+}
+
+// markExpired records that session ended (the timer's goroutine).
+func (a *connAuth) markExpired(session uint64) {
+	for {
+		old := a.expiredSession.Load()
+		if old >= session || a.expiredSession.CompareAndSwap(old, session) {
+			return
+		}
+	}
 }
 
 // appendRawToken frames a token for a client of SaslHandshake v0: its

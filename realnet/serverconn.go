@@ -684,6 +684,7 @@ func (sc *serverConn) shutdown() {
 // forgotten, and the node hears of it after every request it was given.
 func (sc *serverConn) finish() {
 	sc.shutdown()
+	sc.auth.stopExpiry()
 	sc.mu.Lock()
 	var unwritten []func()
 	for _, s := range sc.slots {

@@ -292,3 +292,40 @@ func TestMetadataNamesTheRequestsListener(t *testing.T) {
 		t.Fatalf("Metadata on PLAINTEXT: %+v %v", meta, err)
 	}
 }
+
+// countingConn is a net.Conn that is not TCP (as a tls.Conn is not) and
+// counts its Writes.
+type countingConn struct {
+	net.Conn
+	writes int
+	data   []byte
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes++
+	c.data = append(c.data, b...)
+	return len(b), nil
+}
+
+// TestTLSWriterJoinsPieces: on a connection without writev (TLS), the
+// response writer joins a response's byte pieces into one Write, so that
+// tls.Conn makes one record of them, not one per piece; the bytes are
+// unchanged.
+func TestTLSWriterJoinsPieces(t *testing.T) {
+	conn := &countingConn{}
+	w := newResponseWriter(conn)
+	var want []byte
+	var pieces []env.FramePiece
+	for i := range 12 {
+		b := bytes.Repeat([]byte{byte(i)}, 10+i)
+		want = append(want, b...)
+		pieces = append(pieces, env.FramePiece{Bytes: b})
+	}
+	w.add(slot{pieced: env.Frame{Pieces: pieces}})
+	if err := w.run(func(func()) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if conn.writes != 1 || !bytes.Equal(conn.data, want) {
+		t.Fatalf("%d writes of %d bytes, want 1 write of the %d bytes in order", conn.writes, len(conn.data), len(want))
+	}
+}

@@ -45,8 +45,10 @@ type brokerProcess struct {
 	logPath string
 	// profilePath is where the process writes its CPU profile, "" if none.
 	profilePath string
-	done        chan struct{}
-	waitErr     error
+	// env is added to the process's environment (KRB5_CONFIG).
+	env     []string
+	done    chan struct{}
+	waitErr error
 
 	mu         sync.Mutex
 	rssAnonMax int64 // KiB, the largest sample so far
@@ -219,6 +221,9 @@ func (p *brokerProcess) start(bin string, args ...string) error {
 		return err
 	}
 	p.cmd = exec.Command(bin, args...)
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// A benchmark interrupted or killed must not leave brokers running.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -24,6 +24,10 @@ type produceSettings struct {
 	idempotent bool
 	// lingerZero sets linger 0; otherwise kgo's default 10 ms.
 	lingerZero bool
+	// bootstrap, when set, replaces the cluster's bootstrap addresses (a
+	// secured listener's); extra are more client options (TLS, SASL).
+	bootstrap []string
+	extra     []kgo.Opt
 }
 
 // producerOpts are the kgo options for settings. A non-idempotent producer
@@ -43,7 +47,10 @@ func producerOpts(bootstrap []string, topic string, s produceSettings) []kgo.Opt
 	if s.lingerZero {
 		opts = append(opts, kgo.ProducerLinger(0))
 	}
-	return opts
+	if s.bootstrap != nil {
+		opts = append(opts, kgo.SeedBrokers(s.bootstrap...))
+	}
+	return append(opts, s.extra...)
 }
 
 // produceDeliveryTimeout fails a record kgo could not deliver in that time:
@@ -167,9 +174,15 @@ func (r consumeResult) mbPerSec() float64      { return float64(r.bytes) / 1e6 /
 // consumeKgo reads records from partition 0 of topic from the start with
 // kgo, decoding them, until it has endOffset of them.
 func consumeKgo(c *cluster, topic string, endOffset int64) (consumeResult, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...),
+	return consumeKgoWith(c, topic, endOffset)
+}
+
+// consumeKgoWith is consumeKgo with more client options (TLS, SASL).
+func consumeKgoWith(c *cluster, topic string, endOffset int64, extra ...kgo.Opt) (consumeResult, error) {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxPartitionBytes(8<<20), kgo.FetchMaxBytes(64<<20))
+		kgo.FetchMaxPartitionBytes(8 << 20), kgo.FetchMaxBytes(64 << 20)}, extra...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return consumeResult{}, err
 	}

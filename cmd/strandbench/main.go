@@ -46,6 +46,7 @@ type section struct {
 var sections = []section{
 	{name: "log", about: "partition log on diskio vs raw sequential write and page-cache read", run: runLogSection},
 	{name: "broker", about: "the production broker under kgo, beside kfake, loopback TCP and disk; consumer group figures", run: runBrokerSection},
+	{name: "security", about: "TLS and SASL beside plaintext on one broker: produce and consume CPU per record, new authenticated connections per second", run: runSecuritySection},
 	{name: "replication", about: "replication cost in the simulator: frames per acks=all batch, leader copies per byte", run: runReplicationSection},
 	{name: "failover", about: "leadership failover in the simulator, default timeouts: broker crash, active controller crash (p50/p99/max)", run: runFailoverSection},
 	{name: "sim", about: "simulator speed, standard scenario: simulated s per wall s on one core, a 1,000-seed sweep on all", run: runSimSection},
