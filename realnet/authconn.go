@@ -33,7 +33,7 @@ const authenticationTimeoutDefault = 30 * time.Second
 const reauthIntervalMin = time.Second
 
 // saslState is where a connection is in Kafka's SASL server state machine
-// (SaslServerAuthenticator's SaslState; SPEC.md §10.2).
+// (SaslServerAuthenticator's SaslState; SPEC.md §10.6).
 type saslState uint8
 
 const (

@@ -132,7 +132,7 @@ func Start(opts Options) (*Node, error) {
 		return fail(err)
 	}
 	// Authentication first: a node that cannot log in to its KDC or read
-	// its certificates does not start (SPEC.md §10.2).
+	// its certificates does not start (SPEC.md §10.6).
 	security, err := auth.Load(cfg, auth.Options{Krb5Config: opts.Krb5Config, Logger: logger})
 	if err != nil {
 		return fail(err)

@@ -50,6 +50,17 @@ func TestSessionExpiryAndReauthentication(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // past the first session's end
 	renewed.send(5, meta)
 	renewed.receive(5, meta)
+	// A second re-authentication within a second of the last one is not
+	// one: the SaslHandshake goes to the node (which answers
+	// ILLEGAL_SASL_STATE; the recorder closes the connection).
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	renewed.send(6, hs)
+	expectClosed(t, renewed, "a SaslHandshake within a second of the last re-authentication")
+	if got := an.recorder.principals(kmsg.SASLHandshake.Int16()); len(got) != 1 || got[0] != "User:alice" {
+		t.Errorf("the node got SaslHandshakes from %v, want one from User:alice", got)
+	}
 	expiring.send(4, meta)
 	expectClosed(t, expiring, "a request after the session ended")
 	if got := an.net.expiredSessions.Load(); got != 1 {

@@ -57,7 +57,7 @@ package broker
 //     SaslAuthenticate v0..v2 (v1 carries KIP-368's session lifetime, v2
 //     is flexible), on every listener as Kafka lists them: realnet's
 //     authentication layer answers them while a connection authenticates
-//     (SPEC.md §10.2); those that reach the core come from a connection
+//     (SPEC.md §10.6); those that reach the core come from a connection
 //     without SASL or already authenticated, and get ILLEGAL_SASL_STATE
 //     (sasl.go). librdkafka falls back to pre-KIP-43 framing without them.
 //   - The controller RPCs brokers send (BrokerRegistration v0..v3,

@@ -42,7 +42,7 @@ const (
 // Security is the node's authentication configuration: each listener's
 // security and the settings that are not per listener. core/ never acts
 // on it; realnet loads the files it names (key stores, keytabs) and runs
-// the handshakes (SPEC.md §10.2).
+// the handshakes (SPEC.md §10.6).
 type Security struct {
 	// Listeners holds the security of each listener this node serves
 	// (listeners) or connects to as a client (the controller listener on
@@ -213,7 +213,7 @@ type authenticationKey struct {
 const listenerScopes = scopeGlobal | scopeListener
 
 // authenticationKeys are the authentication keys Strand implements, with
-// Kafka's defaults (SPEC.md §10.2). They are kept apart from brokerKeys so
+// Kafka's defaults (SPEC.md §10.6). They are kept apart from brokerKeys so
 // that DescribeConfigs, which lists brokerKeys, never shows a password or a
 // private key; and, unlike brokerKeys, most may be listener- or
 // mechanism-prefixed. Security keys in neither table refuse the start

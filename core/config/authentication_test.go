@@ -331,7 +331,7 @@ func kerberosShorthand() map[string]string {
 }
 
 // TestKerberosShorthandExpandsToKafkaKeys: authentication=kerberos gives the
-// same Security as the Kafka keys SPEC §10.2 lists for it.
+// same Security as the Kafka keys SPEC §10.6 lists for it.
 func TestKerberosShorthandExpandsToKafkaKeys(t *testing.T) {
 	short, _, err := FromProperties(kerberosShorthand())
 	if err != nil {

@@ -130,7 +130,7 @@ type Broker struct {
 	Limits Limits
 
 	// Security is the listeners' authentication (TLS, SASL, the principal
-	// builder), which realnet carries out (SPEC.md §10.2).
+	// builder), which realnet carries out (SPEC.md §10.6).
 	Security Security
 
 	// Static holds the known keys the file or the overrides set, with their

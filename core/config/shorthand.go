@@ -15,7 +15,7 @@ const (
 
 // expandShorthand rewrites the design's keys, authentication=
 // simple|kerberos|ipaddress with principal and keytab, into the Kafka keys
-// they stand for (SPEC.md §10.2), adding them to props:
+// they stand for (SPEC.md §10.6), adding them to props:
 //
 //   - simple: nothing (PLAINTEXT listeners, ANONYMOUS principals);
 //   - ipaddress: principal.builder.class=IPAddressPrincipalBuilder (every

@@ -1,6 +1,6 @@
 // Package auth is Strand's connection authentication: TLS key and trust
 // stores, the principal a certificate or a source address gives, and the
-// SASL mechanisms, both sides (SPEC.md §10.2). It is environment: it reads
+// SASL mechanisms, both sides (SPEC.md §10.6). It is environment: it reads
 // files, keytabs and the KDC, and core/ never imports it. realnet runs it
 // on each connection before any request reaches the core.
 package auth
