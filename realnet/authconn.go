@@ -302,6 +302,7 @@ func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, r
 	var lifetimeMs int64
 	if done {
 		lifetimeMs = a.complete(time.Now())
+		_ = sc.c.SetDeadline(time.Time{}) // authenticated: authenticationTimeout no longer applies
 	}
 	if req == nil {
 		if answer == nil {

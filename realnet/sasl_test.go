@@ -99,8 +99,12 @@ func TestSASLPlainClusterKgoAndKcat(t *testing.T) {
 }
 
 // plainNetwork serves a SASL_PLAINTEXT listener with PLAIN (users broker
-// and alice) and a failure delay of delay.
+// and alice) and a failure delay of delay; setup runs before it serves.
 func plainNetwork(t *testing.T, delay time.Duration, extra ...string) *authNetwork {
+	return plainNetworkWith(t, delay, nil, extra...)
+}
+
+func plainNetworkWith(t *testing.T, delay time.Duration, setup func(*Network), extra ...string) *authNetwork {
 	props := map[string]string{
 		"listener.security.protocol.map":                      "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"sasl.enabled.mechanisms":                             "PLAIN",
@@ -111,7 +115,29 @@ func plainNetwork(t *testing.T, delay time.Duration, extra ...string) *authNetwo
 	for i := 0; i+1 < len(extra); i += 2 {
 		props[extra[i]] = extra[i+1]
 	}
-	return startAuthNetwork(t, "SASL_PLAINTEXT", props, "")
+	if setup == nil {
+		return startAuthNetwork(t, "SASL_PLAINTEXT", props, "")
+	}
+	return startAuthNetwork(t, "SASL_PLAINTEXT", props, "", setup)
+}
+
+// TestAuthenticationTimeoutEndsWithAuthentication: the bound on the time to
+// authenticate closes a connection that has not, and stops applying once
+// it has: an authenticated connection is served past it (before, every
+// SASL connection was closed at the bound).
+func TestAuthenticationTimeoutEndsWithAuthentication(t *testing.T) {
+	an := plainNetworkWith(t, 0, func(n *Network) { n.authenticationTimeout = 300 * time.Millisecond })
+	idle := dialRaw(t, an.addr)
+	rc := dialRaw(t, an.addr)
+	sendSaslHandshake(t, rc, 1, 1, "PLAIN")
+	if resp, _ := sendSaslAuthenticate(t, rc, 2, auth.AppendPlainMessage(nil, "alice", "alice-secret")); resp.ErrorCode != 0 {
+		t.Fatalf("authenticate: %d", resp.ErrorCode)
+	}
+	time.Sleep(600 * time.Millisecond)
+	meta := kmsg.NewPtrMetadataRequest()
+	rc.send(3, meta)
+	rc.receive(3, meta)
+	expectClosed(t, idle, "a connection that never authenticated, past the bound")
 }
 
 // authtestNoCert is no client certificate.
