@@ -96,6 +96,7 @@ func TestClusterOutlivesShortSessions(t *testing.T) {
 			"listener.name.client.plain.sasl.jaas.config":     plainJAAS,
 			"listener.name.controller.plain.sasl.jaas.config": plainJAAS,
 			"connections.max.reauth.ms":                       "1500",
+			"super.users":                                     "User:broker",
 		}
 	}})
 	cl := c.secureClient(kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()), kgo.RequiredAcks(kgo.AllISRAcks()))

@@ -265,7 +265,7 @@ func TestMetadataNamesTheRequestsListener(t *testing.T) {
 	c := startSecureCluster(t, secureClusterSpec{size: 1, clientListener: "SSL", props: func(int) map[string]string {
 		return map[string]string{
 			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
-			"inter.broker.listener.name":     "SSL",
+			"inter.broker.listener.name":     "PLAINTEXT",
 			"ssl.keystore.type":              "PEM",
 			"ssl.keystore.certificate.chain": server.ChainPEM,
 			"ssl.keystore.key":               server.KeyPEM,
