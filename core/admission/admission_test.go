@@ -132,20 +132,20 @@ func TestGateThrottlesTheCreationRate(t *testing.T) {
 
 func TestGateReportsRefusalsOncePerInterval(t *testing.T) {
 	g := NewGate(brokerConfig(t, false, map[string]string{"max.connections": "1"}), nil, 0)
-	if _, due := g.RefusalsDue(0); due {
+	if _, due := g.RefusalsDue(0, RefusalReportIntervalMs); due {
 		t.Fatal("a report due with no refusal")
 	}
 	openN(g, 1, "PLAINTEXT", "10.0.0.1", 0)
 	openN(g, 3, "PLAINTEXT", "10.0.0.1", 5)
-	r, due := g.RefusalsDue(5)
+	r, due := g.RefusalsDue(5, RefusalReportIntervalMs)
 	if !due || r.Counts[RefusedBroker] != 3 || r.LastIP != "10.0.0.1" || r.LastListener != "PLAINTEXT" {
 		t.Fatalf("first report: due %v %+v, want 3 by max.connections at once", due, r)
 	}
 	openN(g, 1000, "PLAINTEXT", "10.0.0.2", 6)
-	if _, due := g.RefusalsDue(5 + RefusalReportIntervalMs - 1); due {
+	if _, due := g.RefusalsDue(5+RefusalReportIntervalMs-1, RefusalReportIntervalMs); due {
 		t.Fatal("a second report within the interval")
 	}
-	r, due = g.RefusalsDue(5 + RefusalReportIntervalMs)
+	r, due = g.RefusalsDue(5+RefusalReportIntervalMs, RefusalReportIntervalMs)
 	if !due || r.Total() != 1000 || r.SinceMs != 5 || r.String() != "1000 by max.connections" {
 		t.Fatalf("second report: due %v %+v %q", due, r, r.String())
 	}
@@ -154,24 +154,21 @@ func TestGateReportsRefusalsOncePerInterval(t *testing.T) {
 	}
 }
 
-func TestBudgetSpeculatesOnlyInItsLowerHalf(t *testing.T) {
+func TestBudgetReservesWithinItsLimits(t *testing.T) {
 	b := NewBudget(2, 100)
-	if !b.TryBeginRequest() || !b.TryBeginRequest() || b.TryBeginRequest() {
+	if !b.TryBeginRequest(true) || !b.TryBeginRequest(true) || b.TryBeginRequest(true) {
 		t.Fatal("queued.max.requests=2 admitted other than two requests")
 	}
-	if !b.TrySpeculate(50) || b.TrySpeculate(1) {
-		t.Fatal("speculation beyond half the bytes")
+	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) {
+		t.Fatal("reservation beyond queued.max.request.bytes")
 	}
-	if !b.TryReserve(50) || b.TryReserve(1) {
-		t.Fatal("reservation beyond the bytes")
-	}
-	b.Release(100)
-	b.EndRequest()
+	b.Release(100, true)
+	b.EndRequest(true)
 	if b.Bytes() != 0 || b.Requests() != 1 {
 		t.Fatalf("budget holds %d bytes, %d requests", b.Bytes(), b.Requests())
 	}
 	unbounded := NewBudget(1, -1)
-	if !unbounded.TrySpeculate(1<<40) || !unbounded.TryReserve(1<<40) {
+	if !unbounded.TryReserve(1<<40, false, 0) || !unbounded.TryReserve(1<<40, false, 0) {
 		t.Fatal("queued.max.request.bytes=-1 is unbounded")
 	}
 	defer func() {
@@ -179,20 +176,61 @@ func TestBudgetSpeculatesOnlyInItsLowerHalf(t *testing.T) {
 			t.Fatal("releasing more than reserved did not panic")
 		}
 	}()
-	b.Release(1)
+	b.Release(1, true)
+}
+
+// TestBudgetKeepsHalfForWholeRequests: partial requests, which may stall,
+// get at most half of each limit; whole ones the rest.
+func TestBudgetKeepsHalfForWholeRequests(t *testing.T) {
+	b := NewBudget(5, 100)
+	for i := range 3 {
+		if !b.TryBeginRequest(false) {
+			t.Fatalf("partial request %d of a half of 5 (rounded up: 3) refused", i)
+		}
+	}
+	if b.TryBeginRequest(false) {
+		t.Fatal("a fourth partial request of 5")
+	}
+	if !b.TryBeginRequest(true) || !b.TryBeginRequest(true) || b.TryBeginRequest(true) {
+		t.Fatal("whole requests did not get the rest of the 5")
+	}
+	if !b.TryReserve(30, false, 0) || !b.TryReserve(20, false, 0) || b.TryReserve(1, false, 0) {
+		t.Fatal("partial bytes beyond half of 100")
+	}
+	if !b.TryReserve(50, true, 0) || b.TryReserve(1, true, 0) {
+		t.Fatal("whole bytes did not get the other half")
+	}
+	b.Release(50, false)
+	b.Release(50, true)
+	if !b.TryReserve(60, false, 0) || !b.TryReserve(30, false, 60) {
+		t.Fatal("a partial request alone may take more than half, and grow")
+	}
+	if b.TryReserve(1, false, 0) {
+		t.Fatal("another partial request past half")
+	}
 }
 
 func TestFrameBuffersGrowWithTheBytesThatArrived(t *testing.T) {
-	if FirstFrameBytes(100) != 100 || FirstFrameBytes(64<<20) != FrameSmallBytes {
-		t.Fatal("first buffer")
+	for _, c := range []struct{ length, arrived, want int64 }{
+		{100, 0, 100},
+		{64 << 20, 8, FrameSmallBytes},
+		{64 << 20, 1 << 20, 2 << 20},
+		{64 << 20, 32 << 20, 64 << 20},
+		{64 << 20, 64 << 20, 64 << 20},
+	} {
+		if got := FrameBytes(c.length, c.arrived); got != c.want {
+			t.Errorf("FrameBytes(%d, %d) = %d, want %d", c.length, c.arrived, got, c.want)
+		}
 	}
+	// Read as it trickles in: each buffer filled doubles it, never holding
+	// more than twice what arrived, and copying at most twice the frame.
 	length := int64(64<<20 + 3)
-	capacity := FirstFrameBytes(length)
+	capacity := FrameBytes(length, 0)
 	copied := int64(0)
 	for capacity < length {
-		next := NextFrameBytes(capacity, length)
-		if next-capacity > max(capacity, FrameSmallBytes) {
-			t.Fatalf("grew %d → %d: more unarrived bytes than arrived", capacity, next)
+		next := FrameBytes(length, capacity)
+		if next > max(2*capacity, FrameSmallBytes) {
+			t.Fatalf("grew %d → %d: more than twice what arrived", capacity, next)
 		}
 		copied += capacity
 		capacity = next
@@ -208,29 +246,46 @@ func TestConnAccountDeadlines(t *testing.T) {
 		t.Fatalf("check every %d ms", d.CheckEveryMs())
 	}
 	a := NewConnAccount(10, 0)
-	if e := a.Expired(999, false, d); e != NotExpired {
+	if e := a.Expired(999, false, false, d); e != NotExpired {
 		t.Fatalf("idle for 999 ms: %v", e)
 	}
-	if e := a.Expired(1000, false, d); e != ExpiredIdle {
+	if e := a.Expired(1000, false, false, d); e != ExpiredIdle {
 		t.Fatalf("idle for 1000 ms: %v", e)
 	}
-	if e := a.Expired(5000, true, d); e != NotExpired {
+	if e := a.Expired(5000, true, false, d); e != NotExpired {
 		t.Fatalf("a busy connection expired idle: %v", e)
 	}
 	a.ReadStarted(1000)
-	if e := a.Expired(1199, false, d); e != NotExpired {
+	if e := a.Expired(1199, false, false, d); e != NotExpired {
 		t.Fatalf("reading for 199 ms: %v", e)
 	}
-	if e := a.Expired(1200, false, d); e != ExpiredRead || e.Key() != "strand.request.read.timeout.ms" {
+	if e := a.Expired(1200, false, false, d); e != ExpiredRead || e.Key() != "strand.request.read.timeout.ms" {
 		t.Fatalf("reading for 200 ms: %v", e)
+	}
+	a.ReadPaused()
+	if e := a.Expired(9000, false, true, d); e != NotExpired {
+		t.Fatalf("a read paused while the node waits for room: %v", e)
+	}
+	a.ReadResumed(9000)
+	if e := a.Expired(9199, false, false, d); e != NotExpired {
+		t.Fatalf("199 ms after the read resumed: %v", e)
+	}
+	if e := a.Expired(9200, false, false, d); e != ExpiredRead {
+		t.Fatalf("200 ms after the read resumed: %v", e)
+	}
+	if e := a.Expired(9019, false, true, d); e != NotExpired {
+		t.Fatalf("19 ms after the read resumed, under pressure: %v", e)
+	}
+	if e := a.Expired(9020, false, true, d); e != ExpiredRead || d.PressuredReadMs() != 20 {
+		t.Fatalf("20 ms after the read resumed, under pressure (a tenth of the deadline): %v", e)
 	}
 	a.ReadDone(1100)
 	a.WriteStarted(1100)
-	if e := a.Expired(1400, true, d); e != ExpiredWrite {
+	if e := a.Expired(1400, true, false, d); e != ExpiredWrite {
 		t.Fatalf("writing for 300 ms: %v", e)
 	}
 	a.WriteDone(1150)
-	if e := a.Expired(2149, false, d); e != NotExpired {
+	if e := a.Expired(2149, false, false, d); e != NotExpired {
 		t.Fatalf("idle 999 ms after the write: %v", e)
 	}
 	if !a.Fits(100) || !a.HasRoom() {

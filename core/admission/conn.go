@@ -69,8 +69,13 @@ type ConnAccount struct {
 	// completed (or the connection opened).
 	lastActivityMs int64
 	// readSinceMs is when the first byte of the request being read
-	// arrived; -1 when none is.
+	// arrived, or when the node last resumed reading it after waiting for
+	// room; -1 when none is read, or while the node waits (readPaused).
 	readSinceMs int64
+	// readPaused is set while the node waits for room to go on reading a
+	// request: the wait is the node's, not the client's, and the read
+	// deadline does not run; nor is the connection idle.
+	readPaused bool
 	// writeSinceMs is when the write in progress began; -1 when none is.
 	writeSinceMs int64
 }
@@ -115,16 +120,35 @@ func (a *ConnAccount) BufferedBytes() int64 { return a.bufferedBytes }
 
 // ReadStarted records the first byte of a request at nowMs.
 func (a *ConnAccount) ReadStarted(nowMs int64) {
-	if a.readSinceMs >= 0 {
+	if a.readSinceMs >= 0 || a.readPaused {
 		panic("admission: a request's read started twice")
 	}
 	a.readSinceMs = nowMs
 }
 
+// ReadPaused records that the node waits for room (in its plane's budget,
+// or beside what the connection holds) before it reads on: the read
+// deadline stops until ReadResumed.
+func (a *ConnAccount) ReadPaused() {
+	if a.readSinceMs < 0 || a.readPaused {
+		panic("admission: pausing a read that is not running")
+	}
+	a.readSinceMs, a.readPaused = -1, true
+}
+
+// ReadResumed records that the node reads on at nowMs: the request has
+// the whole read deadline again from here.
+func (a *ConnAccount) ReadResumed(nowMs int64) {
+	if !a.readPaused {
+		panic("admission: resuming a read that is not paused")
+	}
+	a.readSinceMs, a.readPaused = nowMs, false
+}
+
 // ReadDone records that the request being read arrived whole (or its read
 // was abandoned) at nowMs.
 func (a *ConnAccount) ReadDone(nowMs int64) {
-	a.readSinceMs = -1
+	a.readSinceMs, a.readPaused = -1, false
 	a.lastActivityMs = max(a.lastActivityMs, nowMs)
 }
 
@@ -142,17 +166,29 @@ func (a *ConnAccount) WriteDone(nowMs int64) {
 	a.lastActivityMs = max(a.lastActivityMs, nowMs)
 }
 
+// PressuredReadMs is the read deadline while the connection's plane is
+// under pressure (other requests wait for room in its budget): a tenth of
+// strand.request.read.timeout.ms, so that requests that stall mid-way hold
+// the budget others wait for only briefly, not for the whole deadline.
+func (d Deadlines) PressuredReadMs() int64 { return max(d.ReadMs/10, 1) }
+
 // Expired says which deadline the connection has overstayed at nowMs, if
 // any. busy reports requests in flight (read, not yet answered and
 // written) or responses waiting to be written: such a connection is not
 // idle, whatever its last activity (a long poll parked in the core).
-func (a *ConnAccount) Expired(nowMs int64, busy bool, d Deadlines) Expiry {
+// pressured reports that requests wait for room in the connection's plane
+// budget: the request being read then has PressuredReadMs.
+func (a *ConnAccount) Expired(nowMs int64, busy, pressured bool, d Deadlines) Expiry {
+	readMs := d.ReadMs
+	if pressured {
+		readMs = d.PressuredReadMs()
+	}
 	switch {
 	case a.writeSinceMs >= 0 && nowMs-a.writeSinceMs >= d.WriteMs:
 		return ExpiredWrite
-	case a.readSinceMs >= 0 && nowMs-a.readSinceMs >= d.ReadMs:
+	case a.readSinceMs >= 0 && nowMs-a.readSinceMs >= readMs:
 		return ExpiredRead
-	case a.readSinceMs < 0 && a.writeSinceMs < 0 && !busy && nowMs-a.lastActivityMs >= d.IdleMs:
+	case a.readSinceMs < 0 && !a.readPaused && a.writeSinceMs < 0 && !busy && nowMs-a.lastActivityMs >= d.IdleMs:
 		return ExpiredIdle
 	}
 	return NotExpired

@@ -13,8 +13,8 @@
 //     core, reserved as their bytes arrive. The control plane (controller
 //     listeners, replication) has a budget of its own, so that no client
 //     load can starve it.
-//   - FirstFrameBytes and NextFrameBytes say how much buffer a frame being
-//     read may have before its bytes have arrived.
+//   - FrameBytes says how much buffer a frame being read may have: a
+//     bounded multiple of the bytes that have arrived.
 //   - ConnAccount is one connection's share (strand.connection.buffered.bytes.max)
 //     and the times its deadlines run from: connections.max.idle.ms,
 //     strand.request.read.timeout.ms and strand.response.write.timeout.ms.

@@ -273,10 +273,10 @@ func (g *Gate) Connections(listener string) int32 { return g.listener[listener] 
 func (g *Gate) RefusedTotal() [refusalKinds]int64 { return g.refusedTotal }
 
 // RefusalsDue returns the refusals not yet reported if there are any and
-// RefusalReportIntervalMs has passed since the last report (the first is
-// due at once), and starts a new report.
-func (g *Gate) RefusalsDue(nowMs int64) (RefusalReport, bool) {
-	if g.pending.Total() == 0 || (g.reportedBefore && nowMs-g.lastReportMs < RefusalReportIntervalMs) {
+// intervalMs has passed since the last report (the first is due at once),
+// and starts a new report. Callers pass RefusalReportIntervalMs.
+func (g *Gate) RefusalsDue(nowMs, intervalMs int64) (RefusalReport, bool) {
+	if g.pending.Total() == 0 || (g.reportedBefore && nowMs-g.lastReportMs < intervalMs) {
 		return RefusalReport{}, false
 	}
 	report := g.pending
