@@ -25,7 +25,11 @@ func hostileLimits() map[string]string {
 		"max.connections":                      "64",
 		"max.connections.per.ip":               "6",
 		"strand.request.read.timeout.ms":       "1500",
-		"connections.max.idle.ms":              "3000",
+		// Longer than the clients' request timeout (5 s): a request whose
+		// bytes a partition holds back leaves its connection idle on the
+		// broker's side, and an idle close then would look, to the forger's
+		// check, like the broker closing on the request.
+		"connections.max.idle.ms": "6000",
 	}
 }
 
