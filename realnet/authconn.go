@@ -147,7 +147,7 @@ func (sc *serverConn) frameBytesMax() int32 {
 // connection.failed.authentication.delay.ms; after, a bad request.
 func (sc *serverConn) refuseFrameLength(err error) error {
 	if sc.auth.pending() {
-		return sc.failAuthentication(0, fmt.Errorf("failing SASL authentication due to invalid receive size: %w", err))
+		return sc.failAuthentication(fmt.Errorf("failing SASL authentication due to invalid receive size: %w", err))
 	}
 	return &badRequestError{err}
 }
@@ -188,29 +188,29 @@ func apiKeyOf(frame []byte) int16 { return int16(binary.BigEndian.Uint16(frame[:
 // credentials or connections.max.reauth.ms without re-authenticating.
 var errSessionExpired = errors.New("the SASL session expired without re-authentication (connections.max.reauth.ms or the credential's end)")
 
-// authenticateFrame handles a frame intercepts took; size is its bytes,
-// still reserved in the connection's buffered bytes. An error ends the
-// connection: a badRequestError closes it after the answers already due.
-func (sc *serverConn) authenticateFrame(frame []byte, size int64) error {
+// authenticateFrame handles a frame intercepts took; hold is what its
+// reading reserved, which the reader gives back whatever hold still owns
+// when this returns (an answer's slot takes the connection's bytes). An
+// error ends the connection: a badRequestError closes it after the answers
+// already due.
+func (sc *serverConn) authenticateFrame(frame []byte, hold *frameHold) error {
 	a := sc.auth
 	if a.state == saslComplete {
 		now := time.Now()
 		if len(frame) >= 2 && apiKeyOf(frame) == kmsg.SASLHandshake.Int16() && now.Sub(a.lastReauthStart) >= reauthIntervalMin {
 			a.state, a.reauthenticating, a.lastReauthStart = saslHandshake, true, now
 		} else if a.sessionExpired() {
-			sc.unreserve(size)
 			sc.net.expiredSessions.Add(1)
 			return &badRequestError{errSessionExpired}
 		} else {
-			return sc.deliverIntercepted(frame, size)
+			return sc.deliverIntercepted(frame, hold)
 		}
 	}
 	if a.state == saslAuthenticate && a.rawTokens {
-		return sc.saslToken(-1, frame, size, nil)
+		return sc.saslToken(-1, frame, hold, nil)
 	}
 	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
 	if err != nil {
-		sc.unreserve(size)
 		if a.state == saslAuthenticate {
 			return &badRequestError{fmt.Errorf("during SASL authentication: %w", err)}
 		}
@@ -221,17 +221,16 @@ func (sc *serverConn) authenticateFrame(frame []byte, size int64) error {
 		r, ok := req.(*kmsg.SASLHandshakeRequest)
 		if !ok {
 			// Kafka's InvalidRequestException: closed at once, unanswered.
-			sc.unreserve(size)
 			return &badRequestError{fmt.Errorf("unexpected Kafka request of type %s during SASL handshake", kmsg.NameForKey(hdr.APIKey))}
 		}
-		return sc.saslHandshake(hdr, r, size)
+		return sc.saslHandshake(hdr, r, hold)
 	case saslAuthenticate:
 		r, ok := req.(*kmsg.SASLAuthenticateRequest)
 		if !ok {
 			msg := fmt.Sprintf("Unexpected Kafka request of type %s during SASL authentication.", kmsg.NameForKey(hdr.APIKey))
-			return sc.failAuthenticationAnswering(hdr.CorrelationID, size, errorAnswer(req, kerr.IllegalSaslState.Code, msg), errors.New(msg))
+			return sc.failAuthenticationAnswering(hdr.CorrelationID, hold, errorAnswer(req, kerr.IllegalSaslState.Code, msg), errors.New(msg))
 		}
-		return sc.saslToken(hdr.CorrelationID, r.SASLAuthBytes, size, r)
+		return sc.saslToken(hdr.CorrelationID, r.SASLAuthBytes, hold, r)
 	}
 	panic(fmt.Sprintf("realnet: authenticateFrame in SASL state %d", a.state))
 }
@@ -240,48 +239,43 @@ func (sc *serverConn) authenticateFrame(frame []byte, size int64) error {
 // request on an authenticated connection that is not to be authenticated
 // (a SaslHandshake too soon after the last, answered ILLEGAL_SASL_STATE by
 // the core as by Kafka's KafkaApis).
-func (sc *serverConn) deliverIntercepted(frame []byte, size int64) error {
+func (sc *serverConn) deliverIntercepted(frame []byte, hold *frameHold) error {
 	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
 	if err != nil {
-		sc.unreserve(size)
 		return &badRequestError{err}
-	}
-	if !sc.net.budget.acquire(size) { // readOne gave it back when it intercepted the frame
-		sc.unreserve(size)
-		return net.ErrClosed
 	}
 	// A SaslHandshake frame is never a pooled Produce frame: the core may
 	// keep it.
-	return sc.deliver(hdr, req, size, &frameBuf{buf: frame})
+	return sc.deliver(hdr, req, hold, &frameBuf{buf: frame})
 }
 
 // saslHandshake answers a SaslHandshake: the mechanism if the listener
 // enables it (v1: SaslAuthenticate requests follow; v0: raw tokens), else
 // UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection
 // fails. A re-authentication must keep its mechanism.
-func (sc *serverConn) saslHandshake(hdr env.RequestHeader, req *kmsg.SASLHandshakeRequest, size int64) error {
+func (sc *serverConn) saslHandshake(hdr env.RequestHeader, req *kmsg.SASLHandshakeRequest, hold *frameHold) error {
 	a := sc.auth
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.SupportedMechanisms = a.listener.Mechanisms()
 	mech := a.listener.Mechanism(req.Mechanism)
 	if mech == nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		return sc.failAuthenticationAnswering(hdr.CorrelationID, size, resp, fmt.Errorf("unsupported SASL mechanism %q (enabled: %v)", req.Mechanism, resp.SupportedMechanisms))
+		return sc.failAuthenticationAnswering(hdr.CorrelationID, hold, resp, fmt.Errorf("unsupported SASL mechanism %q (enabled: %v)", req.Mechanism, resp.SupportedMechanisms))
 	}
 	if a.reauthenticating && req.Mechanism != a.mechanism {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		return sc.failAuthenticationAnswering(hdr.CorrelationID, size, resp, fmt.Errorf("SASL mechanism %q requested by client is not supported for re-authentication of mechanism %q", req.Mechanism, a.mechanism))
+		return sc.failAuthenticationAnswering(hdr.CorrelationID, hold, resp, fmt.Errorf("SASL mechanism %q requested by client is not supported for re-authentication of mechanism %q", req.Mechanism, a.mechanism))
 	}
 	a.mechanism, a.exchange = req.Mechanism, mech.Start(sc.c.RemoteAddr())
 	a.rawTokens = req.Version == 0
 	a.state = saslAuthenticate
-	return sc.pushAnswer(hdr.CorrelationID, size, resp)
+	return sc.pushAnswer(hdr.CorrelationID, hold, resp)
 }
 
 // saslToken feeds the exchange the client's token: from a
 // SaslAuthenticate request (req), or raw after a v0 handshake
 // (correlationID -1, req nil).
-func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, req *kmsg.SASLAuthenticateRequest) error {
+func (sc *serverConn) saslToken(correlationID int32, token []byte, hold *frameHold, req *kmsg.SASLAuthenticateRequest) error {
 	a := sc.auth
 	answer, done, err := a.exchange.Next(token)
 	if err == nil && done && a.reauthenticating && a.exchange.Result().Principal != a.principal {
@@ -293,11 +287,11 @@ func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, r
 			failure = &auth.Failure{Message: "Authentication failed due to invalid credentials with SASL mechanism " + a.mechanism, Cause: err}
 		}
 		if req == nil {
-			return sc.failAuthentication(size, failure) // raw tokens: no answer, as in Kafka
+			return sc.failAuthentication(failure) // raw tokens: no answer, as in Kafka
 		}
 		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &failure.Message
-		return sc.failAuthenticationAnswering(correlationID, size, resp, failure)
+		return sc.failAuthenticationAnswering(correlationID, hold, resp, failure)
 	}
 	var lifetimeMs int64
 	if done {
@@ -306,10 +300,9 @@ func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, r
 	}
 	if req == nil {
 		if answer == nil {
-			sc.unreserve(size)
 			return nil
 		}
-		return sc.pushFrame(-1, size, appendRawToken(answer))
+		return sc.pushFrame(-1, hold, appendRawToken(answer))
 	}
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	resp.SASLAuthBytes = answer
@@ -317,7 +310,7 @@ func (sc *serverConn) saslToken(correlationID int32, token []byte, size int64, r
 		resp.SASLAuthBytes = []byte{}
 	}
 	resp.SessionLifetimeMillis = lifetimeMs
-	return sc.pushAnswer(correlationID, size, resp)
+	return sc.pushAnswer(correlationID, hold, resp)
 }
 
 // complete ends a successful exchange: the connection takes its principal
@@ -381,14 +374,14 @@ func appendRawToken(token []byte) []byte {
 }
 
 // pushAnswer queues resp as the answer to the intercepted request.
-func (sc *serverConn) pushAnswer(correlationID int32, size int64, resp kmsg.Response) error {
-	return sc.pushFrame(correlationID, size, wire.AppendResponse(nil, correlationID, resp))
+func (sc *serverConn) pushAnswer(correlationID int32, hold *frameHold, resp kmsg.Response) error {
+	return sc.pushFrame(correlationID, hold, wire.AppendResponse(nil, correlationID, resp))
 }
 
 // pushFrame queues frame, already answered, behind the connection's
-// earlier requests; size is the request's reserved bytes.
-func (sc *serverConn) pushFrame(correlationID int32, size int64, frame []byte) error {
-	if _, ok := sc.push(slot{correlationID: correlationID, requestBytes: size, answered: true, frame: frame}, int64(len(frame))); !ok {
+// earlier requests; the request's bytes move from hold to its slot.
+func (sc *serverConn) pushFrame(correlationID int32, hold *frameHold, frame []byte) error {
+	if _, ok := sc.push(slot{correlationID: correlationID, requestBytes: hold.takeConnBytes(), answered: true, frame: frame}, int64(len(frame))); !ok {
 		return net.ErrClosed
 	}
 	return nil
@@ -399,28 +392,26 @@ func (sc *serverConn) pushFrame(correlationID int32, size int64, frame []byte) e
 // connection.failed.authentication.delay.ms the answer is written, then
 // the connection closes, as Kafka delays the close of a failed
 // authentication and sends its response then.
-func (sc *serverConn) failAuthenticationAnswering(correlationID int32, size int64, resp kmsg.Response, cause error) error {
+func (sc *serverConn) failAuthenticationAnswering(correlationID int32, hold *frameHold, resp kmsg.Response, cause error) error {
 	var frame []byte
 	if resp != nil {
 		frame = wire.AppendResponse(nil, correlationID, resp)
 	}
 	if !sc.waitAuthDelay(sc.auth.listener.FailureDelay()) {
-		sc.unreserve(size)
 		return net.ErrClosed
 	}
-	if frame == nil {
-		sc.unreserve(size)
-	} else if err := sc.pushFrame(correlationID, size, frame); err != nil {
-		return err
+	if frame != nil {
+		if err := sc.pushFrame(correlationID, hold, frame); err != nil {
+			return err
+		}
 	}
 	return sc.authenticationFailed(cause)
 }
 
 // failAuthentication fails the connection's authentication without an
 // answer (a raw token, a frame over the size bound): it closes after the
-// delay. reserved is the failed frame's reserved bytes (0: none yet).
-func (sc *serverConn) failAuthentication(reserved int64, cause error) error {
-	sc.unreserve(reserved)
+// delay. The reader gives back what the failed frame reserved, if any.
+func (sc *serverConn) failAuthentication(cause error) error {
 	if !sc.waitAuthDelay(sc.auth.listener.FailureDelay()) {
 		return net.ErrClosed
 	}

@@ -24,7 +24,7 @@ func TestDirectWritesKeepResponseOrder(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	n.handler = closedHandler{}
 	server, client := tcpPair(t)
 	// Small socket buffers: a direct write of one large response is cut
@@ -35,7 +35,7 @@ func TestDirectWritesKeepResponseOrder(t *testing.T) {
 	if err := client.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
 		t.Fatal(err)
 	}
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	if sc.raw == nil {
 		t.Fatal("a TCP connection has no raw descriptor: direct writes are off, the test proves nothing")
 	}
@@ -109,7 +109,7 @@ func TestDirectWritesKeepResponseOrder(t *testing.T) {
 	waitUntil(t, "every written response's bytes leave the buffered count", 5*time.Second, func() bool {
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
-		return len(sc.slots) == 0 && sc.bufferedBytes == 0
+		return len(sc.slots) == 0 && sc.acct.BufferedBytes() == 0
 	})
 }
 
@@ -121,9 +121,9 @@ func TestLoopWritesAPlainResponseItself(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	server, client := tcpPair(t)
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	n.conns[7] = sc
 	sc.push(slot{correlationID: 1}, 0)
 	sc.push(slot{correlationID: 2}, 0)
@@ -160,9 +160,9 @@ func TestTailRegionsAreReadAndWrittenOnTheLoop(t *testing.T) {
 	head := bytes.Repeat([]byte("old."), (loopReadTailBytes+sendfileBytesMin)/4)
 	file, closeDisk := appendedFile(t, loop, head, []byte("just-appended"))
 	defer closeDisk()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	server, client := tcpPair(t)
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	n.conns[7] = sc
 	for id := range int32(3) {
 		sc.push(slot{correlationID: id}, 0)
@@ -271,12 +271,12 @@ func TestTailReadBuffersGoBackOnlyOnceWritten(t *testing.T) {
 	}
 	file, closeDisk := appendedFile(t, loop, big, small)
 	defer closeDisk()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	server, client := tcpPair(t)
 	// Small socket buffers, so that the big answer does not fit at once.
 	server.(*net.TCPConn).SetWriteBuffer(4 << 10)
 	client.(*net.TCPConn).SetReadBuffer(4 << 10)
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	n.conns[7] = sc
 	sc.push(slot{correlationID: 0}, 0)
 	sc.push(slot{correlationID: 1}, 0)

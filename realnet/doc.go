@@ -12,14 +12,21 @@
 //     contract). It is a combining loop: the goroutine that posts into an
 //     idle loop runs it (a connection reader runs its own request), and the
 //     loop's own goroutine (Loop.Run) takes over long queues and the posts
-//     of diskio's Sync worker, which must not run the core.
-//   - Per listener, an accept goroutine. The broker listeners start only
-//     once the core has caught up with the metadata log and been unfenced
-//     (broker.Config.OnInitialUnfence), as Kafka's do; the controller
-//     listeners at once.
+//     of diskio's Sync worker, which must not run the core. Client
+//     connections' events queue apart from the control plane's, which gets
+//     at least every other turn.
+//   - Per listener, an accept goroutine, which asks the node's connection
+//     quotas (admission.Gate) about each connection. The broker listeners
+//     start only once the core has caught up with the metadata log and been
+//     unfenced (broker.Config.OnInitialUnfence), as Kafka's do; the
+//     controller listeners at once.
+//   - One reaper per node (Network.reap), which closes connections that
+//     overstay connections.max.idle.ms, strand.request.read.timeout.ms or
+//     strand.response.write.timeout.ms, and logs refused connections.
 //   - Per client connection, a reader (size prefix, socket.request.max.bytes
-//     checked before allocating, a fresh buffer per frame because kmsg's
-//     []byte fields alias it, wire.ParseRequest against the versions the
+//     checked before anything is reserved, the frame's budget reserved and
+//     its buffer grown only as its bytes arrive, a fresh buffer per frame
+//     because kmsg's []byte fields alias it, wire.ParseRequest against the versions the
 //     node accepts (broker.Node.AcceptedVersions: what it advertises, plus
 //     the voters' Raft Fetch) and the request limits, then the core's
 //     pre-check (the env.Prechecker the loop last published), which takes
@@ -42,16 +49,23 @@
 // # Limits
 //
 // Every queue is bounded by a named configuration key
-// (CLARIFICATIONS.md, "Validation and limits"): max.connections,
-// queued.max.requests and queued.max.request.bytes (requests read but not yet
-// taken by the core), strand.connection.requests.in.flight.max and
+// (CLARIFICATIONS.md, "Validation and limits"; SPEC.md §7, "Connections and
+// their limits"), decided by the pure core/admission types this package
+// wraps with its mutexes (admission.go): the connection quotas
+// (max.connections per pool, listener.name.<l>.max.connections,
+// max.connections.per.ip, max.connection.creation.rate),
+// queued.max.requests and queued.max.request.bytes (requests being read or
+// waiting for the core, per plane, reserved as their bytes arrive),
+// strand.connection.requests.in.flight.max and
 // strand.connection.buffered.bytes.max (per connection, until the response is
 // written). At a limit the reader stops reading that connection, as Kafka
 // mutes a channel: backpressure, not an error. The produce pre-checks'
 // decompression buffers, over all connections, wait for room under
 // strand.produce.decompression.buffer.bytes.max. A request over the
 // strand.request.* limits (topics, partitions, entries, tagged fields),
-// found before it is decoded, closes its connection.
+// found before it is decoded, closes its connection. Deadlines end what
+// backpressure cannot: a request that stalls, a client that does not read,
+// a connection left idle.
 //
 // # What it must not do
 //

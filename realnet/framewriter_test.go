@@ -227,6 +227,38 @@ func networkTestConfig(t *testing.T, extra map[string]string) config.Broker {
 	return cfg
 }
 
+// testNetwork is newNetwork for a test that drives connections itself: its
+// reaper stops at the test's end.
+func testNetwork(t *testing.T, loop *Loop, cfg config.Broker) *Network {
+	t.Helper()
+	n, err := newNetwork(loop, cfg, testLogger(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.closed {
+			n.closed = true
+			close(n.stopped)
+		}
+	})
+	return n
+}
+
+// testServerConn is newServerConn for a connection c the test accepted on
+// the listener "test", admitted by n's gate as admit would.
+func testServerConn(t *testing.T, n *Network, id env.ConnID, c net.Conn) *serverConn {
+	t.Helper()
+	n.gateMu.Lock()
+	admitted, v := n.gate.Open("test", hostOf(c.RemoteAddr()), n.nowMs())
+	n.gateMu.Unlock()
+	if !v.Admitted() {
+		t.Fatalf("the gate refused a test connection: %+v", v)
+	}
+	return newServerConn(n, id, "test", c, admitted)
+}
+
 // A frame the writer never sends is still released, on the loop: answered
 // on a connection already closed, or queued when its connection ends.
 func TestUnsentFramesAreReleased(t *testing.T) {
@@ -234,7 +266,7 @@ func TestUnsentFramesAreReleased(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	n.handler = closedHandler{}
 	released := make(chan int, 3)
 	frameNo := func(i int) env.Frame {
@@ -244,7 +276,7 @@ func TestUnsentFramesAreReleased(t *testing.T) {
 	loop.Call(func() { n.ReplyFrame(99, 1, frameNo(1)) })
 	// Answered after its connection closed.
 	server, _ := tcpPair(t)
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	n.conns[7] = sc
 	sc.push(slot{correlationID: 5}, 0)
 	sc.push(slot{correlationID: 6}, 0)

@@ -3,11 +3,14 @@ package realnet
 import (
 	"fmt"
 	"sync"
+
+	"strand/core/admission"
 )
 
-// LoopEventsMax is the capacity of a node's event queue. Posting to a full
-// queue blocks the poster (a connection reader, a timer, a disk worker), which
-// is the backpressure that keeps a busy core from being buried in work.
+// LoopEventsMax is the capacity of each of a node's two event queues.
+// Posting to a full queue blocks the poster (a connection reader, a timer, a
+// disk worker), which is the backpressure that keeps a busy core from being
+// buried in work.
 const LoopEventsMax = 4096
 
 // loopInlineEventsMax bounds the events a posting goroutine runs as the
@@ -35,16 +38,25 @@ const loopInlineEventsMax = 32
 // up the role either sees the flag still set (and the executor, which
 // checks the queue under mu before clearing it, runs the event) or sees it
 // cleared and becomes the executor itself. No post is left unrun.
+//
+// Events queue by plane (admission.Plane), each in a queue of its own:
+// client connections' requests and closes (PostFrom with PlaneClient) in
+// one, everything else — the control plane's requests, timers, disk
+// completions, answers from peers, releases — in the other. When both hold
+// events the executor takes one from each in turn, so the control plane
+// has at least half of the loop however many client requests wait, and a
+// full client queue never blocks a control poster (SPEC.md §7, "The
+// control plane is never starved"). Events of one queue run in posted
+// order; nothing orders events of different queues, which come from
+// different goroutines anyway.
 type Loop struct {
 	mu sync.Mutex
-	// room is signalled for posters waiting on a full queue.
-	room        sync.Cond
-	roomWaiters int
 	// idle is broadcast when an executor gives up the role after Stop.
 	idle sync.Cond
-	// ring holds the queued events, count of them from head.
-	ring        []event
-	head, count int
+	// queues hold the queued events by plane.
+	queues [admission.Planes]eventQueue
+	// nextPlane is the plane whose queue the executor tries first.
+	nextPlane admission.Plane
 	// executing is set while some goroutine holds the executor role,
 	// including a role handed to Run's goroutine (handedOff) and not yet
 	// taken up.
@@ -80,18 +92,71 @@ type event struct {
 	release bool
 }
 
+// eventQueue is one plane's ring of events, count of them from head.
+type eventQueue struct {
+	ring        []event
+	head, count int
+	// room is signalled for posters waiting on the full ring.
+	room        sync.Cond
+	roomWaiters int
+}
+
+func (q *eventQueue) full() bool { return q.count == len(q.ring) }
+
+func (q *eventQueue) push(ev event) {
+	q.ring[(q.head+q.count)%len(q.ring)] = ev
+	q.count++
+}
+
+func (q *eventQueue) pop() event {
+	ev := q.ring[q.head]
+	q.ring[q.head] = event{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.count--
+	if q.roomWaiters > 0 {
+		q.room.Signal()
+	}
+	return ev
+}
+
 // NewLoop returns a loop whose Run is not started yet. Posts run on their
 // posters before it is; Enqueue's events and long queues wait for it.
 func NewLoop() *Loop {
 	l := &Loop{
-		ring:      make([]event, LoopEventsMax),
 		wake:      make(chan struct{}, 1),
 		stoppedCh: make(chan struct{}),
 		exited:    make(chan struct{}),
 	}
-	l.room.L = &l.mu
+	for p := range l.queues {
+		l.queues[p].ring = make([]event, LoopEventsMax)
+		l.queues[p].room.L = &l.mu
+	}
 	l.idle.L = &l.mu
 	return l
+}
+
+// queuedLocked is the number of events waiting in both queues. With mu
+// held.
+func (l *Loop) queuedLocked() int {
+	total := 0
+	for p := range l.queues {
+		total += l.queues[p].count
+	}
+	return total
+}
+
+// popLocked takes the next event: from the queue whose turn it is if that
+// one has any, else from the other. With mu held and an event queued.
+func (l *Loop) popLocked() event {
+	p := l.nextPlane
+	if l.queues[p].count == 0 {
+		p = (p + 1) % admission.Planes
+	}
+	if l.queues[p].count == 0 {
+		panic("realnet: loop popped with nothing queued")
+	}
+	l.nextPlane = (p + 1) % admission.Planes
+	return l.queues[p].pop()
 }
 
 // Post queues fn to run on the loop, and runs the loop on the caller's
@@ -103,14 +168,21 @@ func NewLoop() *Loop {
 // (use Defer there): when the queue is full it blocks until there is room.
 // After Stop it drops fn and returns false: the node is going away.
 func (l *Loop) Post(fn func()) bool {
-	return l.post(event{fn: fn}, true)
+	return l.post(admission.PlaneControl, event{fn: fn}, true)
+}
+
+// PostFrom is Post for an event of a connection on plane p: a client
+// connection's requests and close queue apart from the control plane's
+// events (see Loop).
+func (l *Loop) PostFrom(p admission.Plane, fn func()) bool {
+	return l.post(p, event{fn: fn}, true)
 }
 
 // Enqueue is Post without running the loop on the caller's goroutine: if
 // no executor is running, Run's goroutine is woken to run fn. For posters
 // that the core may wait on, such as diskio's Sync worker.
 func (l *Loop) Enqueue(fn func()) bool {
-	return l.post(event{fn: fn}, false)
+	return l.post(admission.PlaneControl, event{fn: fn}, false)
 }
 
 // PostRelease is Post for a function that gives back what the node holds
@@ -122,7 +194,7 @@ func (l *Loop) Enqueue(fn func()) bool {
 // running loop took it (false: kept for RunReleases); the signature is
 // Post's, so that writers take either.
 func (l *Loop) PostRelease(fn func()) bool {
-	if l.post(event{fn: fn, release: true}, true) {
+	if l.post(admission.PlaneControl, event{fn: fn, release: true}, true) {
 		return true
 	}
 	l.lateMu.Lock()
@@ -134,22 +206,22 @@ func (l *Loop) PostRelease(fn func()) bool {
 	return false
 }
 
-// post queues ev unless the loop has stopped, waiting for room in a full
-// queue; then, if no goroutine is executing the loop, it runs the loop
-// (inline) or hands it to Run's goroutine.
-func (l *Loop) post(ev event, inline bool) bool {
+// post queues ev in plane p's queue unless the loop has stopped, waiting
+// for room in a full queue; then, if no goroutine is executing the loop, it
+// runs the loop (inline) or hands it to Run's goroutine.
+func (l *Loop) post(p admission.Plane, ev event, inline bool) bool {
 	l.mu.Lock()
-	for !l.stopped && l.count == len(l.ring) {
-		l.roomWaiters++
-		l.room.Wait()
-		l.roomWaiters--
+	q := &l.queues[p]
+	for !l.stopped && q.full() {
+		q.roomWaiters++
+		q.room.Wait()
+		q.roomWaiters--
 	}
 	if l.stopped {
 		l.mu.Unlock()
 		return false
 	}
-	l.ring[(l.head+l.count)%len(l.ring)] = ev
-	l.count++
+	q.push(ev)
 	if l.executing {
 		l.mu.Unlock()
 		return true
@@ -185,7 +257,7 @@ func (l *Loop) handOffLocked() {
 func (l *Loop) execute(eventsMax int) {
 	for ran := 0; ; ran++ {
 		l.mu.Lock()
-		if l.stopped || l.count == 0 {
+		if l.stopped || l.queuedLocked() == 0 {
 			l.executing = false
 			l.idle.Broadcast()
 			l.mu.Unlock()
@@ -196,13 +268,7 @@ func (l *Loop) execute(eventsMax int) {
 			l.mu.Unlock()
 			return
 		}
-		ev := l.ring[l.head]
-		l.ring[l.head] = event{}
-		l.head = (l.head + 1) % len(l.ring)
-		l.count--
-		if l.roomWaiters > 0 {
-			l.room.Signal()
-		}
+		ev := l.popLocked()
 		l.mu.Unlock()
 		l.run(ev)
 	}
@@ -240,12 +306,10 @@ func (l *Loop) RunReleases() {
 	}
 	l.mu.Lock()
 	var queued []func()
-	for ; l.count > 0; l.count-- {
-		if ev := l.ring[l.head]; ev.release {
+	for l.queuedLocked() > 0 {
+		if ev := l.popLocked(); ev.release {
 			queued = append(queued, ev.fn)
 		}
-		l.ring[l.head] = event{}
-		l.head = (l.head + 1) % len(l.ring)
 	}
 	l.mu.Unlock()
 	for _, fn := range queued {
@@ -337,7 +401,9 @@ func (l *Loop) Stop() {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()
 		l.stopped = true
-		l.room.Broadcast()
+		for p := range l.queues {
+			l.queues[p].room.Broadcast()
+		}
 		l.mu.Unlock()
 		close(l.stoppedCh)
 	})
@@ -351,5 +417,5 @@ func (l *Loop) Wait() { <-l.exited }
 func (l *Loop) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return fmt.Sprintf("loop(%d queued)", l.count)
+	return fmt.Sprintf("loop(%d client and %d control events queued)", l.queues[admission.PlaneClient].count, l.queues[admission.PlaneControl].count)
 }

@@ -129,7 +129,7 @@ func stressNetwork(t *testing.T) (*Loop, *Network, *stressHandler, net.Addr) {
 	cfg := networkTestConfig(t, nil)
 	loop := NewLoop()
 	go loop.Run()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	h := &stressHandler{n: n, clock: NewClock(loop), requests: map[env.ConnID]int32{}, closed: map[env.ConnID]bool{}}
 	versions := []kmsg.ApiVersionsResponseApiKey{{ApiKey: kmsg.ApiVersions.Int16(), MinVersion: 0, MaxVersion: 3}}
 	n.setHandler(h, func(string) []kmsg.ApiVersionsResponseApiKey { return versions }, versions)
@@ -367,7 +367,7 @@ func TestReviewPeerRequestsStayInOrder(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer func() { loop.Stop(); loop.Wait() }()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	defer n.Shutdown()
 	n.peers.brokerAddress = func(env.NodeID) (string, bool) { return l.Addr().String(), true }
 	answered := make(chan int32, requests)
@@ -431,13 +431,13 @@ func TestReviewLoopNeverWaitsOnASlowClient(t *testing.T) {
 	loop := NewLoop()
 	go loop.Run()
 	defer loop.Stop()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	n.handler = closedHandler{}
 	server, client := tcpPair(t)
 	if err := server.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
 		t.Fatal(err)
 	}
-	sc := newServerConn(n, 7, "test", server)
+	sc := testServerConn(t, n, 7, server)
 	n.conns[7] = sc
 	n.goroutines.Add(1)
 	go sc.writeLoop()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"strand/core/admission"
 	"strand/core/env"
 )
 
@@ -402,4 +403,33 @@ func TestLoopEnqueueNeverRunsOnTheCaller(t *testing.T) {
 	}
 	close(gate)
 	<-ran
+}
+
+// TestLoopGivesTheControlPlaneItsShare: with a thousand client requests
+// queued, an event of the control plane runs after at most one of them,
+// and the client events still run, in their order.
+func TestLoopGivesTheControlPlaneItsShare(t *testing.T) {
+	l := startLoop(t)
+	block := make(chan struct{})
+	started := make(chan struct{})
+	go l.PostFrom(admission.PlaneClient, func() { close(started); <-block })
+	<-started
+	var clientRan []int // touched only on the loop
+	for i := range 1000 {
+		l.PostFrom(admission.PlaneClient, func() { clientRan = append(clientRan, i) })
+	}
+	controlAfter := make(chan int, 1)
+	l.Post(func() { controlAfter <- len(clientRan) })
+	close(block)
+	if n := <-controlAfter; n > 1 {
+		t.Fatalf("the control event ran after %d queued client events, want at most 1", n)
+	}
+	var ran []int
+	waitUntil(t, "every client event run", 5*time.Second, func() bool {
+		l.Call(func() { ran = slices.Clone(clientRan) })
+		return len(ran) == 1000
+	})
+	if !slices.IsSorted(ran) {
+		t.Fatalf("client events ran %d, sorted %v", len(ran), slices.IsSorted(ran))
+	}
 }

@@ -3,6 +3,7 @@ package realnet
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/admission"
 	"strand/core/config"
 	"strand/core/env"
 	"strand/core/wire"
@@ -26,10 +28,30 @@ type Network struct {
 	limits config.Limits
 	// frameBytesMax is socket.request.max.bytes.
 	frameBytesMax int32
-	budget        *queueBudget
 	// checks are the request limits and the core's pre-check, applied by
 	// the connection readers (precheck.go).
 	checks *requestChecks
+	// budgets are the planes' queued.max.requests and
+	// queued.max.request.bytes (admission.go).
+	budgets *planeBudgets
+	// controllerListeners and interBrokerListener are the listeners whose
+	// connections are the control plane's: all of a controller listener's,
+	// and the inter-broker listener's replication connections.
+	controllerListeners []string
+	interBrokerListener string
+	// deadlines are the connections' deadlines, which the reaper checks.
+	deadlines admission.Deadlines
+	// startedAt and clockMs are the connections' coarse clock: the reaper
+	// stores the milliseconds since startedAt at every tick, and the
+	// connections stamp their deadlines with it (nowMs), so that no request
+	// pays for a clock read.
+	startedAt time.Time
+	clockMs   atomic.Int64
+	tickMs    int64
+
+	// gateMu guards gate, the connection quotas (admission.Gate).
+	gateMu sync.Mutex
+	gate   *admission.Gate
 
 	// handler, supported and advertised are set once by setHandler, before
 	// the first connection is accepted, and only read afterwards.
@@ -42,7 +64,13 @@ type Network struct {
 	nextConnID env.ConnID
 	listeners  []net.Listener
 	closed     bool
-	// goroutines counts every goroutine the Network started, for Close.
+	// stopped is closed by Shutdown, for the reaper and for accept loops
+	// waiting out a connection creation rate; reaped is closed when the
+	// reaper has exited.
+	stopped chan struct{}
+	reaped  chan struct{}
+	// goroutines counts the goroutines of listeners and connections, for
+	// Shutdown.
 	goroutines sync.WaitGroup
 
 	peers *peerSet
@@ -60,23 +88,66 @@ type Network struct {
 
 var _ env.Network = (*Network)(nil)
 
-// newNetwork builds the network of a node whose event loop is loop.
-func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) *Network {
+// newNetwork builds the network of a node whose event loop is loop, and
+// starts its reaper. It resolves the host names of
+// max.connections.per.ip.overrides, and fails if one does not resolve.
+func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, error) {
+	overrides, err := resolveIPOverrides(cfg.Limits.ConnectionsPerIPOverrides)
+	if err != nil {
+		return nil, err
+	}
 	n := &Network{
-		loop:          loop,
-		logger:        logger,
-		limits:        cfg.Limits,
-		frameBytesMax: cfg.SocketRequestMaxBytes,
-		budget:        newQueueBudget(cfg.Limits.RequestsQueuedMax, cfg.Limits.RequestBytesQueuedMax),
-		checks:        newRequestChecks(cfg.Limits),
-		conns:         map[env.ConnID]*serverConn{},
-		nextConnID:    1,
+		loop:                loop,
+		logger:              logger,
+		limits:              cfg.Limits,
+		frameBytesMax:       cfg.SocketRequestMaxBytes,
+		budgets:             newPlaneBudgets(cfg.Limits.RequestsQueuedMax, cfg.Limits.RequestBytesQueuedMax),
+		checks:              newRequestChecks(cfg.Limits),
+		controllerListeners: cfg.ControllerListenerNames,
+		interBrokerListener: cfg.InterBrokerListenerName,
+		deadlines:           admission.DeadlinesOf(cfg.Limits),
+		tickMs:              admission.DeadlinesOf(cfg.Limits).CheckEveryMs(),
+		startedAt:           time.Now(),
+		conns:               map[env.ConnID]*serverConn{},
+		nextConnID:          1,
+		stopped:             make(chan struct{}),
+		reaped:              make(chan struct{}),
 
 		authenticationTimeout: authenticationTimeoutDefault,
 	}
+	n.gate = admission.NewGate(cfg, overrides, 0)
 	n.peers = newPeerSet(n, cfg)
-	return n
+	go n.reap()
+	return n, nil
 }
+
+// resolveIPOverrides turns the hosts of max.connections.per.ip.overrides
+// into the addresses connections come from, as Kafka's
+// InetAddress.getByName does once at start-up.
+func resolveIPOverrides(byHost map[string]int32) (map[string]int32, error) {
+	byIP := map[string]int32{}
+	for host, n := range byHost { // order-independent: each host maps on its own
+		if ip := net.ParseIP(host); ip != nil {
+			byIP[ip.String()] = n
+			continue
+		}
+		ips, err := net.LookupIP(host)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: host %s does not resolve: %v", host, err)
+		}
+		for _, ip := range ips {
+			byIP[ip.String()] = n
+		}
+	}
+	return byIP, nil
+}
+
+// nowMs is the connections' coarse clock: milliseconds since the Network
+// started, rounded up to the reaper's next tick. It is never behind the
+// true time, so a deadline stamped with it never fires early, and at most
+// two ticks late (a tick is a tenth of the shortest deadline:
+// admission.Deadlines.CheckEveryMs).
+func (n *Network) nowMs() int64 { return n.clockMs.Load() + n.tickMs }
 
 // setHandler names the node requests are delivered to, the version table
 // it advertises on each listener (KIP-511's answer to an unsupported
@@ -124,19 +195,40 @@ func (n *Network) accept(name string, l net.Listener) {
 	}
 }
 
-// admit registers an accepted connection and starts its reader and writer,
-// or refuses it at max.connections.
+// admit asks the gate about an accepted connection (admission.Gate:
+// Kafka's connection quotas): a connection over a creation rate waits here,
+// holding up the listener's next accepts as Kafka's acceptor does; one
+// over a count limit is closed at once, counted, and reported in the
+// refusals logged once per admission.RefusalReportIntervalMs. An admitted
+// one is registered and its reader and writer start.
 func (n *Network) admit(listener string, c net.Conn) {
+	ip := hostOf(c.RemoteAddr())
+	var admitted admission.Admitted
+	for {
+		n.gateMu.Lock()
+		a, v := n.gate.Open(listener, ip, n.nowMs())
+		n.gateMu.Unlock()
+		if v.ThrottleMs > 0 {
+			select {
+			case <-n.stopped:
+				c.Close()
+				return
+			case <-time.After(time.Duration(v.ThrottleMs) * time.Millisecond):
+			}
+			continue
+		}
+		if v.Refused != admission.RefusedNone {
+			c.Close()
+			n.logRefusals()
+			return
+		}
+		admitted = a
+		break
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		c.Close()
-		return
-	}
-	if int64(len(n.conns)) >= int64(n.limits.ConnectionsMax) {
-		n.mu.Unlock()
-		n.logger.Warn("connection refused: max.connections reached", "listener", listener,
-			"remote", c.RemoteAddr().String(), "max.connections", n.limits.ConnectionsMax)
+		n.closeAdmitted(admitted)
 		c.Close()
 		return
 	}
@@ -149,13 +241,88 @@ func (n *Network) admit(listener string, c net.Conn) {
 			c = tls.Server(c, cfg) // the handshake runs on the reader (authenticateTransport)
 		}
 	}
-	sc := newServerConn(n, id, listener, c)
+	sc := newServerConn(n, id, listener, c, admitted)
 	sc.auth = newConnAuth(la)
 	n.conns[id] = sc
 	n.goroutines.Add(2)
 	n.mu.Unlock()
 	go sc.readLoop()
 	go sc.writeLoop()
+}
+
+// hostOf is a connection's client address as the gate counts it: the IP
+// without its port.
+func hostOf(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
+}
+
+// closeAdmitted gives an admitted connection back to the gate.
+func (n *Network) closeAdmitted(a admission.Admitted) {
+	n.gateMu.Lock()
+	n.gate.Close(a)
+	n.gateMu.Unlock()
+}
+
+// refusalLogIntervalMs is how often, at most, refused connections are
+// logged: one line with their count per interval, however many there were
+// (a variable so that tests need not wait 10 s).
+var refusalLogIntervalMs int64 = admission.RefusalReportIntervalMs
+
+// logRefusals logs the refused connections if a report is due: at most one
+// line per refusalLogIntervalMs, with the count.
+func (n *Network) logRefusals() {
+	n.gateMu.Lock()
+	report, due := n.gate.RefusalsDue(n.nowMs(), refusalLogIntervalMs)
+	n.gateMu.Unlock()
+	if due {
+		n.logger.Warn("connections refused", "count", report.Total(), "by", report.String(),
+			"last_listener", report.LastListener, "last_remote", report.LastIP,
+			"over_ms", n.nowMs()-report.SinceMs)
+	}
+}
+
+// reap is the Network's deadline keeper: every Deadlines.CheckEveryMs it
+// advances the coarse clock, shuts down the connections that overstayed a
+// deadline (connections.max.idle.ms, strand.request.read.timeout.ms — a
+// tenth of it on a plane whose budget makes requests wait, so that stalled
+// requests give way to those waiting — and
+// strand.response.write.timeout.ms: a writer blocked on a client that does
+// not read returns at once, and its Fetch regions are released), and logs
+// refusals due.
+func (n *Network) reap() {
+	defer close(n.reaped)
+	tick := time.NewTicker(time.Duration(n.tickMs) * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stopped:
+			return
+		case <-tick.C:
+		}
+		nowMs := time.Since(n.startedAt).Milliseconds()
+		n.clockMs.Store(nowMs)
+		n.mu.Lock()
+		conns := make([]*serverConn, 0, len(n.conns))
+		for _, sc := range n.conns { // order-independent: each is checked on its own
+			conns = append(conns, sc)
+		}
+		n.mu.Unlock()
+		pressured := n.budgets.pressured()
+		for _, sc := range conns {
+			if e := sc.expired(nowMs, pressured[sc.plane()]); e != admission.NotExpired {
+				n.logger.Info("closing connection: deadline passed", "conn", sc.id, "listener", sc.listener,
+					"remote", sc.c.RemoteAddr().String(), "deadline", e.Key())
+				sc.shutdown()
+			}
+		}
+		n.logRefusals()
+	}
 }
 
 // conn returns the live connection id, or nil.
@@ -165,11 +332,12 @@ func (n *Network) conn(id env.ConnID) *serverConn {
 	return n.conns[id]
 }
 
-// forget removes a finished connection.
-func (n *Network) forget(id env.ConnID) {
+// forget removes a finished connection and gives it back to the gate.
+func (n *Network) forget(sc *serverConn) {
 	n.mu.Lock()
-	delete(n.conns, id)
+	delete(n.conns, sc.id)
 	n.mu.Unlock()
+	n.closeAdmitted(sc.admitted)
 }
 
 // Reply encodes resp and queues it behind every earlier request of conn.
@@ -260,11 +428,15 @@ func (n *Network) CloseListeners() {
 // dropped; the node is going away.
 func (n *Network) Shutdown() {
 	n.mu.Lock()
+	if !n.closed {
+		close(n.stopped)
+	}
 	n.closed = true
 	n.mu.Unlock()
 	n.CloseListeners()
-	n.budget.close()
+	n.budgets.close()
 	n.checks.buffers.close()
 	n.peers.close()
 	n.goroutines.Wait()
+	<-n.reaped
 }

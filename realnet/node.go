@@ -139,7 +139,10 @@ func Start(opts Options) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, logger: logger, loop: NewLoop(), addrs: map[string]net.Addr{}, locks: opts.LogDirLocks, security: security}
 	go n.loop.Run()
-	n.net = newNetwork(n.loop, cfg, logger)
+	if n.net, err = newNetwork(n.loop, cfg, logger); err != nil {
+		n.loop.Stop()
+		return fail(err)
+	}
 	n.net.security = security
 	n.net.peers.security = newPeerSecurity(cfg, security)
 	ok := false

@@ -51,7 +51,7 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 	appended, closeDisk := appendedFile(t, loop, []byte("start"))
 	defer closeDisk()
 	file := appended.(*diskio.File)
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	n.handler = closedHandler{}
 
 	const (
@@ -73,7 +73,7 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 		server.(*net.TCPConn).SetWriteBuffer(8 << 10)
 		client.(*net.TCPConn).SetReadBuffer(128 << 10)
 		id := env.ConnID(100 + i)
-		sc := newServerConn(n, id, "test", server)
+		sc := testServerConn(t, n, id, server)
 		if sc.raw == nil {
 			t.Fatal("no raw descriptor: direct writes are off")
 		}

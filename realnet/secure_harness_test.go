@@ -268,7 +268,7 @@ func startAuthNetwork(t *testing.T, name string, props map[string]string, krb5Co
 	}
 	loop := NewLoop()
 	go loop.Run()
-	n := newNetwork(loop, cfg, testLogger(t, 1))
+	n := testNetwork(t, loop, cfg)
 	security, err := auth.Load(cfg, auth.Options{Krb5Config: krb5Config, Logger: testLogger(t, 1)})
 	if err != nil {
 		loop.Stop()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"golang.org/x/sys/unix"
+
+	"strand/core/admission"
 	"strand/core/env"
 	"strand/core/wire"
 )
@@ -74,6 +78,18 @@ type serverConn struct {
 	// auth is the connection's authentication (authconn.go): TLS, SASL,
 	// and the principal its requests carry.
 	auth *connAuth
+	// admitted is the gate's record of the connection, given back when it
+	// finishes.
+	admitted admission.Admitted
+	// planeNow is the traffic class (an admission.Plane) the connection's
+	// requests are read and run under: the control plane on a controller
+	// listener, or once the connection has sent a follower's Fetch on the
+	// inter-broker listener (markReplication); the client plane otherwise.
+	// Only the reader changes it; the reaper reads it.
+	planeNow atomic.Uint32
+	// down is set once the connection is shut down, for readers waiting on
+	// a plane budget.
+	down atomic.Bool
 
 	mu sync.Mutex
 	// room is broadcast when requests or buffered bytes go (the reader
@@ -83,10 +99,12 @@ type serverConn struct {
 	work sync.Cond
 	// slots are the requests read and not yet written, in arrival order.
 	slots []slot
-	// bufferedBytes counts request frames until written back and response
-	// frames until written (strand.connection.buffered.bytes.max).
-	bufferedBytes int64
-	closed        bool
+	// acct counts request frames from their first bytes until written
+	// back and response frames until written
+	// (strand.connection.buffered.bytes.max), and keeps the times the
+	// connection's deadlines run from (the Network's reaper checks them).
+	acct   admission.ConnAccount
+	closed bool
 	// seqLast is the seq of the newest slot.
 	seqLast uint64
 	// closing is set once the connection closes in request order
@@ -133,8 +151,12 @@ func clientHostOf(addr net.Addr) string {
 	return "/" + addr.String()
 }
 
-func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn) *serverConn {
-	sc := &serverConn{net: n, id: id, listener: listener, c: c, clientHost: clientHostOf(c.RemoteAddr()), auth: newConnAuth(nil)}
+func newServerConn(n *Network, id env.ConnID, listener string, c net.Conn, admitted admission.Admitted) *serverConn {
+	sc := &serverConn{net: n, id: id, listener: listener, c: c, clientHost: clientHostOf(c.RemoteAddr()), admitted: admitted, auth: newConnAuth(nil),
+		acct: admission.NewConnAccount(n.limits.ConnectionBufferedBytesMax, n.nowMs())}
+	if slices.Contains(n.controllerListeners, listener) {
+		sc.planeNow.Store(uint32(admission.PlaneControl))
+	}
 	sc.room.L = &sc.mu
 	sc.work.L = &sc.mu
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -206,7 +228,17 @@ func (sc *serverConn) drainUntilClosed(r *bufio.Reader) {
 }
 
 // readOne reads one frame and hands it on. An error ends the connection.
+//
+// Nothing is reserved or allocated from the size prefix alone: the
+// frame's request is counted in its plane's budget, and its bytes are
+// reserved as they arrive (readBody). From its first byte the frame must
+// arrive whole within strand.request.read.timeout.ms, which the Network's
+// reaper enforces by shutting the connection down.
 func (sc *serverConn) readOne(r *bufio.Reader) error {
+	if _, err := r.Peek(1); err != nil {
+		return err // idle until here: connections.max.idle.ms applies
+	}
+	sc.readStarted() // until the body is read; an error ends the connection anyway
 	var prefix [4]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return err
@@ -215,34 +247,21 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if err != nil {
 		return sc.refuseFrameLength(err) // before anything is allocated for the frame
 	}
-	size := int64(length)
-	if !sc.reserve(size) {
+	arrived := sc.arrivedBytes(r, int64(length), 0)
+	hold := sc.beginFrame(arrived >= int64(length))
+	if hold == nil {
 		return net.ErrClosed
 	}
-	if !sc.net.budget.acquire(size) {
-		sc.unreserve(size)
-		return net.ErrClosed
-	}
-	// The decoded request aliases its frame (kmsg). A Produce frame is
-	// recycled once the core has handled the request and diskio has
-	// written its batches (framepool.go); any other gets a fresh buffer, as
-	// the core may keep referring to it.
-	fb, err := sc.frameFor(r, length)
+	defer hold.release() // whatever the hold still owns when the reader gives up
+	fb, err := sc.readBody(r, int64(length), arrived, hold)
 	if err != nil {
-		sc.net.budget.release(size)
-		sc.unreserve(size)
 		return err
 	}
+	sc.readDone() // what follows (decoding, the pre-check's waits) is the node's time, not the client's
 	frame := fb.buf
-	if _, err := io.ReadFull(r, frame); err != nil {
-		sc.net.budget.release(size)
-		sc.unreserve(size)
-		return err
-	}
 	if sc.intercepts(frame) {
 		// SASL authentication, before (or instead of) the core.
-		sc.net.budget.release(size)
-		err := sc.authenticateFrame(frame, size)
+		err := sc.authenticateFrame(frame, hold)
 		if fb.pooled {
 			produceFrames.release(fb)
 		}
@@ -250,41 +269,40 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	}
 	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
 	if err != nil {
-		sc.net.budget.release(size)
 		var reqErr *wire.RequestError
 		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer with v0 and our table so the client retries.
 			resp := wire.AppendResponse(nil, hdr.CorrelationID, wire.APIVersionsUnsupported(sc.net.advertised(sc.listener)))
-			if _, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size, answered: true, frame: resp}, int64(len(resp))); !ok {
+			if _, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: hold.takeConnBytes(), answered: true, frame: resp}, int64(len(resp))); !ok {
 				return net.ErrClosed
 			}
 			return nil
 		}
-		sc.unreserve(size)
 		return &badRequestError{err}
 	}
-	return sc.deliver(hdr, req, size, fb)
+	return sc.deliver(hdr, req, hold, fb)
 }
 
 // deliver hands a decoded request to the node, on the loop, with the
-// connection's identity; size is its bytes, reserved in the connection's
-// buffered bytes and acquired from the node's budget.
-func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, size int64, fb *frameBuf) error {
+// connection's identity; hold is what its reading reserved, which moves to
+// the slot (the connection's bytes) and to the loop event (the plane's
+// budget, given back when the core takes the request).
+func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *frameHold, fb *frameBuf) error {
 	hdr.ClientHost, hdr.Listener, hdr.Principal = sc.clientHost, sc.listener, sc.auth.principal
 	handler := sc.net.handler
 	req = sc.net.checks.precheck(hdr, req) // here, not on the loop: decompression, CRCs, recompression
-	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: size}, 0)
+	sc.markReplication(req)
+	seq, ok := sc.push(slot{correlationID: hdr.CorrelationID, requestBytes: hold.takeConnBytes()}, 0)
 	if !ok {
-		sc.net.budget.release(size)
 		if fb.pooled {
 			produceFrames.release(fb)
 		}
 		return net.ErrClosed
 	}
-	budget := sc.net.budget
+	queued := hold.pass()
 	id := sc.id
-	if !sc.net.loop.Post(func() {
-		budget.release(size)
+	if !sc.net.loop.PostFrom(sc.plane(), func() {
+		queued.release() // the core takes the request: it leaves the queue's budget
 		if closeSeq := sc.closeSeq.Load(); closeSeq == 0 || seq < closeSeq {
 			// Not behind a request the connection closes on (closeAt),
 			// which the core would not have read yet in Kafka.
@@ -294,27 +312,144 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, size int6
 			produceFrames.release(fb)
 		}
 	}) {
-		budget.release(size)
+		queued.release()
 		return net.ErrClosed
 	}
 	return nil
 }
 
-// frameFor returns the buffer to read a frame of length bytes into: a pooled
-// one for a Produce request (its api key, the body's first two bytes, is
-// peeked from r), a fresh one otherwise.
-func (sc *serverConn) frameFor(r *bufio.Reader, length int32) (*frameBuf, error) {
-	if length < 2 {
-		return &frameBuf{buf: make([]byte, length)}, nil
+// readBody reads a frame's body of length bytes, arrived of which had
+// arrived when its size prefix was read, into a buffer that grows only as
+// its bytes arrive (admission.FrameBytes): at most twice what has arrived,
+// read or waiting in the socket, and at least
+// admission.FrameSmallBytes; the buffer doubles each time its bytes fill
+// it, and each growth is reserved before it is read into. So a client that
+// claims a large frame and stalls holds at most twice what it sent, while
+// a frame that is half there when its prefix is read (the usual case under
+// load) gets its whole buffer at once and is read without copying.
+//
+// The decoded request aliases the frame (kmsg). A Produce frame comes from
+// the pool and is recycled once the core has handled the request and
+// diskio has written its batches (framepool.go); any other gets a fresh
+// buffer, as the core may keep referring to it.
+func (sc *serverConn) readBody(r *bufio.Reader, length, arrived int64, hold *frameHold) (*frameBuf, error) {
+	capacity := admission.FrameBytes(length, arrived)
+	if !hold.reserve(capacity) {
+		return nil, net.ErrClosed
 	}
-	key, err := r.Peek(2)
-	if err != nil {
-		return nil, err
+	pooled := false
+	if length >= 2 {
+		key, err := r.Peek(2)
+		if err != nil {
+			return nil, err
+		}
+		pooled = int16(binary.BigEndian.Uint16(key)) == kmsg.Produce.Int16()
 	}
-	if int16(binary.BigEndian.Uint16(key)) != kmsg.Produce.Int16() {
-		return &frameBuf{buf: make([]byte, length)}, nil
+	fb := newFrameBuf(pooled, capacity)
+	have := int64(0)
+	for {
+		n, err := io.ReadFull(r, fb.buf[have:capacity])
+		have += int64(n)
+		if err != nil {
+			recycleFrameBuf(fb)
+			return nil, err
+		}
+		if capacity == length {
+			return fb, nil
+		}
+		next := admission.FrameBytes(length, sc.arrivedBytes(r, length, have))
+		if !hold.reserve(next - capacity) {
+			recycleFrameBuf(fb)
+			return nil, net.ErrClosed
+		}
+		grown := newFrameBuf(pooled, next)
+		copy(grown.buf, fb.buf[:have])
+		recycleFrameBuf(fb)
+		fb, capacity = grown, next
 	}
-	return produceFrames.get(int(length)), nil
+}
+
+// arrivedBytes is how much of a frame of length bytes has arrived, read
+// already in the frame (have) or waiting: in r's buffer, and in the
+// socket's receive queue (SIOCINQ, asked only when what r holds leaves the
+// frame beyond admission.FrameSmallBytes: one ioctl per large frame). A
+// connection without a descriptor (not TCP) counts only what r holds.
+func (sc *serverConn) arrivedBytes(r *bufio.Reader, length, have int64) int64 {
+	arrived := have + int64(r.Buffered())
+	if sc.raw == nil || arrived >= length || length <= admission.FrameSmallBytes {
+		return arrived
+	}
+	var queued int
+	var ioctlErr error
+	if err := sc.raw.Control(func(fd uintptr) { queued, ioctlErr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil || ioctlErr != nil {
+		return arrived // the read that follows reports a broken socket
+	}
+	return arrived + int64(queued)
+}
+
+// newFrameBuf returns a buffer of n bytes for a frame: from the pool for a
+// Produce frame, fresh otherwise.
+func newFrameBuf(pooled bool, n int64) *frameBuf {
+	if pooled {
+		return produceFrames.get(int(n))
+	}
+	return &frameBuf{buf: make([]byte, n)}
+}
+
+// recycleFrameBuf puts back a pooled frame buffer nothing refers to: one
+// outgrown, or whose frame never arrived whole.
+func recycleFrameBuf(fb *frameBuf) {
+	if fb.pooled {
+		produceFrames.put(fb)
+	}
+}
+
+// markReplication moves a connection on the inter-broker listener to the
+// control plane once it sends a follower's Fetch (a replica id ≥ 0, in the
+// body before v15 and in ReplicaState from v15): it is a follower's
+// replication connection, which shares the listener with clients when the
+// inter-broker listener is also a client listener (the three-node example),
+// and its requests from then on have the control plane's budget and share
+// of the loop. The claim is the request's own: authorizing it is the
+// closed control plane's job (SPEC.md §7).
+func (sc *serverConn) markReplication(req kmsg.Request) {
+	if sc.plane() == admission.PlaneControl || sc.listener != sc.net.interBrokerListener {
+		return
+	}
+	if f, ok := req.(*kmsg.FetchRequest); ok && (f.ReplicaID >= 0 || f.ReplicaState.ID >= 0) {
+		sc.planeNow.Store(uint32(admission.PlaneControl))
+	}
+}
+
+// plane is the connection's traffic class now (planeNow).
+func (sc *serverConn) plane() admission.Plane { return admission.Plane(sc.planeNow.Load()) }
+
+// readStarted records a request's first byte, for the read deadline.
+func (sc *serverConn) readStarted() {
+	sc.mu.Lock()
+	sc.acct.ReadStarted(sc.net.nowMs())
+	sc.mu.Unlock()
+}
+
+// readPaused and readResumed bracket a wait of the node's for room while
+// a request is read: the read deadline stops meanwhile.
+func (sc *serverConn) readPaused() {
+	sc.mu.Lock()
+	sc.acct.ReadPaused()
+	sc.mu.Unlock()
+}
+
+func (sc *serverConn) readResumed() {
+	sc.mu.Lock()
+	sc.acct.ReadResumed(sc.net.nowMs())
+	sc.mu.Unlock()
+}
+
+// readDone records that the request's read ended, whole or not.
+func (sc *serverConn) readDone() {
+	sc.mu.Lock()
+	sc.acct.ReadDone(sc.net.nowMs())
+	sc.mu.Unlock()
 }
 
 // waitForRoom blocks while the connection has as many requests in flight
@@ -325,32 +460,42 @@ func (sc *serverConn) waitForRoom() bool {
 	limits := sc.net.limits
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) ||
-		sc.bufferedBytes >= limits.ConnectionBufferedBytesMax) {
+	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) || !sc.acct.HasRoom()) {
 		sc.room.Wait()
 	}
 	return !sc.closed && !sc.closing
 }
 
-// reserve counts size bytes of a frame about to be read, waiting while they
-// do not fit beside what is buffered; a frame always fits when nothing else
-// is (config guarantees socket.request.max.bytes fits the budget).
-func (sc *serverConn) reserve(size int64) bool {
+// holdBytes counts n bytes of a frame being read in the connection's
+// account, waiting while they do not fit beside what it holds; a frame
+// always fits when nothing else is held (config keeps
+// strand.connection.buffered.bytes.max at least socket.request.max.bytes).
+// False if the connection closed or is closing first.
+func (sc *serverConn) holdBytes(n int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && !sc.closing && sc.bufferedBytes > 0 && sc.bufferedBytes+size > sc.net.limits.ConnectionBufferedBytesMax {
-		sc.room.Wait()
+	if !sc.acct.Fits(n) {
+		// The node waits for the connection's answers to be written: the
+		// read deadline stops meanwhile.
+		sc.acct.ReadPaused()
+		for !sc.closed && !sc.closing && !sc.acct.Fits(n) {
+			sc.room.Wait()
+		}
+		sc.acct.ReadResumed(sc.net.nowMs())
 	}
 	if sc.closed || sc.closing {
 		return false
 	}
-	sc.bufferedBytes += size
+	sc.acct.Hold(n)
 	return true
 }
 
-func (sc *serverConn) unreserve(size int64) {
+// freeBytes gives back n bytes holdBytes counted.
+func (sc *serverConn) freeBytes(n int64) {
 	sc.mu.Lock()
-	sc.bufferedBytes -= size
+	if !sc.closed { // a finished connection's account was emptied at once
+		sc.acct.Free(n)
+	}
 	sc.mu.Unlock()
 	sc.room.Broadcast()
 }
@@ -362,7 +507,9 @@ func (sc *serverConn) unreserve(size int64) {
 func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
 	sc.mu.Lock()
 	if sc.closing || sc.closed {
-		sc.bufferedBytes -= s.requestBytes
+		if !sc.closed {
+			sc.acct.Free(s.requestBytes)
+		}
 		sc.mu.Unlock()
 		sc.room.Broadcast()
 		return 0, false
@@ -370,7 +517,7 @@ func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
 	sc.seqLast++
 	s.seq = sc.seqLast
 	sc.slots = append(sc.slots, s)
-	sc.bufferedBytes += extraBytes
+	sc.acct.Hold(extraBytes)
 	sc.mu.Unlock()
 	if s.answered {
 		sc.work.Signal()
@@ -412,7 +559,7 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		return
 	}
 	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced, sc.slots[i].recycle = true, frame, pieced, recycle
-	sc.bufferedBytes += sc.slots[i].responseBytes()
+	sc.acct.Hold(sc.slots[i].responseBytes())
 	switch {
 	case i != 0:
 		sc.mu.Unlock()
@@ -458,7 +605,7 @@ func (sc *serverConn) closeAt(correlationID int32) {
 	}
 	var releases []func()
 	for _, s := range sc.slots[i+1:] {
-		sc.bufferedBytes -= s.requestBytes + s.responseBytes()
+		sc.acct.Free(s.requestBytes + s.responseBytes())
 		if s.pieced.Release != nil {
 			releases = append(releases, s.pieced.Release)
 		}
@@ -567,7 +714,9 @@ func (sc *serverConn) writeDirect() {
 		sc.unwrittenFreed = freed
 		sc.unwrittenRecycle = append(sc.unwrittenRecycle[:0], recycle...)
 	} else {
-		sc.bufferedBytes -= freed
+		if !sc.closed {
+			sc.acct.Free(freed)
+		}
 		for _, buf := range recycle { // written, or never to be
 			recycleTailRead(buf)
 		}
@@ -630,6 +779,7 @@ func (sc *serverConn) writeLoop() {
 			}
 		}
 		sc.writing = true
+		sc.acct.WriteStarted(sc.net.nowMs()) // the client may not read: strand.response.write.timeout.ms
 		sc.mu.Unlock()
 		var err error
 		if out.queued() {
@@ -645,7 +795,10 @@ func (sc *serverConn) writeLoop() {
 		}
 		sc.mu.Lock()
 		sc.writing = false
-		sc.bufferedBytes -= freed
+		sc.acct.WriteDone(sc.net.nowMs())
+		if !sc.closed {
+			sc.acct.Free(freed)
+		}
 		sc.mu.Unlock()
 		sc.room.Broadcast()
 	}
@@ -668,6 +821,8 @@ func (sc *serverConn) sendFinLocked() {
 }
 
 // shutdown closes the socket; the reader then finishes the connection.
+// A reader or writer blocked on the socket returns at once, and one
+// waiting for a plane budget is woken to see the connection gone.
 func (sc *serverConn) shutdown() {
 	sc.mu.Lock()
 	sc.closed = true
@@ -675,9 +830,25 @@ func (sc *serverConn) shutdown() {
 		sc.closeTimer.Stop()
 	}
 	sc.mu.Unlock()
+	sc.down.Store(true)
 	sc.room.Broadcast()
 	sc.work.Broadcast()
+	sc.net.budgets.wake()
 	sc.c.Close()
+}
+
+// expired says which deadline the connection has overstayed at nowMs, if
+// any (the Network's reaper asks); pressured says other requests wait for
+// room in its plane's budget. A connection closing in request order has
+// its own timer (closeAt).
+func (sc *serverConn) expired(nowMs int64, pressured bool) admission.Expiry {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closed || sc.closing {
+		return admission.NotExpired
+	}
+	busy := len(sc.slots) > 0 || len(sc.unwritten) > 0
+	return sc.acct.Expired(nowMs, busy, pressured, sc.net.deadlines)
 }
 
 // finish runs when the reader exits: the connection is closed and
@@ -693,14 +864,14 @@ func (sc *serverConn) finish() {
 		}
 	}
 	sc.slots = nil
-	sc.bufferedBytes = 0
+	sc.acct.FreeAll()
 	sc.mu.Unlock()
 	// Posted without mu: a post may run the loop here, and the core's
 	// answers to this connection take mu.
 	for _, release := range unwritten {
 		sc.net.loop.PostRelease(release)
 	}
-	sc.net.forget(sc.id)
+	sc.net.forget(sc)
 	handler, id := sc.net.handler, sc.id
-	sc.net.loop.Post(func() { handler.HandleClosed(id) })
+	sc.net.loop.PostFrom(sc.plane(), func() { handler.HandleClosed(id) })
 }

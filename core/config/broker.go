@@ -200,6 +200,44 @@ type Limits struct {
 	// buffers the produce pre-checks hold at once, over all connections;
 	// a pre-check waits for room before it decompresses a batch.
 	ProduceDecompressionBufferBytesMax int64
+
+	// Connection admission and deadlines (SPEC.md §7, "Connections and
+	// their limits"; core/admission decides with them).
+
+	// ListenerConnectionsMax is listener.name.<l>.max.connections, by
+	// upper-case listener name: connections one listener takes (Kafka's
+	// default, unbounded, where unset).
+	ListenerConnectionsMax map[string]int32
+	// ConnectionsPerIPMax is max.connections.per.ip: connections one client
+	// address may hold (Kafka's default, 2147483647).
+	ConnectionsPerIPMax int32
+	// ConnectionsPerIPOverrides is max.connections.per.ip.overrides: the
+	// limit of particular hosts or addresses, as written (realnet resolves
+	// host names at start-up).
+	ConnectionsPerIPOverrides map[string]int32
+	// ConnectionCreationRateMax is max.connection.creation.rate: new
+	// connections accepted per second (KIP-612; Kafka's default, 2147483647);
+	// a faster arrival is throttled, not refused.
+	ConnectionCreationRateMax int32
+	// ListenerConnectionCreationRateMax is
+	// listener.name.<l>.max.connection.creation.rate, by upper-case
+	// listener name.
+	ListenerConnectionCreationRateMax map[string]int32
+	// ConnectionsMaxIdleMs is connections.max.idle.ms: a connection with no
+	// request in progress or in flight and nothing to write closes after
+	// this long (Kafka's default, 10 minutes).
+	ConnectionsMaxIdleMs int64
+	// RequestReadTimeoutMs is strand.request.read.timeout.ms: a request
+	// whose first byte has arrived must arrive whole within this long, or
+	// its connection closes. Kafka has no such key (its idle timeout alone
+	// ends a stalled request); the default is a client's request.timeout.ms.
+	RequestReadTimeoutMs int64
+	// ResponseWriteTimeoutMs is strand.response.write.timeout.ms: the
+	// responses a connection's writer starts on must be taken by the client
+	// within this long, or the connection closes and its Fetch file regions
+	// are released. Kafka has no such key; the default is a client's
+	// request.timeout.ms, past which the client has given up anyway.
+	ResponseWriteTimeoutMs int64
 }
 
 // Roles is process.roles.
@@ -294,6 +332,10 @@ func FromProperties(props map[string]string) (Broker, Warnings, error) {
 	_, b.bootstrapServersSet = props["controller.quorum.bootstrap.servers"]
 	var unknown []string
 	for _, key := range slices.Sorted(maps.Keys(props)) {
+		if _, _, known := listenerLimitKey(key); known {
+			b.explicit[key] = strings.TrimSpace(props[key])
+			continue
+		}
 		if _, known := brokerKeys[key]; known {
 			b.explicit[key] = strings.TrimSpace(props[key])
 			continue
@@ -315,6 +357,9 @@ func FromProperties(props map[string]string) (Broker, Warnings, error) {
 		return Broker{}, b.sortedWarnings(), err
 	}
 	if err := b.applyAll(props); err != nil {
+		return Broker{}, b.sortedWarnings(), err
+	}
+	if err := b.applyListenerKeys(props); err != nil {
 		return Broker{}, b.sortedWarnings(), err
 	}
 	if err := b.resolve(); err != nil {

@@ -248,12 +248,12 @@ func TestMinInsyncAboveReplicationFactorIsAccepted(t *testing.T) {
 
 func TestUnknownKeysAreSortedWarnings(t *testing.T) {
 	b, warnings, err := parseWith(t, map[string]string{
-		"zookeeper.connect": "localhost:2181", "num.network.threads": "3", "listener.name.plaintext.max.connections": "10",
+		"zookeeper.connect": "localhost:2181", "num.network.threads": "3", "listener.name.plaintext.num.network.threads": "2",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"listener.name.plaintext.max.connections", "num.network.threads", "zookeeper.connect"}
+	want := []string{"listener.name.plaintext.num.network.threads", "num.network.threads", "zookeeper.connect"}
 	if !slices.Equal(warnings.Keys(), want) {
 		t.Errorf("warning keys = %v, want %v", warnings.Keys(), want)
 	}
@@ -335,6 +335,15 @@ func TestValidationErrorsNameTheirKey(t *testing.T) {
 		{"queued bytes below request max", "", map[string]string{"queued.max.request.bytes": "1000"}, "queued.max.request.bytes", "socket.request.max.bytes"},
 		{"connection buffer below request max", "", map[string]string{"strand.connection.buffered.bytes.max": "1000"}, "strand.connection.buffered.bytes.max", "socket.request.max.bytes"},
 		{"empty list item", "", map[string]string{"log.dirs": "/a,,/b"}, "log.dirs", "empty item"},
+		{"listener limit of an unknown listener", "", map[string]string{"listener.name.external.max.connections": "5"}, "listener.name.external.max.connections", "EXTERNAL"},
+		{"negative listener rate", "", map[string]string{"listener.name.plaintext.max.connection.creation.rate": "-1"}, "listener.name.plaintext.max.connection.creation.rate", "at least 0"},
+		{"per-ip 0 without overrides", "", map[string]string{"max.connections.per.ip": "0"}, "max.connections.per.ip", "overrides"},
+		{"override without count", "", map[string]string{"max.connections.per.ip.overrides": "10.0.0.1"}, "max.connections.per.ip.overrides", "host:count"},
+		{"override count not a number", "", map[string]string{"max.connections.per.ip.overrides": "10.0.0.1:many"}, "max.connections.per.ip.overrides", "10.0.0.1:many"},
+		{"override host twice", "", map[string]string{"max.connections.per.ip.overrides": "h:1,h:2"}, "max.connections.per.ip.overrides", "twice"},
+		{"zero idle timeout", "", map[string]string{"connections.max.idle.ms": "0"}, "connections.max.idle.ms", "at least 1"},
+		{"zero read timeout", "", map[string]string{"strand.request.read.timeout.ms": "0"}, "strand.request.read.timeout.ms", "at least 1"},
+		{"zero write timeout", "", map[string]string{"strand.response.write.timeout.ms": "0"}, "strand.response.write.timeout.ms", "at least 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -433,5 +442,44 @@ func TestIPv6Listener(t *testing.T) {
 	}
 	if b.Listeners[0].Host != "::1" || b.Listeners[0].String() != "PLAINTEXT://[::1]:9092" || b.QuorumVoters[0].String() != "1@[::1]:9093" {
 		t.Errorf("listeners %v voters %v", b.Listeners, b.QuorumVoters)
+	}
+}
+
+// TestConnectionLimitKeys reads Kafka's connection keys, the per-listener
+// ones included, and the deadlines' defaults.
+func TestConnectionLimitKeys(t *testing.T) {
+	b, warnings, err := Parse([]byte(minimal), map[string]string{
+		"max.connections.per.ip":                               "7",
+		"max.connections.per.ip.overrides":                     "10.0.0.1:0, [::1]:50,db-host:3",
+		"max.connection.creation.rate":                         "20",
+		"listener.name.controller.max.connections":             "40",
+		"listener.name.plaintext.max.connection.creation.rate": "5",
+	})
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("err %v, warnings %v", err, warnings)
+	}
+	l := b.Limits
+	if l.ConnectionsPerIPMax != 7 || l.ConnectionCreationRateMax != 20 {
+		t.Errorf("per-ip %d, rate %d", l.ConnectionsPerIPMax, l.ConnectionCreationRateMax)
+	}
+	if diff := cmp.Diff(map[string]int32{"10.0.0.1": 0, "::1": 50, "db-host": 3}, l.ConnectionsPerIPOverrides); diff != "" {
+		t.Errorf("overrides (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int32{"CONTROLLER": 40}, l.ListenerConnectionsMax); diff != "" {
+		t.Errorf("listener max (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int32{"PLAINTEXT": 5}, l.ListenerConnectionCreationRateMax); diff != "" {
+		t.Errorf("listener rate (-want +got):\n%s", diff)
+	}
+	if b.Static["listener.name.controller.max.connections"] != "40" {
+		t.Errorf("Static lacks the listener key: %v", b.Static)
+	}
+	d, _, err := Parse([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Limits.ConnectionsMaxIdleMs != 600_000 || d.Limits.RequestReadTimeoutMs != 30_000 || d.Limits.ResponseWriteTimeoutMs != 30_000 ||
+		d.Limits.ConnectionsPerIPMax != math.MaxInt32 || d.Limits.ConnectionCreationRateMax != math.MaxInt32 {
+		t.Errorf("defaults: %+v", d.Limits)
 	}
 }

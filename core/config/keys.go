@@ -215,6 +215,97 @@ var brokerKeys = map[string]keyDef{
 	"strand.request.tagged.fields.max":              int32Key("64", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.RequestTaggedFieldsMax }),
 	"strand.produce.request.decompressed.bytes.max": int64Key("134217728", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ProduceRequestDecompressedBytesMax }),
 	"strand.produce.decompression.buffer.bytes.max": int64Key("67108864", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ProduceDecompressionBufferBytesMax }),
+
+	// Connection admission and deadlines, Kafka's keys and defaults where
+	// Kafka has them; per-listener keys are listenerKeys.
+	"max.connections.per.ip": int32Key("2147483647", 0, maxInt32, func(b *Broker) *int32 { return &b.Limits.ConnectionsPerIPMax }),
+	"max.connections.per.ip.overrides": {defaultValue: "", hasDefault: true, apply: func(b *builder, k, v string) (err error) {
+		b.Limits.ConnectionsPerIPOverrides, err = parseHostCounts(k, v)
+		return err
+	}},
+	"max.connection.creation.rate":     int32Key("2147483647", 0, maxInt32, func(b *Broker) *int32 { return &b.Limits.ConnectionCreationRateMax }),
+	"connections.max.idle.ms":          int64Key("600000", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ConnectionsMaxIdleMs }),
+	"strand.request.read.timeout.ms":   int64Key("30000", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.RequestReadTimeoutMs }),
+	"strand.response.write.timeout.ms": int64Key("30000", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ResponseWriteTimeoutMs }),
+}
+
+// listenerKeys are the listener.name.<l>.<key> keys Strand implements, each
+// the listener's own value of a broker-wide limit (Kafka's
+// ListenerConnectionQuota).
+var listenerKeys = map[string]func(l *Limits, listener string, n int32){
+	"max.connections": func(l *Limits, listener string, n int32) {
+		l.ListenerConnectionsMax = mapWith(l.ListenerConnectionsMax, listener, n)
+	},
+	"max.connection.creation.rate": func(l *Limits, listener string, n int32) {
+		l.ListenerConnectionCreationRateMax = mapWith(l.ListenerConnectionCreationRateMax, listener, n)
+	},
+}
+
+// listenerLimitKey splits listener.name.<l>.<key> into the upper-cased listener
+// name and the key, for the keys of listenerKeys.
+func listenerLimitKey(key string) (listener, name string, ok bool) {
+	rest, found := strings.CutPrefix(key, "listener.name.")
+	if !found {
+		return "", "", false
+	}
+	for name := range listenerKeys { // order-independent: at most one suffix matches a whole key after a dot
+		if l, found := strings.CutSuffix(rest, "."+name); found && l != "" && !strings.Contains(l, ".") {
+			return strings.ToUpper(l), name, true
+		}
+	}
+	return "", "", false
+}
+
+// applyListenerKeys parses the listener.name.<l>.<key> keys given, in sorted
+// order; resolve checks that each names a listener.
+func (b *builder) applyListenerKeys(props map[string]string) error {
+	for _, key := range slices.Sorted(maps.Keys(props)) {
+		listener, name, ok := listenerLimitKey(key)
+		if !ok {
+			continue
+		}
+		n, err := parseInt32(key, props[key], 0, maxInt32)
+		if err != nil {
+			return err
+		}
+		listenerKeys[name](&b.Limits, listener, n)
+	}
+	return nil
+}
+
+func mapWith(m map[string]int32, k string, v int32) map[string]int32 {
+	if m == nil {
+		m = map[string]int32{}
+	}
+	m[k] = v
+	return m
+}
+
+// parseHostCounts parses max.connections.per.ip.overrides: comma-separated
+// host:count pairs (the count after the last colon, so that an IPv6
+// address may be written as is), each count at least 0.
+func parseHostCounts(key, value string) (map[string]int32, error) {
+	items, err := parseList(key, value)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int32{}
+	for _, item := range items {
+		at := strings.LastIndex(item, ":")
+		if at <= 0 {
+			return nil, valueError(key, value, "has %q, which is not host:count", item)
+		}
+		host := strings.Trim(item[:at], "[]")
+		n, err := parseInt32(key, item[at+1:], 0, maxInt32)
+		if err != nil {
+			return nil, valueError(key, value, "has %q, whose count is not an integer of at least 0", item)
+		}
+		if _, dup := counts[host]; dup {
+			return nil, valueError(key, value, "names host %s twice", host)
+		}
+		counts[host] = n
+	}
+	return counts, nil
 }
 
 // brokerKeyNames lists brokerKeys sorted, so that parsing visits keys in a

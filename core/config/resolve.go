@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -247,6 +248,19 @@ func (b *builder) checkLimits() error {
 	}
 	if c := b.Limits.ConnectionBufferedBytesMax; c < int64(b.SocketRequestMaxBytes) {
 		return keyError("strand.connection.buffered.bytes.max", "is %d, less than socket.request.max.bytes (%d): one largest request would never fit", c, b.SocketRequestMaxBytes)
+	}
+	for _, limits := range []struct {
+		key string
+		m   map[string]int32
+	}{{"max.connections", b.Limits.ListenerConnectionsMax}, {"max.connection.creation.rate", b.Limits.ListenerConnectionCreationRateMax}} {
+		for _, listener := range slices.Sorted(maps.Keys(limits.m)) {
+			if !slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == listener }) {
+				return keyError("listener.name."+strings.ToLower(listener)+"."+limits.key, "names listener %s, which is not in listeners", listener)
+			}
+		}
+	}
+	if b.Limits.ConnectionsPerIPMax == 0 && len(b.Limits.ConnectionsPerIPOverrides) == 0 {
+		return keyError("max.connections.per.ip", "is 0 with no max.connections.per.ip.overrides: no client could connect")
 	}
 	if int64(b.BrokerHeartbeatIntervalMs)*2 > int64(b.BrokerSessionTimeoutMs) {
 		b.warnings = append(b.warnings, Warning{Key: "broker.heartbeat.interval.ms", Message: fmt.Sprintf(

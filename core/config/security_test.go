@@ -49,7 +49,7 @@ func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 		"allow.everyone.if.no.acl.found": "false",
 		"sasl.login.class":               "x",
 		"listener.name.controller.plain.sasl.server.callback.handler.class": "x",
-		"max.connections.per.ip": "10",
+		"delegation.token.secret.key":                                       "x",
 	}
 	for key, value := range cases {
 		_, warnings, err := parseWith(t, map[string]string{key: value, "num.network.threads": "3"})

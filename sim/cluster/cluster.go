@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -138,6 +139,9 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
 			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
 		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
+		if shape.HostileClients > 0 {
+			n.Net.SetAdmission(b)
+		}
 		if keepLogs {
 			n.Log = simlog.New(s, slog.LevelInfo, logLinesMax)
 			n.cfg.Log = env.NewLog(n.Log).With(slog.Int("node", int(id)))
@@ -193,6 +197,9 @@ func brokerConfig(id int32, shape Shape, security Security) (config.Broker, erro
 	}
 	if shape.SyncEveryBatch {
 		props["log.flush.interval.messages"] = "1"
+	}
+	if shape.HostileClients > 0 {
+		maps.Copy(props, hostileLimits())
 	}
 	b, _, err := config.FromProperties(props)
 	if err != nil {

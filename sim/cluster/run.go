@@ -155,6 +155,9 @@ func Run(opts Options) (res Result) {
 		res.SimNs, res.Events = r.s.NowNs(), r.s.EventsRun()
 		if r.w != nil {
 			res.Stats = r.w.Stats() + r.quietStats
+			if r.shape.HostileClients > 0 {
+				res.Stats += " " + r.c.Net.AdmissionStats().String()
+			}
 		}
 		if r.c != nil {
 			res.NodeLogs = r.c.nodeLogs()
@@ -201,7 +204,7 @@ func (r *run) execute(bugs Bugs) {
 	if !sched.Chance(deletes, noDeletesPerMille) {
 		deleteIntervalNs = sched.Int64Between(deletes, deleteIntervalNsMin, deleteIntervalNsMax)
 	}
-	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), workload.Config{
+	wcfg := workload.Config{
 		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
 		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
@@ -210,7 +213,9 @@ func (r *run) execute(bugs Bugs) {
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
 		Forger: c.forgerConfig(streams.Get("workload/forger")),
-	})
+	}
+	hostileWorkload(&wcfg, r.shape)
+	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), wcfg)
 	if err != nil {
 		r.violate("setup", err.Error())
 		return
@@ -442,6 +447,7 @@ func (r *run) check() {
 	res.LostOverBudget += fin.LostOverBudget
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
+	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
 	}

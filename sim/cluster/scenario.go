@@ -54,6 +54,9 @@ type Shape struct {
 	// ChurnTopics are deleted, re-created and grown during the run while
 	// plain producers write to them (workload.Config.ChurnTopics).
 	ChurnTopics int
+	// HostileClients attack the brokers' connection limits for the whole
+	// run, which the brokers run with small (hostile.go).
+	HostileClients int
 }
 
 // Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
@@ -83,6 +86,10 @@ var Shapes = map[string]Shape{
 	"groups-lag": {Name: "groups-lag", Brokers: 3, Topics: 2, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, IdempotentProducers: 2, RecordsPerSec: 150, Consumers: 0, FaultPhaseNs: 10e9, ConvergeNs: 30e9,
 		ReplicaLagTimeMaxMs: 300, Groups: 4, MembersPerGroup: 3, StaticPerMille: 400, ChurnTopics: 1},
+	// hostile: small's cluster and clients, with two hostile clients
+	// holding stalled requests and idle connections on every broker.
+	"hostile": {Name: "hostile", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, HostileClients: 2},
 }
 
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed. groups

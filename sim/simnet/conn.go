@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/admission"
 	"strand/core/env"
 	"strand/core/wire"
 	"strand/sim/sched"
@@ -17,6 +18,10 @@ type frame struct {
 	bytes    []byte
 	fin      bool
 	arriveNs int64
+	// partialClaimedBytes > 0 marks the start of a request that never
+	// completes (ClientConn.SendPartial): bytes is its size prefix, which
+	// claims this many bytes, and what of its body was sent.
+	partialClaimedBytes int32
 }
 
 // direction is one way of a connection: a FIFO of frames, of which only the
@@ -107,10 +112,25 @@ type conn struct {
 	// principal what the client end authenticated as there: every
 	// request delivered carries both.
 	listener, principal string
+
+	// What the server end holds of its node's limits (admission.go), when
+	// the node has them: the plane its requests are counted in, the gate's
+	// record of it, its deadlines, and the budget a partial frame holds.
+	plane        admission.Plane
+	admitted     admission.Admitted
+	hasTicket    bool
+	acct         admission.ConnAccount
+	partialBytes int64
+	// partialSent: the client sent a partial frame, and can send nothing
+	// more.
+	partialSent bool
 }
 
 func newConn(n *Network, id env.ConnID, client, server *Host) *conn {
-	c := &conn{net: n, id: id, client: client, server: server}
+	c := &conn{net: n, id: id, client: client, server: server, acct: admission.NewConnAccount(1<<62, n.nowMs())}
+	if client.isNode {
+		c.plane = admission.PlaneControl
+	}
 	c.toServer = direction{c: c, from: client, to: server, blockedSinceNs: -1}
 	c.toClient = direction{c: c, from: server, to: client, blockedSinceNs: -1}
 	c.toServer.deliverFn = c.toServer.deliver
@@ -128,6 +148,18 @@ func (c *conn) trace(kind string, node *Host, a, b int64) {
 
 // transmit puts a frame on the wire in direction d.
 func (c *conn) transmit(d *direction, bytes []byte, fin bool) {
+	c.transmitFrame(d, frame{bytes: bytes, fin: fin})
+}
+
+// transmitPartial puts the start of a request that never completes on the
+// wire to the server.
+func (c *conn) transmitPartial(bytes []byte, claimedBytes int32) {
+	c.transmitFrame(&c.toServer, frame{bytes: bytes, partialClaimedBytes: claimedBytes})
+}
+
+// transmitFrame puts f on the wire in direction d.
+func (c *conn) transmitFrame(d *direction, f frame) {
+	bytes, fin := f.bytes, f.fin
 	n := c.net
 	n.stats.FramesSent++
 	if (d == &c.toClient && c.clientDone) || (d == &c.toServer && c.serverDone) {
@@ -152,7 +184,8 @@ func (c *conn) transmit(d *direction, bytes []byte, fin bool) {
 	if d.inFlight() >= queuedFramesMax {
 		panic(fmt.Sprintf("simnet: %d frames in flight on connection %d: runaway sender", d.inFlight(), c.id))
 	}
-	d.queue = append(d.queue, frame{bytes: bytes, fin: fin, arriveNs: arriveNs})
+	f.arriveNs = arriveNs
+	d.queue = append(d.queue, f)
 	if d.inFlight() == 1 {
 		d.delivery = d.to.proc.At(arriveNs, d.deliverFn)
 	}
@@ -172,6 +205,10 @@ func (d *direction) deliver() {
 		return
 	}
 	d.blockedSinceNs = -1
+	if d == &c.toServer && !c.admitFrame(d.queue[d.head]) {
+		d.retryLater() // no room in the node's budget: the bytes wait in the socket
+		return
+	}
 	head := d.queue[d.head]
 	d.queue[d.head] = frame{}
 	d.head++
@@ -223,6 +260,9 @@ func (d *direction) blackhole() {
 // error once the connection ends first. A Produce with acks=0 gets no
 // response: done runs with (nil, nil) once the request is on the wire.
 func (c *conn) clientSend(req kmsg.Request, done func(kmsg.Response, error)) {
+	if c.partialSent {
+		panic(fmt.Sprintf("simnet: a request sent on connection %d behind a partial frame", c.id))
+	}
 	if c.clientDone {
 		// The caller has not yet heard that the connection ended (it was
 		// refused, or the news is in flight): it hears now, one latency on.
@@ -267,6 +307,12 @@ func (c *conn) serverReceive(f frame) {
 		// Behind the request the server closes on: Kafka, reading one
 		// request at a time, would never read it (env.Network.Close).
 		c.trace("net.unread", server, int64(len(f.bytes)), 0)
+		return
+	}
+	if f.partialClaimedBytes > 0 {
+		// The node reads the start of a request whose rest never comes:
+		// its budget is held (admitFrame) until the read deadline.
+		c.trace("net.partial", server, int64(f.partialClaimedBytes), int64(len(f.bytes)))
 		return
 	}
 	body, err := frameBody(f.bytes)
@@ -347,6 +393,7 @@ func (c *conn) sendAnswered() {
 		c.awaiting = c.awaiting[1:]
 		if next.frame != nil {
 			c.trace("net.reply", c.server, int64(next.correlationID), int64(len(next.frame)))
+			c.noteReply()
 			c.transmit(&c.toClient, next.frame, false)
 		}
 	}
@@ -451,6 +498,7 @@ func (c *conn) malformed(at *Host, err error) {
 // client end is done too.
 func (c *conn) serverEnd() {
 	c.serverDone = true
+	c.releaseAdmission()
 	c.awaiting = nil
 	c.closeTimer.Cancel()
 	if c.server.inbound[c.id] == c {

@@ -59,6 +59,14 @@
 // names (SetRoute: broker.PeerListener), each listener on a connection of
 // its own.
 //
+// # Connection limits
+//
+// A node the harness gives limits (NodeNet.SetAdmission) admits client
+// connections, holds their requests' bytes and closes them at their
+// deadlines by the same core/admission rules realnet enforces, in virtual
+// time; a client can send a request that never completes
+// (ClientConn.SendPartial). See admission.go for what is modelled.
+//
 // # Processes
 //
 // Each host is a sched.Node. Frames are delivered as node events, so a

@@ -81,6 +81,8 @@ type Network struct {
 	// (PrecheckWith); nil: no request is pre-checked.
 	precheck *rand.Rand
 	stats    Stats
+	// admissionStats count what the nodes' limits did (admission.go).
+	admissionStats AdmissionStats
 	// scratch is where frames are encoded before ownFrame copies them out.
 	scratch []byte
 }
@@ -155,6 +157,9 @@ type Host struct {
 	// principal is what the host authenticates as on a secured listener
 	// (SetPrincipal); "" is env.AnonymousPrincipal.
 	principal string
+	// admission is a node's connection limits; nil for a client, and for a
+	// node the harness gave none (admission.go).
+	admission *nodeAdmission
 }
 
 // Listener is one of a node's listeners (listeners=NAME://host:port).
@@ -309,9 +314,18 @@ func (n *Network) dial(client, server *Host, l Listener) *conn {
 	c.listener, c.principal = l.Name, client.principalOn(l)
 	n.conns = append(n.conns, c)
 	n.s.Trace(sched.Record{Kind: "net.dial", Node: server.proc.TraceID(), A: int64(c.id), B: int64(client.proc.TraceID())})
-	if !server.proc.Up() {
+	switch {
+	case !server.proc.Up():
 		// Connection refused: the client learns at once-ish.
 		c.breakConn("refused")
+	case server.admission != nil && !client.isNode:
+		acceptedNs, ok := c.admit()
+		if !ok {
+			c.breakConn("refused: over a connection limit")
+		} else {
+			// Nothing arrives before the node's acceptor takes it.
+			c.toServer.lastArrivalNs = acceptedNs
+		}
 	}
 	return c
 }

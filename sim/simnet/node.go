@@ -37,6 +37,7 @@ func (n *Network) AddNode(id env.NodeID, proc *sched.Node) *NodeNet {
 func (nn *NodeNet) SetHandler(h env.Handler) {
 	nn.host.handler = h
 	nn.host.prechecker = nil
+	nn.armReaper()
 }
 
 // SetPrechecker keeps the node's newest prechecker (env.Network), which a

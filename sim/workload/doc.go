@@ -6,8 +6,10 @@
 // protocol, an admin client that creates the topics and churns some of
 // them (delete, re-create, add partitions), and a deleter that moves log
 // starts with DeleteRecords (deletes.go; consumers below the log start move
-// to the earliest offset), and a forger that sends control-plane requests
-// no client may make (forger.go). They speak kmsg requests over
+// to the earliest offset), a forger that sends control-plane requests
+// no client may make (forger.go), and, in the hostile shape, hostile
+// clients that hold stalled requests and idle connections against the
+// brokers' connection limits (hostile.go). They speak kmsg requests over
 // simnet client connections, exactly as real clients speak them over TCP,
 // and record every operation, with its call and return times in virtual
 // nanoseconds, into a models.History and models.GroupHistory for the

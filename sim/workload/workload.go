@@ -64,6 +64,14 @@ type Config struct {
 	// Forger is the client that forges control-plane requests
 	// (forger.go); its zero value sends none.
 	Forger ForgerConfig
+	// HostileClients attack the brokers' connection limits (hostile.go),
+	// each with HostileConnsPerBroker connections per broker, half of them
+	// claiming requests of HostileFrameBytes they never finish, reopened
+	// HostileBackoffNs after the broker ends them; 0: none.
+	HostileClients        int
+	HostileConnsPerBroker int
+	HostileFrameBytes     int32
+	HostileBackoffNs      int64
 }
 
 func (c Config) validate() error {
@@ -90,6 +98,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
 		return fmt.Errorf("workload: a forger every %d ns needs a Rand, Intel and Targets", c.Forger.IntervalNs)
+	case c.HostileClients < 0 || (c.HostileClients > 0 && (c.HostileConnsPerBroker < 1 || c.HostileFrameBytes < 8 || c.HostileBackoffNs <= 0)):
+		return fmt.Errorf("workload: %d hostile clients with %d connections per broker, frames of %d bytes, backoff %d ns",
+			c.HostileClients, c.HostileConnsPerBroker, c.HostileFrameBytes, c.HostileBackoffNs)
 	}
 	return nil
 }
@@ -108,6 +119,7 @@ type Workload struct {
 	producers []*producer
 	consumers []*consumer
 	members   []*member
+	hostiles  []*hostile
 	admin     *client
 	// deleter sends the DeleteRecords requests; nil in a run without.
 	deleter *client
@@ -199,6 +211,9 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 			w.members = append(w.members, w.newMember(name, static))
 		}
 	}
+	for range cfg.HostileClients {
+		w.hostiles = append(w.hostiles, w.newHostile())
+	}
 	return w, nil
 }
 
@@ -223,6 +238,9 @@ func (w *Workload) Start(ready func()) {
 		w.startDeletes()
 		if w.forger != nil {
 			w.forger.start()
+		}
+		for _, h := range w.hostiles {
+			h.start()
 		}
 		ready()
 	})
@@ -273,6 +291,9 @@ func (w *Workload) Describe() string {
 	if w.forger != nil {
 		s += fmt.Sprintf(" forger_interval_ms=%d forger=%s", w.cfg.Forger.IntervalNs/1e6, w.cfg.Forger.Principal)
 	}
+	if len(w.hostiles) > 0 {
+		s += fmt.Sprintf(" hostile=%d×%d/broker frames=%dB", len(w.hostiles), w.cfg.HostileConnsPerBroker, w.cfg.HostileFrameBytes)
+	}
 	return s + "}"
 }
 
@@ -320,5 +341,5 @@ func (w *Workload) Stats() string {
 		s += fmt.Sprintf(" group_ops=%d assignments=%d commits=%d accepted=%d offset_fetches=%d",
 			len(w.groupHistory.Ops), len(w.groupHistory.Assignments), len(w.groupHistory.Commits), accepted, len(w.groupHistory.Fetches))
 	}
-	return s
+	return s + w.hostileStats()
 }

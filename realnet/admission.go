@@ -1,0 +1,194 @@
+package realnet
+
+import (
+	"fmt"
+	"sync"
+
+	"strand/core/admission"
+)
+
+// planeBudgets are the node's per-plane admission.Budgets behind one mutex:
+// readers wait on a plane's cond for room, and every release or close
+// broadcasts it. Each plane is bounded by queued.max.requests and
+// queued.max.request.bytes on its own, so that clients filling theirs never
+// hold up the control plane (SPEC.md §7).
+type planeBudgets struct {
+	mu      sync.Mutex
+	room    [admission.Planes]sync.Cond
+	budgets [admission.Planes]*admission.Budget
+	// waiters counts the readers waiting for room on each plane: while
+	// any does, the plane is under pressure, and its stalled reads have a
+	// tenth of the read deadline (admission.Deadlines.PressuredReadMs).
+	waiters [admission.Planes]int
+	closed  bool
+}
+
+func newPlaneBudgets(requestsMax int32, bytesMax int64) *planeBudgets {
+	b := &planeBudgets{}
+	for p := range b.budgets {
+		b.budgets[p] = admission.NewBudget(requestsMax, bytesMax)
+		b.room[p].L = &b.mu
+	}
+	return b
+}
+
+// waitFor waits until try succeeds on plane p's budget for a request sc
+// is reading, or the budgets close or sc is shut down (false). The read's
+// deadline stops while it waits: the wait is the node's, not the client's.
+// Lock order: b.mu, then sc.mu.
+func (b *planeBudgets) waitFor(p admission.Plane, sc *serverConn, try func(*admission.Budget) bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waited := false
+	for !b.closed && !sc.down.Load() {
+		if try(b.budgets[p]) {
+			if waited {
+				sc.readResumed()
+			}
+			return true
+		}
+		if !waited {
+			waited = true
+			sc.readPaused()
+		}
+		b.waiters[p]++
+		b.room[p].Wait()
+		b.waiters[p]--
+	}
+	return false
+}
+
+// pressured reports, for each plane, whether readers wait for room in it.
+func (b *planeBudgets) pressured() [admission.Planes]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out [admission.Planes]bool
+	for p, n := range b.waiters {
+		out[p] = n > 0
+	}
+	return out
+}
+
+// release gives back a request (if request) and bytes on plane p, of a
+// whole or partial request (admission.Budget).
+func (b *planeBudgets) release(p admission.Plane, whole, request bool, bytes int64) {
+	b.mu.Lock()
+	if request {
+		b.budgets[p].EndRequest(whole)
+	}
+	if bytes > 0 {
+		b.budgets[p].Release(bytes, whole)
+	}
+	b.mu.Unlock()
+	b.room[p].Broadcast()
+}
+
+// held returns what plane p holds now, for tests.
+func (b *planeBudgets) held(p admission.Plane) (requests int32, bytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budgets[p].Requests(), b.budgets[p].Bytes()
+}
+
+// wake wakes every waiter, to look again at its connection (shut down).
+func (b *planeBudgets) wake() {
+	for p := range b.room {
+		b.room[p].Broadcast()
+	}
+}
+
+// close wakes every waiter with false, for shutdown.
+func (b *planeBudgets) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wake()
+}
+
+// frameHold is what one request being read holds: a request and bytes of
+// its plane's budget, and bytes of its connection's account. It is their one
+// owner, so that no path can forget a release or make one twice: the
+// reader defers release, which gives back whatever the hold still owns;
+// pass moves the hold to whoever takes the request on (the loop event that
+// hands it to the core), leaving the reader's copy empty; and the
+// connection's bytes move to the request's slot with takeConnBytes. A hold
+// released twice panics.
+type frameHold struct {
+	sc    *serverConn
+	plane admission.Plane
+	// whole: the frame had arrived whole when its reading began
+	// (admission.Budget's whole and partial requests).
+	whole       bool
+	request     bool
+	budgetBytes int64
+	connBytes   int64
+	released    bool
+}
+
+// beginFrame takes a request of sc's plane budget for a frame whose size
+// prefix has arrived, whole if all its bytes had too, waiting for room;
+// nil if the connection or node went away first.
+func (sc *serverConn) beginFrame(whole bool) *frameHold {
+	h := &frameHold{sc: sc, plane: sc.plane(), whole: whole}
+	if !sc.net.budgets.waitFor(h.plane, sc, func(b *admission.Budget) bool { return b.TryBeginRequest(whole) }) {
+		return nil
+	}
+	h.request = true
+	return h
+}
+
+// reserve adds n bytes to the hold: first the connection's account
+// (waiting while they do not fit beside what it holds), then the plane's
+// budget (waiting for room). False, with nothing reserved, if the
+// connection or node went away first.
+func (h *frameHold) reserve(n int64) bool {
+	if h.released {
+		panic("realnet: reserving on a released frame hold")
+	}
+	if !h.sc.holdBytes(n) {
+		return false
+	}
+	if !h.sc.net.budgets.waitFor(h.plane, h.sc, func(b *admission.Budget) bool { return b.TryReserve(n, h.whole, h.budgetBytes) }) {
+		h.sc.freeBytes(n)
+		return false
+	}
+	h.connBytes += n
+	h.budgetBytes += n
+	return true
+}
+
+// takeConnBytes moves the connection's bytes out of the hold, to the
+// request's slot, which frees them once its response is written.
+func (h *frameHold) takeConnBytes() int64 {
+	n := h.connBytes
+	h.connBytes = 0
+	return n
+}
+
+// pass moves what the hold owns to a new hold, for the goroutine that takes
+// the request on; this one is left empty, and releasing it does nothing.
+func (h *frameHold) pass() *frameHold {
+	if h.released {
+		panic("realnet: passing a released frame hold")
+	}
+	moved := *h
+	*h = frameHold{sc: h.sc, plane: h.plane, whole: h.whole}
+	return &moved
+}
+
+// release gives back everything the hold still owns. A second release of
+// a hold that owned something panics.
+func (h *frameHold) release() {
+	if h.released {
+		panic(fmt.Sprintf("realnet: frame hold of connection %d released twice", h.sc.id))
+	}
+	if h.request || h.budgetBytes > 0 {
+		h.sc.net.budgets.release(h.plane, h.whole, h.request, h.budgetBytes)
+		h.released = true
+	}
+	if h.connBytes > 0 {
+		h.sc.freeBytes(h.connBytes)
+		h.released = true
+	}
+	h.request, h.budgetBytes, h.connBytes = false, 0, 0
+}
