@@ -236,16 +236,35 @@ func joinPath(dir, name string) string {
 // recomputeMaxTimestamp rebuilds the max timestamp after a truncation, as
 // Kafka's readLargestTimestamp does: the last time index entry, then a header
 // scan from the batch it names to the end.
+//
+// The last entry, if it has a timestamp, must name a batch the walk meets,
+// by its last offset, with that batch's max timestamp (indexBatch writes
+// no other entry): an
+// entry that does not is corrupt, and the error sends the segment to
+// recovery, which rebuilds the indexes. The load's checks (order, range)
+// cannot see a flipped bit that keeps the entry in order.
 func (s *segment) recomputeMaxTimestamp(scratch []byte) error {
-	s.maxTimestamp, s.offsetOfMaxTimestamp = s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
-	position, err := s.index.lookup(s.timeIndex.lastOffset)
+	entryTimestamp, entryOffset := s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
+	s.maxTimestamp, s.offsetOfMaxTimestamp = entryTimestamp, entryOffset
+	position, err := s.index.lookup(entryOffset)
 	if err != nil {
 		return err
 	}
-	return s.walkHeaders(position, scratch, func(b batchAt) bool {
+	// An entry without a timestamp (batches that carry none) names the
+	// segment's base offset, not a batch: nothing to match.
+	matchEntry := s.timeIndex.entries > 0 && entryTimestamp != noTimestamp
+	entryMatched := !matchEntry
+	err = s.walkHeaders(position, scratch, func(b batchAt) bool {
+		if matchEntry && b.header.LastOffset() == entryOffset {
+			entryMatched = b.header.MaxTimestamp == entryTimestamp
+		}
 		if b.header.MaxTimestamp > s.maxTimestamp {
 			s.maxTimestamp, s.offsetOfMaxTimestamp = b.header.MaxTimestamp, b.header.LastOffset()
 		}
 		return true
 	})
+	if err == nil && !entryMatched {
+		err = fmt.Errorf("segment %d: time index entry (%d, %d) names no batch with that max timestamp", s.baseOffset, entryTimestamp, entryOffset)
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -222,5 +223,52 @@ func TestLogRestartedAtItsStartOffsetIsRecoveredUntilFlushed(t *testing.T) {
 	flushAll(t, l, disk)
 	if l.RecoveryPoint() != 1 {
 		t.Fatalf("recovery point %d after a flush, want 1", l.RecoveryPoint())
+	}
+}
+
+// TestReopenAtTheRecoveryPointChecksTheTimeIndexEntry: the active
+// segment's last time index entry, with a bit flipped that keeps it in
+// order, no longer names a batch with its timestamp; the reopen sends the
+// segment to recovery, which rebuilds the index, instead of taking the
+// flipped timestamp for the segment's max (before, MaxTimestamp answered
+// it; the log state machine's rapid seed 17997038676663979646).
+func TestReopenAtTheRecoveryPointChecksTheTimeIndexEntry(t *testing.T) {
+	cfg := syncedActiveConfig()
+	disk := memdisk.New(memdisk.Options{})
+	l := openLog(t, disk, cfg, OpenOptions{NowMs: 1})
+	for i := 0; i < 60; i++ {
+		appendLeader(t, l, 3, int64(1000+i), 0)
+	}
+	flushAll(t, l, disk)
+	leo, want := l.LogEndOffset(), l.active().maxTimestamp
+	base := l.active().baseOffset
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := joinPath(testDir, fmt.Sprintf("%020d.timeindex", base))
+	f, err := disk.Open(path, env.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := f.Size() / timeIndexEntryBytes
+	if entries < 2 {
+		t.Fatalf("setup: the active segment's time index has %d entries", entries)
+	}
+	last := make([]byte, 1)
+	at := (entries - 1) * timeIndexEntryBytes // the timestamp's most significant byte
+	if _, err := f.ReadAt(last, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteAt([]byte{last[0] ^ 1}, at); err != nil { // + 2^56: still in order
+		t.Fatal(err)
+	}
+	f.Close()
+
+	l = openLog(t, disk, cfg, OpenOptions{RecoveryPoint: leo, NowMs: 2})
+	if got := l.active().maxTimestamp; got != want {
+		t.Fatalf("reopened with a flipped time index entry: max timestamp %d, want %d", got, want)
+	}
+	if l.LogEndOffset() != leo {
+		t.Fatalf("reopened: LEO %d, want %d", l.LogEndOffset(), leo)
 	}
 }
