@@ -549,9 +549,9 @@ func TestOnlyReplicaKilledLeadsAgainAfterRestart(t *testing.T) {
 
 // TestEveryISRMemberKilledLeadsAgain: RF 3, min.insync.replicas 2; every
 // replica is killed (kill -9: unclean) and restarted. With ISR and ELR
-// empty, the first member of the last known ELR to come back leads; a
-// replica that fell out of sync before (never in the ELR) does not, nor a
-// broker that is not a replica.
+// empty, the last leader (the last known ELR) leads once it is back; the
+// other ELR member does not, nor a replica that fell out of sync before
+// (never in the ELR), nor a broker that is not a replica.
 func TestEveryISRMemberKilledLeadsAgain(t *testing.T) {
 	h := newHarness(t, DefaultConfig(100))
 	epochs := h.startBrokers(4)
@@ -575,19 +575,22 @@ func TestEveryISRMemberKilledLeadsAgain(t *testing.T) {
 		newEpochs[id] = h.registerRaw(id, 2, -1).BrokerEpoch
 	}
 	got = h.partition("a", 0)
-	if got.Leader != metadata.NoLeader || len(got.ELR) != 0 || !sameIDs(got.LastKnownELR, eligible) {
-		t.Fatalf("all restarted uncleanly, fenced: %+v, want no leader, empty ELR, last known ELR %v", got, eligible)
+	if got.Leader != metadata.NoLeader || len(got.ELR) != 0 || len(got.LastKnownELR) != 1 || !slices.Contains(eligible, got.LastKnownELR[0]) {
+		t.Fatalf("all restarted uncleanly, fenced: %+v, want no leader, empty ELR, last known ELR one of %v (the last leader)", got, eligible)
 	}
+	last := got.LastKnownELR[0]
+	other := without(eligible, last)[0]
 	outsiderEpoch := h.registerRaw(outsider, 2, epochs[outsider]).BrokerEpoch
 	h.heartbeat(outsider, outsiderEpoch, false)
 	h.heartbeat(outOfSync, newEpochs[outOfSync], false)
+	h.heartbeat(other, newEpochs[other], false)
 	if got = h.partition("a", 0); got.Leader != metadata.NoLeader {
-		t.Fatalf("brokers %d (not a replica) and %d (out of sync) unfenced: leader %d, want none", outsider, outOfSync, got.Leader)
+		t.Fatalf("brokers %d (not a replica), %d (out of sync) and %d (not the last leader) unfenced: leader %d, want none",
+			outsider, outOfSync, other, got.Leader)
 	}
-	back := eligible[1]
-	h.heartbeat(back, newEpochs[back], false)
+	h.heartbeat(last, newEpochs[last], false)
 	got = h.partition("a", 0)
-	if got.Leader != back || !sameIDs(got.ISR, []int32{back}) || !sameIDs(got.LastKnownELR, []int32{eligible[0]}) {
-		t.Fatalf("replica %d back: %+v, want it leading alone in the ISR, last known ELR [%d]", back, got, eligible[0])
+	if got.Leader != last || !sameIDs(got.ISR, []int32{last}) || len(got.LastKnownELR) != 0 {
+		t.Fatalf("replica %d back: %+v, want it leading alone in the ISR, last known ELR cleared", last, got)
 	}
 }

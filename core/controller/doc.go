@@ -27,10 +27,11 @@
 // their replicas is unfenced. The rule is replica.Elect's: the ISR, then the
 // ELR when the ISR is empty, then, when ISR and ELR are both empty (every
 // replica that held the committed records restarted uncleanly, over the
-// fault budget), the first member of LastKnownELR to be unfenced, then any
-// live replica if unclean.leader.election.enable. So a partition whose only
-// replica, or whose every ISR member, was killed and restarted gets its
-// leader back as soon as such a replica re-registers and catches up.
+// fault budget), the last known leader (LastKnownELR) once it is unfenced,
+// then any live replica if unclean.leader.election.enable. So a partition
+// whose only replica, or whose every ISR member, was killed and restarted
+// gets its leader back as soon as its last leader re-registers and catches
+// up.
 //
 // A restarted broker (new incarnation id) cannot register while its old
 // session is alive (DUPLICATE_BROKER_REGISTRATION, as Kafka's

@@ -17,10 +17,10 @@ import "slices"
 //
 // Over the fault budget every replica that held the committed records may
 // restart after an unclean shutdown: ISR and ELR are then empty, and the
-// partition would stay offline forever. LastKnownELR remembers them (every
-// replica that left the ISR or ELR while the ISR was below min ISR, and was
-// not in the ISR or ELR since), and Elect takes its leader from there; see
-// Elect for the rule and how it differs from Kafka's.
+// partition would stay offline forever. LastKnownELR remembers the last
+// leader, as Kafka 4.x's last-known-leader recovery does: the replica that
+// held every committed record last, and lost at most its own unflushed
+// tail; Elect takes it once it is back (see Elect).
 
 // ELRPolicy is the controller configuration these functions follow.
 type ELRPolicy struct {
@@ -44,8 +44,9 @@ func (pol ELRPolicy) effectiveMinISR(s PartitionState) int {
 // PartitionChangeBuilder.maybePopulateTargetElr: at or above min ISR the ELR
 // and last known ELR are cleared; below it, the old ISR and ELR members that
 // leave the ISR join the ELR, except replicas known to have shut down
-// uncleanly. The leader and leader epoch are unchanged: call Elect if the
-// leader left the ISR.
+// uncleanly; when the ISR becomes empty, the last known ELR becomes the
+// leader (maybeUpdateLastKnownLeader). The leader and leader epoch are
+// unchanged: call Elect if the leader left the ISR.
 func ChangeISR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPolicy) PartitionState {
 	next := cur.clone()
 	next.ISR = sortedCopy(targetISR)
@@ -54,7 +55,13 @@ func ChangeISR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPo
 	return next
 }
 
-// nextELR computes ELR and LastKnownELR for a new ISR.
+// nextELR computes ELR and LastKnownELR for a new ISR. LastKnownELR is
+// the last leader once the ISR empties (Kafka's default balanced recovery,
+// useLastKnownLeaderInBalancedRecovery), never the other ELR members: one
+// of those may have lost every unflushed record before the controller took
+// it out of the ISR (a power loss found only when its session expires),
+// and electing it first would lose what the last leader still holds
+// (simulator seed 108, testdata/elr_last_known_leader.txt).
 func nextELR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPolicy) (elr, lastKnownELR []int32) {
 	if !pol.ELREnabled || len(targetISR) >= pol.effectiveMinISR(cur) {
 		return nil, nil
@@ -62,8 +69,10 @@ func nextELR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPoli
 	candidates := sortedCopy(append(slices.Clone(cur.ELR), cur.ISR...))
 	candidates = slices.Compact(candidates)
 	elr = withoutIDs(withoutIDs(candidates, targetISR), uncleanShutdown)
-	known := slices.Compact(sortedCopy(append(candidates, cur.LastKnownELR...)))
-	lastKnownELR = withoutIDs(withoutIDs(known, targetISR), elr)
+	lastKnownELR = slices.Clone(cur.LastKnownELR)
+	if len(targetISR) == 0 && len(cur.ISR) > 0 && cur.LeaderID != NoLeader {
+		lastKnownELR = []int32{cur.LeaderID}
+	}
 	return elr, lastKnownELR
 }
 
@@ -113,18 +122,16 @@ const (
 //  4. if unclean election is enabled, the first acceptable replica.
 //
 // A leader from the ELR gets ISR = {leader}; one from the last known ELR
-// gets ISR = {leader} and leaves the last known ELR; an unclean leader gets
-// ISR = {leader} and empty ELR and last known ELR. Whenever the leader
-// changes (to NoLeader too) both epochs are bumped.
+// gets ISR = {leader}; an unclean leader gets ISR = {leader} and an empty
+// ELR. Electing a leader clears the last known ELR, as Kafka's
+// maybeUpdateLastKnownLeader does. Whenever the leader changes (to NoLeader
+// too) both epochs are bumped.
 //
 // Step 3 is Kafka 4.x's last-known-leader election (canElectLastKnownLeader,
-// "select the last known leader if it is unfenced") generalised: Kafka keeps
-// only the last leader in LastKnownELR and waits for that one broker;
-// Strand keeps every replica that held the committed records when it left
-// the ISR/ELR (see nextELR) and takes the first to come back. Each of them
-// held every committed record and lost at most its unflushed tail, as the
-// last leader did. It runs without unclean.leader.election.enable, as in
-// Kafka, because no replica outside these could hold more.
+// "select the last known leader if it is unfenced"): nextELR keeps only the
+// last leader in LastKnownELR, and the partition waits for that broker. It
+// runs without unclean.leader.election.enable, as in Kafka: the last leader
+// held every committed record and lost at most its unflushed tail.
 func Elect(cur PartitionState, pol ELRPolicy, acceptable func(replica int32) bool) (PartitionState, ElectionKind) {
 	valid := func(id int32) bool {
 		eligible := containsID(cur.ISR, id) || (len(cur.ISR) == 0 && containsID(cur.ELR, id))
@@ -171,10 +178,12 @@ func withLeader(cur PartitionState, leader int32, kind ElectionKind) PartitionSt
 		next.ELR = withoutIDs(cur.ELR, []int32{leader})
 	case ElectionLastKnownELR:
 		next.ISR = []int32{leader}
-		next.LastKnownELR = withoutIDs(cur.LastKnownELR, []int32{leader})
 	case ElectionUnclean:
 		next.ISR = []int32{leader}
-		next.ELR, next.LastKnownELR = nil, nil
+		next.ELR = nil
+	}
+	if leader != NoLeader {
+		next.LastKnownELR = nil
 	}
 	return next
 }
