@@ -11,6 +11,13 @@ package broker
 // HW, else offset -1. Earliest and latest carry the current leader epoch, a
 // record found by timestamp its batch's epoch, as Kafka's do.
 //
+// A new leader whose HW still lags the start of its epoch (it has not
+// committed in it: replica.Partition.LaggingHighWatermark) answers the
+// latest offset, and a timestamp not found below its HW, with
+// OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5), as Kafka does since
+// KIP-207, so that the latest offset a client is told never goes back
+// across a leader change (SPEC.md §4.2, TestListOffsetsWhileHWLagsEpochStart).
+//
 // As Kafka, a partition named twice is INVALID_REQUEST (each time), and a
 // negative timestamp the version does not define (-3 before v7, -4, -5, any
 // other) UNSUPPORTED_VERSION.
@@ -55,7 +62,7 @@ func (n *Node) handleListOffsets(conn env.ConnID, hdr env.RequestHeader, req *km
 			case !listTimestampServed(lp.Timestamp, req.Version):
 				rp = listOffsetError(lp, kerr.UnsupportedVersion.Code)
 			default:
-				rp = n.listOffset(key, lp)
+				rp = n.listOffset(key, lp, req.Version)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -86,7 +93,7 @@ func listOffsetError(lp kmsg.ListOffsetsRequestTopicPartition, code int16) kmsg.
 	return rp
 }
 
-func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition, version int16) kmsg.ListOffsetsResponseTopicPartition {
 	rp := listOffsetError(lp, 0)
 	p := n.partitions[key]
 	if p == nil {
@@ -103,10 +110,17 @@ func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicParti
 	}
 	rp.LeaderEpoch = p.replica.LeaderEpoch()
 	hw := p.replica.HighWatermark()
+	notAvailable := kerr.OffsetNotAvailable.Code
+	if version < 5 {
+		notAvailable = kerr.LeaderNotAvailable.Code
+	}
 	switch lp.Timestamp {
 	case listEarliest:
 		rp.Offset = p.log.LogStartOffset()
 	case listLatest:
+		if p.replica.LaggingHighWatermark() {
+			return listOffsetError(lp, notAvailable)
+		}
 		rp.Offset = hw
 	default:
 		// Records are decompressed within the bound produce used for this
@@ -127,6 +141,8 @@ func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicParti
 			// Kafka answers the found batch's epoch (-1 for none), which a
 			// KIP-320 client validates its new position against.
 			rp.Offset, rp.Timestamp, rp.LeaderEpoch = found.Offset, found.TimestampMs, found.LeaderEpoch
+		case p.replica.LaggingHighWatermark():
+			return listOffsetError(lp, notAvailable)
 		}
 	}
 	return rp

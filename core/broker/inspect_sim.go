@@ -16,6 +16,10 @@ type ReplicaInspection struct {
 	ISR []int32
 	// StorageFailed: the partition's log failed (offsets are then stale).
 	StorageFailed bool
+	// EpochStartOffset is where the leader's epoch starts (its log end
+	// offset when it took LeaderEpoch); -1 on a follower. The simulator's
+	// HW model takes a leader's answers as committed from there on.
+	EpochStartOffset int64
 }
 
 // InspectReplica reads this node's replica of topic's partition; false if
@@ -27,13 +31,15 @@ func (n *Node) InspectReplica(topic string, partition int32) (ReplicaInspection,
 		return ReplicaInspection{}, false
 	}
 	st := p.replica.State()
+	epochStart, _ := p.replica.EpochStartOffset()
 	return ReplicaInspection{
-		Leader:         p.replica.Role() == replica.RoleLeader,
-		LeaderEpoch:    p.replica.LeaderEpoch(),
-		HighWatermark:  p.replica.HighWatermark(),
-		LogStartOffset: p.log.LogStartOffset(),
-		LogEndOffset:   p.log.LogEndOffset(),
-		ISR:            st.ISR,
-		StorageFailed:  p.storageFailed(),
+		EpochStartOffset: epochStart,
+		Leader:           p.replica.Role() == replica.RoleLeader,
+		LeaderEpoch:      p.replica.LeaderEpoch(),
+		HighWatermark:    p.replica.HighWatermark(),
+		LogStartOffset:   p.log.LogStartOffset(),
+		LogEndOffset:     p.log.LogEndOffset(),
+		ISR:              st.ISR,
+		StorageFailed:    p.storageFailed(),
 	}, true
 }

@@ -28,6 +28,10 @@ type Bugs struct {
 	// its log end offset, answering it as its high watermark (leader.go,
 	// OnConsumerFetchAnyReplica): consumers read uncommitted records.
 	FollowerPastHW bool
+	// HWRegress: a new leader answers ListOffsets with its HW before it has
+	// committed in its epoch (LaggingHighWatermark never holds), so the
+	// latest offset a client is told goes back across a leader change.
+	HWRegress bool
 }
 
 // Config is the per-partition configuration. It travels with the partition,
@@ -225,6 +229,28 @@ func (p *Partition) LeaderEpoch() int32 { return p.state.LeaderEpoch }
 // HighWatermark is the offset below which records are committed and visible
 // to consumers (SPEC.md §4).
 func (p *Partition) HighWatermark() int64 { return p.hw }
+
+// EpochStartOffset is where this leader's epoch starts (its log end offset
+// when it took the epoch: Kafka's leaderEpochStartOffsetOpt); false on a
+// replica that does not lead.
+func (p *Partition) EpochStartOffset() (int64, bool) {
+	if p.role != RoleLeader {
+		return NoOffset, false
+	}
+	return p.leader.epochStartOffset, true
+}
+
+// LaggingHighWatermark reports whether this leader's HW is still below the
+// start of its epoch: a new leader starts from its own HW, which may lag
+// what the previous leader committed, until every ISR member has fetched
+// in its epoch. Kafka's ListOffsets then answers OFFSET_NOT_AVAILABLE for
+// the latest offset and for a timestamp found at or past the HW (KIP-207,
+// Partition.fetchOffsetForTimestamp), so that the offsets it answers never
+// go back across a leader change; a Fetch still answers the lagging HW.
+// The planted bug hw-regress answers them anyway (SPEC.md §4.7).
+func (p *Partition) LaggingHighWatermark() bool {
+	return p.role == RoleLeader && p.hw < p.leader.epochStartOffset && !p.cfg.Bugs.HWRegress
+}
 
 // ApplyState applies a partition state pushed by the controller (SPEC.md §4,
 // controller interface). A state older than the one applied (lower partition
