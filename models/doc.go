@@ -10,19 +10,28 @@
 //     records at the offsets it returned. Each register is decided exactly
 //     in one pass; Porcupine confirms and draws every rejected partition,
 //     and checks every partition when asked (a seeded fraction of runs).
+//   - CheckHighWatermarkOrder (hw.go): the HW clients saw (every Fetch and
+//     ListOffsets answer, every acks=all acknowledgement) is linearizable
+//     per (partition, leader epoch) under the order Kafka guarantees
+//     (SPEC.md §4.2): decided exactly in one pass, Porcupine confirming and
+//     drawing every rejected history.
 //   - CheckFetchContiguity, CheckHighWatermarks, CheckLeaders: direct
-//     invariants on the history and on sampled node state. Fetches answered
-//     by followers (KIP-392) are checked as the leader's are, except that
-//     their HW is monotonic per (client, follower, leader epoch) across no
-//     restart of the follower, not per (client, leader epoch).
+//     invariants on the history and on sampled node state: fetched offsets
+//     contiguous, one follower's HW monotonic per (client, follower, leader
+//     epoch) across no restart of the follower, one leader per epoch.
 //   - CheckFinal: after healing, every partition has a leader, replicas are
 //     identical byte for byte from the leader's log start, and every
 //     acks=all-acknowledged record, and every record a fetch read below its
-//     HW, sits at its offset unless a DeleteRecords deleted it; no fetch
-//     saw an HW above the final one; the log start is one DeleteRecords
-//     asked for, and not below one that completed. CheckDeleteRecords: a
+//     HW, sits at its offset, or below the log start was held there by a
+//     replica up to its deletion (HeldRecords); no fetch or ListOffsets saw
+//     an HW above the final one; the log start is one DeleteRecords asked
+//     for, and not below one that completed. CheckDeleteRecords: a
 //     completed DeleteRecords answered a low watermark at or above its
 //     offset.
+//
+// Violations that are losses (Violation.Loss) are what the fault budget
+// excuses on a partition over it; the harness decides which partitions
+// those are.
 //   - CheckAssignments, CheckCommitGenerations, CheckOffsets (groups.go):
 //     consumer groups; CheckIdempotence: idempotent producers' records once
 //     each and in sequence order; CheckTopicChurn: deleted and re-created

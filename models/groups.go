@@ -282,7 +282,9 @@ func CheckOffsets(h GroupHistory, opts OffsetOptions) []Violation {
 			out = append(out, Violation{Check: "offset-linearizability", TP: k.tp, Detail: fmt.Sprintf(
 				"group %s: Porcupine timed out after %v (counted as a failure)", k.group, opts.Timeout)})
 		default:
-			out = append(out, Violation{Check: "offset-linearizability", TP: k.tp, Detail: fmt.Sprintf(
+			// Accepted commits lost or gone back: a loss, which the fault
+			// budget of the group's coordinator partition may excuse.
+			out = append(out, Violation{Check: "offset-linearizability", TP: k.tp, Group: k.group, Loss: true, Detail: fmt.Sprintf(
 				"group %s: no linearization of commits and offset fetches: %s", k.group, describeOffsetOps(ops[k]))})
 		}
 	}

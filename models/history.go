@@ -24,6 +24,9 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 type Record struct {
 	Offset int64
 	Value  string
+	// LeaderEpoch is the PartitionLeaderEpoch of the batch holding it:
+	// the epoch of the leader that appended it.
+	LeaderEpoch int32
 }
 
 // Produce is one produce request for one partition, as its client saw it.
@@ -43,9 +46,15 @@ type Produce struct {
 	// the offset of Values[0], the others following it.
 	Acked      bool
 	BaseOffset int64
+	// Idempotent: the batch carries a producer id and sequence, so a
+	// retry of a batch already appended is acknowledged with the first
+	// append's offsets, perhaps by a later leader than the one that
+	// appended it.
+	Idempotent bool
 }
 
-// Fetch is one successful consumer fetch of one partition.
+// Fetch is one successful consumer fetch of one partition, with records or
+// without.
 type Fetch struct {
 	Client int
 	TP     TopicPartition
@@ -99,6 +108,9 @@ type History struct {
 	Fetches  []Fetch
 	// DeleteRecords are the clients' DeleteRecords requests.
 	DeleteRecords []DeleteRecords
+	// ListOffsets are the answers to ListOffsets for the latest offset
+	// (the HW) that carried no error.
+	ListOffsets []ListOffsets
 }
 
 // Violation is one broken guarantee.
@@ -106,8 +118,18 @@ type Violation struct {
 	// Check names the checker ("linearizability", "contiguity", ...).
 	Check string
 	TP    TopicPartition
+	// Group is the consumer group it concerns, if any: a loss of its
+	// commits is a loss of its coordinator's partition, not of TP.
+	Group string
 	// Detail says what was seen, with offsets, values and times.
 	Detail string
+	// Loss: the violation is acknowledged or committed records lost, or
+	// an offset reused by another record (for a Group, commits accepted
+	// and lost). Only that is excused on a partition over its fault budget
+	// (CLARIFICATIONS.md, "The fault budget": TP's, or the Group's
+	// coordinator partition's); every other violation stands whatever the
+	// budget.
+	Loss bool
 }
 
 func (v Violation) String() string {

@@ -39,28 +39,21 @@ type Restart struct {
 	AtNs int64
 }
 
-// CheckHighWatermarks checks the high watermarks fetches returned, taking
-// them in the order they returned:
-//   - the one a client sees from a partition's leader never goes backwards
-//     within one leader epoch;
-//   - the one a client sees from one follower (KIP-392) never goes
-//     backwards within one leader epoch, unless that follower restarted in
-//     between (a follower's HW lags the leader's, so a client alternating
-//     between them sees it move back and forth; but one follower learns it
-//     from the leader's answers, in order, and never truncates below it in
-//     one epoch).
-//
-// A follower's HW is not compared with its leader's: a new leader's HW
-// may lag the HW the cluster committed in earlier epochs (until it commits
-// in its own), which a follower that led before still holds; records
-// below a follower's HW must be committed all the same, which CheckFinal
-// checks (fetched-present, hw-final).
+// CheckHighWatermarks checks the high watermarks followers answered
+// consumers with (KIP-392), taking them in the order they returned: the
+// one a client sees from one follower never goes backwards within one
+// leader epoch, unless that follower restarted in between. A follower's
+// HW lags the leader's, so a client alternating between them sees it move
+// back and forth; but one follower learns it from the leader's answers, in
+// order, and never truncates below it in one epoch (SPEC.md §4.1: it never
+// goes back but by truncation). The leaders' HWs, and how followers' bound
+// them, are CheckHighWatermarkOrder's (hw.go).
 func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 	type key struct {
 		client  int
 		tp      TopicPartition
 		epoch   int32
-		replica int32 // -1 for the leader
+		replica int32
 	}
 	restarted := func(node int32, fromNs, toNs int64) bool {
 		for _, r := range restarts {
@@ -70,23 +63,21 @@ func CheckHighWatermarks(h History, restarts []Restart) []Violation {
 		}
 		return false
 	}
-	fetches := append([]Fetch(nil), h.Fetches...)
+	var fetches []Fetch
+	for _, f := range h.Fetches {
+		if f.Follower {
+			fetches = append(fetches, f)
+		}
+	}
 	sort.SliceStable(fetches, func(i, j int) bool { return fetches[i].ReturnNs < fetches[j].ReturnNs })
 	last := map[key]Fetch{}
 	var out []Violation
 	for _, f := range fetches {
-		k := key{f.Client, f.TP, f.LeaderEpoch, -1}
-		if f.Follower {
-			k.replica = f.Replica
-		}
-		if prev, ok := last[k]; ok && f.HighWatermark < prev.HighWatermark && !(f.Follower && restarted(f.Replica, prev.CallNs, f.ReturnNs)) {
-			who := fmt.Sprintf("client %d in leader epoch %d", f.Client, f.LeaderEpoch)
-			if f.Follower {
-				who = fmt.Sprintf("client %d from follower %d in leader epoch %d", f.Client, f.Replica, f.LeaderEpoch)
-			}
+		k := key{f.Client, f.TP, f.LeaderEpoch, f.Replica}
+		if prev, ok := last[k]; ok && f.HighWatermark < prev.HighWatermark && !restarted(f.Replica, prev.CallNs, f.ReturnNs) {
 			out = append(out, Violation{Check: "hw-monotonic", TP: f.TP, Detail: fmt.Sprintf(
-				"%s: high watermark %d at t=%dns after %d at t=%dns",
-				who, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
+				"client %d from follower %d in leader epoch %d: high watermark %d at t=%dns after %d at t=%dns",
+				f.Client, f.Replica, f.LeaderEpoch, f.HighWatermark, f.ReturnNs, prev.HighWatermark, prev.ReturnNs)})
 		}
 		last[k] = f
 	}
@@ -164,25 +155,17 @@ type PartitionFinal struct {
 
 // FinalOptions say which guarantees the run must keep.
 type FinalOptions struct {
-	// OverBudget: more replicas lost unsynced data than the fault budget
-	// allows (CLARIFICATIONS.md, "The fault budget"). Lost acknowledged
-	// records are then reported as loss over budget, not as violations;
-	// convergence is still required.
-	OverBudget bool
-	// LogStartMayRegress: crashes the budget does not bound (an
-	// over-budget run, or a shape where every crash goes ahead) may have
-	// taken every replica's log start back to its last checkpoint, below a
-	// completed DeleteRecords, as in Kafka (the log start offset checkpoint
-	// is written periodically).
-	LogStartMayRegress bool
-}
-
-// FinalReport is CheckFinal's answer.
-type FinalReport struct {
-	Violations []Violation
-	// LostOverBudget counts acks=all-acknowledged records missing from
-	// their offset in an over-budget run.
-	LostOverBudget int
+	// LogStartMayRegress names the partitions where crashes the budget
+	// does not bound (over the budget, or a shape where every crash goes
+	// ahead) may have taken every replica's log start back to its last
+	// checkpoint, below a completed DeleteRecords, as in Kafka (the log
+	// start offset checkpoint is written periodically).
+	LogStartMayRegress map[TopicPartition]bool
+	// Held are the records replicas held in the segments they deleted,
+	// per partition (the harness gathers them as segments go): an
+	// acknowledged record below the final log start must have been held
+	// at its offset by some replica up to its deletion.
+	Held map[TopicPartition]*HeldRecords
 }
 
 // CheckFinal checks the converged cluster: every partition has a leader,
@@ -190,98 +173,175 @@ type FinalReport struct {
 // batches byte for byte from there on and ends at the high watermark, and
 // every acks=all-acknowledged record, and every record a fetch returned
 // below its high watermark (committed, from a leader or a follower), is at
-// its offset unless DeleteRecords deleted it (it lies below the log start,
-// which some DeleteRecords asked for), and no fetch returned a high
-// watermark above the final one (hw-final: what was committed stays
-// committed). Over budget, committed records may be lost: only
-// acknowledged ones are counted. The log start itself must be explained by DeleteRecords: above
-// every offset asked for, records vanished from the front; below the low
-// watermark of one that completed, the deletion was undone.
-func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOptions) FinalReport {
-	var rep FinalReport
+// its offset; below the log start (which some DeleteRecords asked for) it
+// must have been held at its offset by a replica until deleted (in a
+// segment a replica deleted, or still stores), and no fetch or ListOffsets
+// returned a high watermark above the final one (hw-final: what was
+// committed stays committed). Those are losses (Violation.Loss). The log
+// start itself must be explained by DeleteRecords: above every offset
+// asked for, records vanished from the front; below the low watermark of
+// one that completed, the deletion was undone.
+func CheckFinal(h History, final map[TopicPartition]PartitionFinal, opts FinalOptions) []Violation {
+	var out []Violation
 	tps := make([]TopicPartition, 0, len(final))
 	for tp := range final { // order-independent: sorted below
 		tps = append(tps, tp)
 	}
 	sortTPs(tps)
 	deletes := deletesByTP(h.DeleteRecords)
-	valueAt := map[TopicPartition]logValues{}
-	// deletedBelow is, per partition, the log start below which missing
-	// acknowledged records were deleted, not lost.
-	deletedBelow := map[TopicPartition]int64{}
+	logs := map[TopicPartition]*finalLogs{}
 	for _, tp := range tps {
 		pf := final[tp]
 		if pf.Leader < 0 {
-			rep.Violations = append(rep.Violations, Violation{Check: "convergence", TP: tp, Detail: "no leader after healing"})
+			out = append(out, Violation{Check: "convergence", TP: tp, Detail: "no leader after healing"})
 		}
 		d := deletes[tp]
+		fl := &finalLogs{held: opts.Held[tp]}
 		switch {
 		case pf.LogStartOffset > d.requestedMax:
-			rep.Violations = append(rep.Violations, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
+			out = append(out, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
 				"the log starts at %d, but no DeleteRecords asked for more than %d: records vanished from its front",
 				pf.LogStartOffset, d.requestedMax)})
 		default:
-			deletedBelow[tp] = pf.LogStartOffset
+			fl.deletedBelow = pf.LogStartOffset
 		}
-		if d.completed && pf.LogStartOffset < d.completedLW && !opts.LogStartMayRegress {
-			rep.Violations = append(rep.Violations, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
+		if d.completed && pf.LogStartOffset < d.completedLW && !opts.LogStartMayRegress[tp] {
+			out = append(out, Violation{Check: "log-start", TP: tp, Detail: fmt.Sprintf(
 				"client %d's DeleteRecords to %d completed with low watermark %d (t=%dns), but the log starts at %d: deleted records came back",
 				d.completedBy.Client, d.completedBy.Offset, d.completedLW, d.completedBy.ReturnNs, pf.LogStartOffset)})
 		}
-		rep.Violations = append(rep.Violations, compareReplicas(tp, pf, d.requestedMax)...)
-		var values logValues
+		out = append(out, compareReplicas(tp, pf, d.requestedMax)...)
 		if len(pf.Replicas) > 0 {
-			values = newLogValues(leaderLog(pf))
+			fl.leader = newLogValues(leaderLog(pf))
+			for _, r := range pf.Replicas {
+				fl.replicas = append(fl.replicas, newLogValues(r))
+			}
 		}
-		valueAt[tp] = values
+		logs[tp] = fl
 	}
 	for _, p := range h.Produces {
 		if p.Acks != -1 || !p.Acked {
 			continue
 		}
-		values, known := valueAt[p.TP]
+		fl, known := logs[p.TP]
 		if !known {
 			continue // a partition the run did not inspect (deleted topic)
 		}
 		for j, v := range p.Values {
 			o := p.BaseOffset + int64(j)
-			if o < deletedBelow[p.TP] {
-				continue // deleted by DeleteRecords
-			}
-			if got := values.at(o); got != v {
-				if opts.OverBudget {
-					rep.LostOverBudget++
-					continue
-				}
-				rep.Violations = append(rep.Violations, Violation{Check: "acked-present", TP: p.TP, Detail: fmt.Sprintf(
-					"client %d's acks=all record %s acknowledged at offset %d (t=%dns) but the log holds %q there",
-					p.Client, v, o, p.ReturnNs, got)})
+			if why := fl.missing(o, v); why != "" {
+				out = append(out, Violation{Check: "acked-present", TP: p.TP, Loss: true, Detail: fmt.Sprintf(
+					"client %d's acks=all record %s acknowledged at offset %d (t=%dns) but %s",
+					p.Client, v, o, p.ReturnNs, why)})
 			}
 		}
 	}
+	hwFinal := func(tp TopicPartition, hw int64, what string) {
+		if pf, known := final[tp]; known && hw > pf.HighWatermark {
+			out = append(out, Violation{Check: "hw-final", TP: tp, Loss: true, Detail: fmt.Sprintf(
+				"%s returned high watermark %d, above the final high watermark %d: it counted uncommitted records",
+				what, hw, pf.HighWatermark)})
+		}
+	}
+	for _, l := range h.ListOffsets {
+		hwFinal(l.TP, l.HighWatermark, fmt.Sprintf("client %d's ListOffsets from leader %d (t=%dns)", l.Client, l.Replica, l.ReturnNs))
+	}
 	for _, f := range h.Fetches {
-		values, known := valueAt[f.TP]
-		if !known || opts.OverBudget {
+		fl, known := logs[f.TP]
+		if !known {
 			continue
 		}
-		if pf := final[f.TP]; f.HighWatermark > pf.HighWatermark {
-			rep.Violations = append(rep.Violations, Violation{Check: "hw-final", TP: f.TP, Detail: fmt.Sprintf(
-				"client %d's fetch from %s returned high watermark %d (t=%dns), above the final high watermark %d: it counted uncommitted records",
-				f.Client, f.answeredBy(), f.HighWatermark, f.ReturnNs, pf.HighWatermark)})
-		}
+		hwFinal(f.TP, f.HighWatermark, fmt.Sprintf("client %d's fetch from %s (t=%dns)", f.Client, f.answeredBy(), f.ReturnNs))
 		for _, r := range f.Records {
-			if r.Offset < deletedBelow[f.TP] || r.Offset >= f.HighWatermark {
-				continue // deleted by DeleteRecords; above the HW is contiguity's
+			if r.Offset >= f.HighWatermark {
+				continue // above the HW is contiguity's
 			}
-			if got := values.at(r.Offset); got != r.Value {
-				rep.Violations = append(rep.Violations, Violation{Check: "fetched-present", TP: f.TP, Detail: fmt.Sprintf(
-					"client %d read %s at offset %d below the high watermark %d from %s (t=%dns) but the log holds %q there: it was not committed",
-					f.Client, r.Value, r.Offset, f.HighWatermark, f.answeredBy(), f.ReturnNs, got)})
+			if why := fl.missing(r.Offset, r.Value); why != "" {
+				out = append(out, Violation{Check: "fetched-present", TP: f.TP, Loss: true, Detail: fmt.Sprintf(
+					"client %d read %s at offset %d below the high watermark %d from %s (t=%dns) but %s: it was not committed",
+					f.Client, r.Value, r.Offset, f.HighWatermark, f.answeredBy(), f.ReturnNs, why)})
 				break
 			}
 		}
 	}
-	return rep
+	return out
+}
+
+// finalLogs are one partition's final logs, for the presence checks.
+type finalLogs struct {
+	leader   logValues
+	replicas []logValues
+	// deletedBelow is the log start below which records may have been
+	// deleted (0 when the log start is itself a violation).
+	deletedBelow int64
+	held         *HeldRecords
+}
+
+// missing returns "" when value is where it must be at offset: in the
+// leader's log at or above the log start; below it, held there by some
+// replica until deleted (still stored, or in a segment it deleted).
+// Otherwise it says what is there instead.
+func (fl *finalLogs) missing(offset int64, value string) string {
+	got := fl.leader.at(offset)
+	if offset >= fl.deletedBelow || got == value {
+		if got == value {
+			return ""
+		}
+		return fmt.Sprintf("the log holds %q there", got)
+	}
+	for _, r := range fl.replicas {
+		if r.at(offset) == value {
+			return ""
+		}
+	}
+	if fl.held.Held(offset, value) {
+		return ""
+	}
+	return fmt.Sprintf("no replica held it there up to its deletion below the log start %d", fl.deletedBelow)
+}
+
+// HeldRecords are the records replicas of one partition held in the
+// segments they deleted: by offset, every value some replica held there.
+// The zero value is empty; a nil one holds nothing.
+type HeldRecords struct {
+	first  []string // first value held, by offset (dense: logs start at 0)
+	others map[int64][]string
+}
+
+// Add records that a replica held value at offset.
+func (hr *HeldRecords) Add(offset int64, value string) {
+	if offset >= 0 && offset < denseOffsetsMax {
+		if offset >= int64(len(hr.first)) {
+			grown := make([]string, min(max(offset+1, 2*int64(len(hr.first)), 1024), denseOffsetsMax))
+			copy(grown, hr.first)
+			hr.first = grown
+		}
+		switch hr.first[offset] {
+		case "":
+			hr.first[offset] = value
+			return
+		case value:
+			return
+		}
+	}
+	if containsString(hr.others[offset], value) {
+		return
+	}
+	if hr.others == nil {
+		hr.others = map[int64][]string{}
+	}
+	hr.others[offset] = append(hr.others[offset], value)
+}
+
+// Held reports whether some replica held value at offset.
+func (hr *HeldRecords) Held(offset int64, value string) bool {
+	if hr == nil {
+		return false
+	}
+	if offset >= 0 && offset < int64(len(hr.first)) && hr.first[offset] == value {
+		return true
+	}
+	return containsString(hr.others[offset], value)
 }
 
 // logValues are the values of a replica's log by offset: a slice from the

@@ -121,23 +121,16 @@ func TestFetchContiguity(t *testing.T) {
 	}
 }
 
-func TestHighWatermarks(t *testing.T) {
-	a, b := fetch(0, 1, 2, 0, 5), fetch(0, 3, 4, 0, 7)
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{b, a}}, nil); len(vs) != 0 {
-		t.Fatalf("rising HW flagged: %v", vs)
+// TestHighWatermarksAreTheModelsForLeaders: the per-follower check leaves
+// leaders' answers to the HW model.
+func TestHighWatermarksAreTheModelsForLeaders(t *testing.T) {
+	a, b, c := fetch(0, 1, 2, 0, 5), fetch(0, 3, 4, 0, 7), fetch(0, 5, 6, 0, 6)
+	h := History{Fetches: []Fetch{a, b, c}}
+	if vs := CheckHighWatermarks(h, nil); len(vs) != 0 {
+		t.Fatalf("the follower check flagged leaders' answers: %v", vs)
 	}
-	c := fetch(0, 5, 6, 0, 6)
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}, nil); !checks(vs, "hw-monotonic") {
-		t.Fatal("a falling HW in one epoch passed")
-	}
-	c.LeaderEpoch = 1
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, c}}, nil); len(vs) != 0 {
-		t.Fatalf("HW in a new leader epoch flagged: %v", vs)
-	}
-	other := c
-	other.LeaderEpoch, other.Client = 0, 1
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{a, b, other}}, nil); len(vs) != 0 {
-		t.Fatalf("another client's lower HW flagged: %v", vs)
+	if vs, _ := CheckHighWatermarkOrder(h, HWOptions{}); !checks(vs, "hw-linearizability") {
+		t.Fatal("a leader's falling HW in one epoch passed the HW model")
 	}
 }
 
@@ -154,9 +147,12 @@ func TestHighWatermarksFromFollowers(t *testing.T) {
 	if vs := CheckHighWatermarks(History{Fetches: []Fetch{lead, lagging, lead2}}, nil); len(vs) != 0 {
 		t.Fatalf("a follower's lagging HW flagged: %v", vs)
 	}
+	if vs, _ := CheckHighWatermarkOrder(History{Fetches: []Fetch{lead, lagging, lead2}}, HWOptions{}); len(vs) != 0 {
+		t.Fatalf("a follower's lagging HW flagged by the HW model: %v", vs)
+	}
 	// The leader's own HW falling is still caught among follower answers.
 	leadFalls := fetch(0, 5, 6, 0, 6)
-	if vs := CheckHighWatermarks(History{Fetches: []Fetch{lead, lagging, leadFalls}}, nil); !checks(vs, "hw-monotonic") {
+	if vs, _ := CheckHighWatermarkOrder(History{Fetches: []Fetch{lead, lagging, leadFalls}}, HWOptions{}); !checks(vs, "hw-linearizability") {
 		t.Fatal("a leader's falling HW passed among follower answers")
 	}
 	// One follower's HW falling within an epoch is caught, unless it
@@ -181,19 +177,20 @@ func TestFinalFetchedPresent(t *testing.T) {
 	ok := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 2,
 		Replicas: []ReplicaLog{replica(1, "a", "b"), replica(2, "a", "b")}}}
 	read := fromFollower(fetch(0, 1, 2, 0, 2, "a", "x"), 2)
-	if rep := CheckFinal(History{Fetches: []Fetch{read}}, ok, FinalOptions{}); !checks(rep.Violations, "fetched-present") {
-		t.Fatal("a read record missing from the final log passed")
-	}
-	if rep := CheckFinal(History{Fetches: []Fetch{read}}, ok, FinalOptions{OverBudget: true}); len(rep.Violations) != 0 {
-		t.Fatalf("over budget, a lost committed record flagged: %v", rep.Violations)
+	if vs := CheckFinal(History{Fetches: []Fetch{read}}, ok, FinalOptions{}); !checks(vs, "fetched-present") || !vs[0].Loss {
+		t.Fatalf("a read record missing from the final log: %v, want a loss", vs)
 	}
 	good := fromFollower(fetch(0, 1, 2, 0, 2, "a", "b"), 2)
-	if rep := CheckFinal(History{Fetches: []Fetch{good}}, ok, FinalOptions{}); len(rep.Violations) != 0 {
-		t.Fatalf("records present flagged: %v", rep.Violations)
+	if vs := CheckFinal(History{Fetches: []Fetch{good}}, ok, FinalOptions{}); len(vs) != 0 {
+		t.Fatalf("records present flagged: %v", vs)
 	}
 	ahead := fromFollower(fetch(0, 1, 2, 0, 3, "a", "b"), 2)
-	if rep := CheckFinal(History{Fetches: []Fetch{ahead}}, ok, FinalOptions{}); !checks(rep.Violations, "hw-final") {
+	if vs := CheckFinal(History{Fetches: []Fetch{ahead}}, ok, FinalOptions{}); !checks(vs, "hw-final") {
 		t.Fatal("a high watermark above the final one passed")
+	}
+	list := ListOffsets{TP: tp0, Replica: 1, CallNs: 1, ReturnNs: 2, HighWatermark: 3}
+	if vs := CheckFinal(History{ListOffsets: []ListOffsets{list}}, ok, FinalOptions{}); !checks(vs, "hw-final") {
+		t.Fatal("a ListOffsets high watermark above the final one passed")
 	}
 }
 
@@ -226,28 +223,25 @@ func TestFinal(t *testing.T) {
 	h := History{Produces: []Produce{ackedAll(0, 1, 2, 0, "a"), ackedAll(0, 3, 4, 1, "b")}}
 	ok := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 2,
 		Replicas: []ReplicaLog{replica(1, "a", "b"), replica(2, "a", "b"), replica(3, "a", "b")}}}
-	if rep := CheckFinal(h, ok, FinalOptions{}); len(rep.Violations) != 0 || rep.LostOverBudget != 0 {
-		t.Fatalf("converged cluster flagged: %+v", rep)
+	if vs := CheckFinal(h, ok, FinalOptions{}); len(vs) != 0 {
+		t.Fatalf("converged cluster flagged: %+v", vs)
 	}
 
 	lost := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 2,
 		Replicas: []ReplicaLog{replica(1, "a", "x"), replica(2, "a", "x"), replica(3, "a", "x")}}}
-	if rep := CheckFinal(h, lost, FinalOptions{}); !checks(rep.Violations, "acked-present") {
-		t.Fatal("a lost acknowledged record passed within budget")
-	}
-	if rep := CheckFinal(h, lost, FinalOptions{OverBudget: true}); len(rep.Violations) != 0 || rep.LostOverBudget != 1 {
-		t.Fatalf("over budget: want 1 loss and no violation, got %+v", rep)
+	if vs := CheckFinal(h, lost, FinalOptions{}); len(vs) != 1 || vs[0].Check != "acked-present" || !vs[0].Loss {
+		t.Fatalf("a lost acknowledged record: %v, want one loss", vs)
 	}
 
 	diverged := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 2,
 		Replicas: []ReplicaLog{replica(1, "a", "b"), replica(2, "a", "c"), replica(3, "a", "b")}}}
-	if rep := CheckFinal(h, diverged, FinalOptions{OverBudget: true}); !checks(rep.Violations, "replicas-identical") {
-		t.Fatal("diverged replicas passed")
+	if vs := CheckFinal(h, diverged, FinalOptions{}); !checks(vs, "replicas-identical") || vs[0].Loss {
+		t.Fatalf("diverged replicas: %v, want a violation that is no loss", vs)
 	}
 	behind := map[TopicPartition]PartitionFinal{tp0: {Leader: -1, HighWatermark: 2,
 		Replicas: []ReplicaLog{replica(1, "a", "b"), replica(2, "a"), replica(3, "a", "b")}}}
-	rep := CheckFinal(h, behind, FinalOptions{})
-	if !checks(rep.Violations, "convergence") || len(rep.Violations) < 2 {
-		t.Fatalf("a leaderless partition with a lagging replica: %v", rep.Violations)
+	vs := CheckFinal(h, behind, FinalOptions{})
+	if !checks(vs, "convergence") || len(vs) < 2 {
+		t.Fatalf("a leaderless partition with a lagging replica: %v", vs)
 	}
 }

@@ -130,7 +130,8 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 	sortTPs(tps)
 	var htmlPaths []string
 	for _, tp := range tps {
-		direct, bad := badByTP[tp]
+		fault, bad := badByTP[tp]
+		direct := fault.why
 		var result porcupine.CheckResult
 		var info porcupine.LinearizationInfo
 		if opts.HTMLDir != "" && bad {
@@ -139,6 +140,7 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 			result = porcupine.CheckOperationsTimeout(registerModel, opsByTP[tp], opts.Timeout)
 		}
 		var detail string
+		loss := false
 		switch {
 		case result == porcupine.Unknown:
 			detail = fmt.Sprintf("Porcupine timed out after %v (counted as a failure)", opts.Timeout)
@@ -147,6 +149,7 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 			}
 		case bad && result == porcupine.Illegal:
 			detail = "no linearization of produces and fetches per offset: " + direct
+			loss = fault.loss
 		case bad:
 			detail = "the checkers disagree: the direct decision finds " + direct + ", Porcupine a linearization"
 		case result == porcupine.Illegal:
@@ -155,7 +158,7 @@ func CheckRegisters(h History, opts RegisterOptions) ([]Violation, []string) {
 		default:
 			continue
 		}
-		violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: detail})
+		violations = append(violations, Violation{Check: "linearizability", TP: tp, Detail: detail, Loss: loss})
 		if opts.HTMLDir != "" && bad {
 			p := filepath.Join(opts.HTMLDir, fmt.Sprintf("linearizability-%s-%d.html", tp.Topic, tp.Partition))
 			if err := porcupine.VisualizePath(registerModel, info, p); err != nil {
@@ -226,19 +229,28 @@ func (r *registerSummary) write(value string, callNs int64) {
 // When those hold the order "w, then everything else by call time" is a
 // linearization; when one fails, none exists. A property test compares
 // this decision with Porcupine's on random histories.
-func (r *registerSummary) verdict(offset int64) string {
+func (r *registerSummary) verdict(offset int64) registerFault {
 	switch {
 	case r.unproduced != "":
-		return fmt.Sprintf("offset %d: a fetch read %q, which nobody produced", offset, r.unproduced)
+		return registerFault{why: fmt.Sprintf("offset %d: a fetch read %q, which nobody produced", offset, r.unproduced)}
 	case r.valuesDiffer:
-		return fmt.Sprintf("offset %d: written or read with different values (%q and %q)", offset, r.value, r.other)
+		return registerFault{why: fmt.Sprintf("offset %d: written or read with different values (%q and %q)", offset, r.value, r.other), loss: true}
 	case r.read && !r.written:
-		return fmt.Sprintf("offset %d: read, never written", offset)
+		return registerFault{why: fmt.Sprintf("offset %d: read, never written", offset)}
 	case r.read && r.firstWriteCallNs > r.firstReadReturnNs:
-		return fmt.Sprintf("offset %d: %q read by t=%dns, before any write of it was sent (t=%dns)",
-			offset, r.value, r.firstReadReturnNs, r.firstWriteCallNs)
+		return registerFault{why: fmt.Sprintf("offset %d: %q read by t=%dns, before any write of it was sent (t=%dns)",
+			offset, r.value, r.firstReadReturnNs, r.firstWriteCallNs)}
 	}
-	return ""
+	return registerFault{}
+}
+
+// registerFault is why a register is not linearizable ("" if it is), and
+// whether that is a loss the fault budget may excuse: an offset holding
+// two values (an acknowledged record lost and its offset reused). A read
+// of a value nobody produced, or before it was produced, is never one.
+type registerFault struct {
+	why  string
+	loss bool
 }
 
 // denseOffsetsMax bounds the offsets kept in a partition's slice of
@@ -274,27 +286,27 @@ func (p *partitionRegisters) at(offset int64) *registerSummary {
 	return r
 }
 
-// firstViolation returns the lowest offset whose register is not
-// linearizable and why, or "".
-func (p *partitionRegisters) firstViolation() string {
-	lowest, why := int64(0), ""
+// firstViolation returns the lowest offset's fault among the registers
+// that are not linearizable, or the zero fault.
+func (p *partitionRegisters) firstViolation() registerFault {
+	lowest, fault := int64(0), registerFault{}
 	for o, r := range p.sparse { // order-independent: the lowest offset wins
-		if o > lowest && why != "" {
+		if o > lowest && fault.why != "" {
 			continue
 		}
-		if v := r.verdict(o); v != "" {
-			lowest, why = o, v
+		if v := r.verdict(o); v.why != "" {
+			lowest, fault = o, v
 		}
 	}
 	for o := range p.dense {
-		if why != "" && int64(o) > lowest {
+		if fault.why != "" && int64(o) > lowest {
 			break
 		}
-		if v := p.dense[o].verdict(int64(o)); v != "" {
+		if v := p.dense[o].verdict(int64(o)); v.why != "" {
 			return v
 		}
 	}
-	return why
+	return fault
 }
 
 // firstCalls maps each produced value to the call time of the first produce
@@ -393,8 +405,9 @@ func (fc *firstCalls) get(v string) (int64, bool) {
 // decideRegisters decides every register directly and returns, for each
 // partition with a register that is not linearizable, why its lowest such
 // offset is not, together with the violations of the cap on writes of
-// unknown outcome per offset.
-func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, []Violation) {
+// unknown outcome per offset (more values at one offset than the cap: a
+// reused offset, a loss).
+func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]registerFault, []Violation) {
 	byTP := map[TopicPartition]*partitionRegisters{}
 	partition := func(tp TopicPartition) *partitionRegisters {
 		p := byTP[tp]
@@ -446,7 +459,7 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 				continue
 			}
 			if len(r.unknownValues) == unreturnedMax {
-				violations = append(violations, Violation{Check: "linearizability", TP: f.TP,
+				violations = append(violations, Violation{Check: "linearizability", TP: f.TP, Loss: true,
 					Detail: fmt.Sprintf("more than %d distinct values read at offset %d", unreturnedMax, rec.Offset)})
 				r.differ(rec.Value)
 				continue
@@ -455,10 +468,10 @@ func decideRegisters(h History, unreturnedMax int) (map[TopicPartition]string, [
 			r.write(rec.Value, callNs)
 		}
 	}
-	bad := map[TopicPartition]string{}
+	bad := map[TopicPartition]registerFault{}
 	for tp, regs := range byTP { // order-independent: one entry per partition, each decided alone
-		if why := regs.firstViolation(); why != "" {
-			bad[tp] = why
+		if fault := regs.firstViolation(); fault.why != "" {
+			bad[tp] = fault
 		}
 	}
 	return bad, violations
@@ -504,7 +517,7 @@ func registerOperations(h History, unreturnedMax int) (map[TopicPartition][]porc
 				continue // a read of a value nobody sent fails in Porcupine
 			}
 			if len(unknownWrites[k]) == unreturnedMax {
-				violations = append(violations, Violation{Check: "linearizability", TP: f.TP,
+				violations = append(violations, Violation{Check: "linearizability", TP: f.TP, Loss: true,
 					Detail: fmt.Sprintf("more than %d distinct values read at offset %d", unreturnedMax, r.Offset)})
 				continue
 			}

@@ -51,7 +51,8 @@ func TestRegisterVerdictMatchesPorcupine(t *testing.T) {
 		bad, _ := decideRegisters(h, 1<<20)
 		ops, _ := registerOperations(h, 1<<20)
 		linearizable := porcupine.CheckOperations(registerModel, ops[tp0])
-		why, directBad := bad[tp0]
+		fault, directBad := bad[tp0]
+		why := fault.why
 		if !linearizable {
 			illegal++
 		}

@@ -45,13 +45,20 @@ type Node struct {
 	envDisk env.Disk
 	// nextCrash is the crash mode MayCrash chose for the coming crash.
 	nextCrash memdisk.CrashMode
-	// lostData: this broker crashed (and so may have lost unsynced data)
-	// and has not yet recovered (the fault budget): rejoined every ISR with
-	// its log back past mustReach, what was acknowledged when it crashed.
-	lostData  bool
-	mustReach map[models.TopicPartition]int64
+	// unrecovered names the partitions whose replica on this broker may
+	// have lost unsynced data (a crash or a disk fault) and has not yet
+	// recovered (the fault budget, faults.admitLoss): rejoined the ISR
+	// with its log back past mustReach, what was acknowledged then.
+	unrecovered map[models.TopicPartition]bool
+	mustReach   map[models.TopicPartition]int64
 	// failNextSync arms an fsync failure on the next file Sync.
 	failNextSync bool
+	// diskFull: the disk answers writes with ENOSPC.
+	diskFull bool
+	// storageFailed: since this incarnation started, its disk failed a
+	// write or an fsync (an armed fault went off), which takes the log
+	// directory offline.
+	storageFailed bool
 	// diskFaulted: a disk fault may have taken its log directory offline;
 	// the liveness phase restarts it.
 	diskFaulted bool
@@ -77,6 +84,11 @@ type Cluster struct {
 	// restarts are the brokers' restarts, in order: a follower's high
 	// watermark may go back across one (models.CheckHighWatermarks).
 	restarts []models.Restart
+	// watched are the workload's partitions by directory name; held the
+	// records their replicas held in the segments they deleted
+	// (keepRemoved), for CheckFinal.
+	watched map[string]models.TopicPartition
+	held    map[models.TopicPartition]*models.HeldRecords
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
@@ -138,7 +150,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
 			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
 			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
-		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync}
+		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync, c: c}
 		if shape.HostileClients > 0 {
 			n.Net.SetAdmission(b)
 		}
@@ -185,7 +197,7 @@ func brokerConfig(id int32, shape Shape, security Security) (config.Broker, erro
 		"replica.lag.time.max.ms":      fmt.Sprint(cmp.Or(shape.ReplicaLagTimeMaxMs, 3000)),
 		// Few coordinators, and no 3 s wait before a group's first
 		// rebalance, for runs of a few simulated seconds.
-		"offsets.topic.num.partitions":     "3",
+		"offsets.topic.num.partitions":     fmt.Sprint(offsetsTopicPartitions),
 		"group.initial.rebalance.delay.ms": "100",
 	}
 	if id <= VotersMax {
@@ -225,8 +237,8 @@ func (c *Cluster) restart(n *Node) {
 	c.restarts = append(c.restarts, models.Restart{Node: n.ID, AtNs: c.S.NowNs()})
 	// A crash ends the disk's armed faults: the new incarnation starts
 	// with a working log directory.
-	n.diskFaulted, n.failNextSync = false, false
-	n.Disk.SetFull(false)
+	n.diskFaulted, n.failNextSync, n.storageFailed = false, false, false
+	n.setDiskFull(false)
 	if err := c.start(n); err != nil {
 		n.Net.SetHandler(refusingHandler{net: n.Net})
 		c.fail("restart", err.Error())
@@ -269,12 +281,24 @@ type faultDisk struct {
 	*memdisk.Disk
 	node *Node
 	lie  bool
+	c    *Cluster
 }
 
-// Open wraps the file so that its Syncs go through the twists.
+// Remove keeps the records of a partition segment the broker deletes
+// (Cluster.keepRemoved) before removing it.
+func (d faultDisk) Remove(path string) error {
+	d.c.keepRemoved(d.node, path)
+	return d.Disk.Remove(path)
+}
+
+// Open wraps the file so that its Syncs go through the twists; an ENOSPC
+// creating it is the broker's storage failing.
 func (d faultDisk) Open(path string, opts env.OpenOptions) (env.File, error) {
 	f, err := d.Disk.Open(path, opts)
 	if err != nil {
+		if d.node.diskFull {
+			d.node.storageFailed = true
+		}
 		return nil, err
 	}
 	return faultFile{File: f, disk: d}, nil
@@ -285,12 +309,39 @@ type faultFile struct {
 	disk faultDisk
 }
 
+// setDiskFull makes the disk answer writes with ENOSPC, or stop.
+func (n *Node) setDiskFull(full bool) {
+	n.diskFull = full
+	n.Disk.SetFull(full)
+}
+
+// Append notes an ENOSPC the disk answered: the broker's storage failed.
+func (f faultFile) Append(p []byte) error {
+	err := f.File.Append(p)
+	f.noteFailure(err)
+	return err
+}
+
+// WriteAt notes an ENOSPC as Append does.
+func (f faultFile) WriteAt(p []byte, off int64) error {
+	err := f.File.WriteAt(p, off)
+	f.noteFailure(err)
+	return err
+}
+
+func (f faultFile) noteFailure(err error) {
+	if err != nil && f.disk.node.diskFull {
+		f.disk.node.storageFailed = true
+	}
+}
+
 // Sync fails when armed, lies under lost-fsync, and is honest otherwise.
 func (f faultFile) Sync(done func(error)) {
 	n := f.disk.node
 	switch {
 	case n.failNextSync:
 		n.failNextSync = false
+		n.storageFailed = true
 		path := f.Path()
 		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
 	case f.disk.lie && strings.HasSuffix(f.Path(), ".log") && !strings.HasPrefix(f.Path(), "metadata/"):

@@ -110,7 +110,7 @@ func TestSweep(t *testing.T) {
 		simNs += r.SimNs
 		events += r.Events
 		shapes[r.Shape]++
-		if r.OverBudget {
+		if len(r.OverBudget) > 0 {
 			overBudget++
 		}
 		if len(r.Violations) > 0 {
@@ -137,13 +137,14 @@ func TestPlantedBugsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hunting the planted bugs takes a while")
 	}
-	for _, bug := range BugNames {
-		h := HuntBug(bug, PlantedBugShape(bug), plantedSeedsMax, runtime.GOMAXPROCS(0))
+	for _, pb := range PlantedBugs {
+		h := HuntBug(pb.Name, pb.Shape, plantedSeedsMax, runtime.GOMAXPROCS(0))
 		if h.CaughtSeed == 0 {
-			t.Errorf("bug %s not caught in %d seeds of shape %s (%d seeds failed without it too)", bug, h.SeedsRun, h.Shape, h.Masked)
+			t.Errorf("bug %s not caught by %s in %d seeds of shape %s (%d seeds failed without it too, %d caught only by other checkers)",
+				pb.Name, pb.Checker, h.SeedsRun, h.Shape, h.Masked, h.OtherSeeds)
 			continue
 		}
-		t.Logf("bug %s caught at seed %d (%d seeds needed, shape %s): %s", bug, h.CaughtSeed, h.SeedsRun, h.Shape,
-			firstLines(h.Caught.Violations[0].String(), 1))
+		t.Logf("bug %s caught by %s at seed %d (%d seeds needed, shape %s): %v", pb.Name, pb.Checker, h.CaughtSeed, h.SeedsRun, h.Shape,
+			Checks(h.Caught.Violations))
 	}
 }

@@ -45,23 +45,28 @@
 //     and then;
 //   - clock: simclock.DrawFaults and StartChaos (skew, drift, jumps).
 //
-// # The fault budget (CLARIFICATIONS.md)
+// # The fault budget (CLARIFICATIONS.md), per partition
 //
-// Each seed draws "within budget" or "over budget". Every crash counts
-// against the budget, a process crash that kept the page cache too: the
-// restarted broker cannot tell what it lost, registers as unclean and
-// leaves the ISR and ELR (KIP-966) just as after a power loss. Within
-// budget, a crash is refused while min.insync.replicas−1 other brokers
-// have crashed and not yet recovered (rejoined every ISR with every record
-// acknowledged before their crash back in their log); over budget, every
-// crash goes ahead, and if the budget was in fact exceeded, lost
-// acknowledged records are reported as "loss over budget" instead of
-// violations. A broker counts as recovered only once every running
-// broker's metadata has its new incarnation registered. An unclean restart
-// at heal time (a controlled shutdown that could not finish) counts like a
-// crash and cannot be refused: past the budget, the run is over budget.
-// The sync-every-batch shape lets every crash lose data and still demands
-// that nothing acknowledged is lost.
+// Each seed draws "within budget" or "over budget". The budget is kept per
+// partition (faults.admitLoss): every fault that may cost a replica its
+// unsynced data counts, a crash whether or not it keeps the page cache
+// (the restarted broker cannot tell what it lost, registers as unclean and
+// leaves the ISR and ELR, KIP-966, just as after a power loss) and a disk
+// fault (ENOSPC or a failed fsync takes the log directory offline; Kafka
+// halts such a broker). Within budget, a fault is refused when one of the
+// broker's partitions would have more than min.insync.replicas−1 replicas
+// unrecovered; over budget every fault goes ahead and those partitions are
+// marked over budget. A replica is recovered once every running broker's
+// metadata has its broker's new incarnation registered, it is back in the
+// partition's ISR with every record acknowledged before it lost data, and
+// its disk has no armed fault and failed nothing since it started. Only
+// losses (models.Violation.Loss) on a partition over its budget are
+// excused, and reported; a group's lost commits are its offsets
+// partition's. A broker whose disk failed something may restart
+// uncleanly at heal time (its fault was counted when drawn); one whose
+// disk failed nothing must shut down cleanly ("controlled-shutdown"). The
+// sync-every-batch shape lets every fault through and still demands that
+// nothing acknowledged is lost.
 //
 // # The liveness phase
 //
@@ -82,9 +87,13 @@
 // # Invariants the harness checks itself
 //
 // Besides models' checkers: after every power loss each log must still
-// reach its checkpointed recovery point ("synced-kept": recovery never
-// drops a synced batch); a node that cannot restart, a panic, a malformed
-// frame or a damaged batch reaching a consumer is a violation.
+// reach its checkpointed recovery point, read from a checkpoint that must
+// parse ("synced-kept": recovery never drops a synced batch); a node that
+// cannot restart, a panic, a malformed frame or a damaged batch reaching a
+// consumer is a violation. The history checkers run after a halt too, on
+// what the clients were told so far. The harness samples where every
+// leader epoch starts (for the HW model) and keeps the records of every
+// partition segment a broker deletes (for CheckFinal's deleted records).
 //
 // # Timeouts scaled down (they keep the protocol's behaviour)
 //

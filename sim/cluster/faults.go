@@ -70,9 +70,9 @@ type faults struct {
 	// syncEveryBatch: the shape syncs every batch, so every crash goes
 	// ahead and no acknowledged record may be lost.
 	syncEveryBatch bool
-	// budgetExceeded: at some point more brokers had lost data than the
-	// budget allows.
-	budgetExceeded bool
+	// budgetExceeded names the partitions that at some point had more
+	// replicas unrecovered than the budget allows.
+	budgetExceeded map[models.TopicPartition]bool
 	net            simnet.Faults
 	process        sched.ProcessFaults
 	clock          simclock.Faults
@@ -86,8 +86,14 @@ type faults struct {
 	congestionTick sched.Handle
 	healed         bool
 	tps            []models.TopicPartition
+	// budgeted are the partitions whose budget is kept: the workload's
+	// and, with consumer groups, the offsets topic's.
+	budgeted []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
 	acked func() []models.Produce
+	// controlledShutdownFailures say which brokers whose disks failed
+	// nothing could not shut down cleanly at heal time: violations.
+	controlledShutdownFailures []string
 }
 
 // drawFaults draws every class; the network's are drawn before the cluster
@@ -100,6 +106,8 @@ func drawFaults(streams *sched.Streams, shape Shape) *faults {
 		disk:    drawDiskFaults(streams.Get("faults/disk"), shape),
 		crashR:  streams.Get("crash"),
 		diskR:   streams.Get("disk"),
+
+		budgetExceeded: map[models.TopicPartition]bool{},
 	}
 	f.overBudget = sched.Chance(streams.Get("faults/budget"), 300)
 	f.syncEveryBatch = shape.SyncEveryBatch
@@ -121,6 +129,12 @@ func (f *faults) String() string {
 // started here too).
 func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() []models.Produce) {
 	f.c, f.tps, f.acked = c, tps, produces
+	f.budgeted = append(f.budgeted, tps...)
+	if c.shape.Groups > 0 {
+		for p := int32(0); p < offsetsTopicPartitions; p++ {
+			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: offsetsTopic, Partition: p})
+		}
+	}
 	c.Net.StartChaos()
 	var procs []*sched.Node
 	for _, n := range c.Brokers() {
@@ -208,32 +222,13 @@ func (f *faults) electionStep(r *rand.Rand) {
 	f.electionTick = c.S.After(periodNs, func() { f.electionStep(r) })
 }
 
-// mayCrash chooses the coming crash's mode and keeps the budget. Every
-// crash counts against it, process crashes too: a broker restarted without
-// a clean shutdown cannot know what it lost, registers as unclean and
-// leaves the ISR and the ELR (KIP-966), exactly as after a power loss.
-// Within budget, a crash is refused while min.insync.replicas−1 other
-// brokers have crashed and not yet recovered; over budget, every crash
-// goes ahead and the run notes whether the budget was exceeded. The
-// sync-every-batch shape lets every crash through and stays strict.
+// mayCrash chooses the coming crash's mode and keeps the budget
+// (admitLoss): a crash refused within budget does not happen.
 func (f *faults) mayCrash(i int) bool {
 	c := f.c
 	n := c.Brokers()[i]
-	f.refreshRecovered()
-	if !n.lostData {
-		unrecovered := 0
-		for _, other := range c.Brokers() {
-			if other.lostData {
-				unrecovered++
-			}
-		}
-		if unrecovered+1 > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
-			if !f.overBudget {
-				c.S.Trace(sched.Record{Kind: "fault.crash_refused", Node: n.ID, A: int64(unrecovered)})
-				return false
-			}
-			f.budgetExceeded = true
-		}
+	if !f.admitLoss(n, "fault.crash_refused") {
+		return false
 	}
 	mode := memdisk.CrashKeepAll
 	if !sched.Chance(f.crashR, f.disk.KeepCachePerMille) {
@@ -243,8 +238,6 @@ func (f *faults) mayCrash(i int) bool {
 		}
 	}
 	n.nextCrash = mode
-	n.lostData = true
-	n.mustReach = f.ackedEnds()
 	if mode != memdisk.CrashKeepAll && sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
 		// Damage the tail once the crash has reverted the disk.
 		c.S.After(0, func() { f.damageTail(n) })
@@ -253,42 +246,132 @@ func (f *faults) mayCrash(i int) bool {
 	return true
 }
 
-// refreshRecovered clears lostData for brokers that are up, registered in
-// this incarnation and in the ISR of every partition as every running
-// broker's metadata says, and whose logs hold every record acknowledged
-// before they lost data. ISR membership alone is not enough: a broker that
-// lost data and kept its place in the ISR is the kind of bug the run is
-// looking for, and must not widen the budget; and metadata from before
-// its new registration committed (a controller failing over takes
-// seconds) still shows the ISR of before the crash.
+// admitLoss keeps the fault budget, per partition (CLARIFICATIONS.md, "The
+// fault budget"), for a fault that may cost n unsynced data: a crash, or a
+// disk fault, which takes the log directory offline (Kafka then halts the
+// broker, so it restarts as after a crash). Every such fault counts, a
+// process crash that keeps the page cache too: a broker restarted without
+// a clean shutdown cannot know what it lost, registers as unclean and
+// leaves the ISR and the ELR (KIP-966), exactly as after a power loss.
+// n's replicas stay unrecovered until refreshRecovered clears them. Within
+// budget the fault is refused (traced as refused, with the most
+// unrecovered replicas of any of n's partitions) when some partition of
+// n's would have more than min.insync.replicas−1 replicas unrecovered;
+// over budget it goes ahead and those partitions are marked over budget.
+// The sync-every-batch shape lets every fault through and stays strict.
+func (f *faults) admitLoss(n *Node, refused string) bool {
+	c := f.c
+	f.refreshRecovered()
+	var exceeded []models.TopicPartition
+	most := 0
+	for _, tp := range f.budgeted {
+		replicas := f.replicasOf(tp)
+		if !containsID(replicas, n.ID) || n.unrecovered[tp] {
+			continue
+		}
+		unrecovered := 0
+		for _, other := range c.Brokers() {
+			if containsID(replicas, other.ID) && other.unrecovered[tp] {
+				unrecovered++
+			}
+		}
+		most = max(most, unrecovered)
+		if unrecovered+1 > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
+			exceeded = append(exceeded, tp)
+		}
+	}
+	if len(exceeded) > 0 {
+		if !f.overBudget {
+			c.S.Trace(sched.Record{Kind: refused, Node: n.ID, A: int64(most)})
+			return false
+		}
+		for _, tp := range exceeded {
+			f.budgetExceeded[tp] = true
+		}
+	}
+	if n.unrecovered == nil {
+		n.unrecovered = map[models.TopicPartition]bool{}
+	}
+	for _, tp := range f.budgeted {
+		if containsID(f.replicasOf(tp), n.ID) {
+			n.unrecovered[tp] = true
+		}
+	}
+	n.mustReach = f.ackedEnds()
+	return true
+}
+
+// replicasOf is tp's assignment as the lowest running broker's metadata
+// has it; every broker before any metadata says otherwise.
+func (f *faults) replicasOf(tp models.TopicPartition) []int32 {
+	for _, n := range f.c.Brokers() {
+		if !n.Proc.Up() || n.Core == nil {
+			continue
+		}
+		if s, ok := n.Core.Image().PartitionByName(tp.Topic, tp.Partition); ok {
+			return s.Replicas
+		}
+	}
+	var all []int32
+	for _, n := range f.c.Brokers() {
+		all = append(all, n.ID)
+	}
+	return all
+}
+
+// refreshRecovered clears, per partition, the unrecovered replicas of
+// brokers that are up, registered in this incarnation and in that
+// partition's ISR as every running broker's metadata says, whose log of it
+// holds every record acknowledged before they lost data, and whose disk
+// has no armed fault and has failed nothing since the broker started. ISR
+// membership alone is not enough: a broker that lost data and kept its
+// place in the ISR is the kind of bug the run is looking for, and must not
+// widen the budget; metadata from before its new registration committed
+// (a controller failing over takes seconds) still shows the ISR of before
+// the crash; and a disk fault whose failure is still to come, or whose
+// directory went offline, will cost the broker its replicas. A broker with
+// every replica recovered is traced as recovered.
 func (f *faults) refreshRecovered() {
 	c := f.c
 	for _, n := range c.Brokers() {
-		if !n.lostData || !n.Proc.Up() {
+		if len(n.unrecovered) == 0 || !n.Proc.Up() || n.failNextSync || n.diskFull || n.storageFailed {
 			continue
 		}
-		recovered := true
-		for _, tp := range f.tps {
-			if c.logEnd(n, tp) < n.mustReach[tp] {
-				recovered = false
-			}
-		}
+		registered := true
 		for _, viewer := range c.Brokers() {
 			if !viewer.Proc.Up() || viewer.Core == nil {
 				continue
 			}
 			if b, ok := viewer.Core.Image().Broker(n.ID); !ok || b.IncarnationID != n.Core.Incarnation() {
-				recovered = false
-			}
-			for _, tp := range f.tps {
-				s, ok := viewer.Core.Image().PartitionByName(tp.Topic, tp.Partition)
-				if !ok || !containsID(s.ISR, n.ID) {
-					recovered = false
-				}
+				registered = false
 			}
 		}
-		if recovered {
-			n.lostData = false
+		if !registered {
+			continue
+		}
+		for _, tp := range f.budgeted {
+			if !n.unrecovered[tp] || c.logEnd(n, tp) < n.mustReach[tp] {
+				continue
+			}
+			// A partition no running broker knows (an offsets partition
+			// before the first group needs it) has no replica to recover.
+			inISR, known := true, false
+			for _, viewer := range c.Brokers() {
+				if !viewer.Proc.Up() || viewer.Core == nil {
+					continue
+				}
+				s, ok := viewer.Core.Image().PartitionByName(tp.Topic, tp.Partition)
+				known = known || ok
+				if !ok || !containsID(s.ISR, n.ID) {
+					inISR = false
+				}
+			}
+			inISR = inISR || !known
+			if inISR {
+				delete(n.unrecovered, tp)
+			}
+		}
+		if len(n.unrecovered) == 0 {
 			c.S.Trace(sched.Record{Kind: "fault.recovered", Node: n.ID})
 		}
 	}
@@ -348,11 +431,13 @@ func (f *faults) damageTail(n *Node) {
 		return
 	}
 	at := sched.Int64Between(f.diskR, start, int64(len(data))-1)
+	// Only damage that was made is traced: a flip or a cut the disk
+	// refused (a file it no longer holds) leaves the log as it was.
 	if f.diskR.IntN(2) == 0 {
-		_ = n.Disk.FlipBit(path, at, uint(f.diskR.IntN(8)))
-		f.c.S.Trace(sched.Record{Kind: "fault.disk_flip", Node: n.ID, A: at, Text: path})
-	} else {
-		_ = n.Disk.TruncateFile(path, at)
+		if err := n.Disk.FlipBit(path, at, uint(f.diskR.IntN(8))); err == nil {
+			f.c.S.Trace(sched.Record{Kind: "fault.disk_flip", Node: n.ID, A: at, Text: path})
+		}
+	} else if err := n.Disk.TruncateFile(path, at); err == nil {
 		f.c.S.Trace(sched.Record{Kind: "fault.disk_truncate", Node: n.ID, A: at, Text: path})
 	}
 }
@@ -394,23 +479,25 @@ func positionOfOffset(data []byte, offset int64) int {
 }
 
 // diskStep considers an ENOSPC period and an fsync failure on a random
-// broker.
+// broker. Either may take its log directory offline, so each counts
+// against the budget as a crash does (admitLoss) and is refused within it
+// when it would exceed it.
 func (f *faults) diskStep() {
 	c := f.c
 	brokers := c.Brokers()
 	n := brokers[f.diskR.IntN(len(brokers))]
-	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FullPerMille) {
-		n.Disk.SetFull(true)
+	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FullPerMille) && f.admitLoss(n, "fault.disk_refused") {
+		n.setDiskFull(true)
 		n.diskFaulted = true
 		incarnation := n.Proc.Incarnation()
 		c.S.Trace(sched.Record{Kind: "fault.disk_full", Node: n.ID})
 		c.S.After(sched.Int64Between(f.diskR, 1, f.disk.FullNsMax), func() {
 			if n.Proc.Incarnation() == incarnation {
-				n.Disk.SetFull(false)
+				n.setDiskFull(false)
 			}
 		})
 	}
-	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FailSyncPerMille) {
+	if n.Proc.Up() && sched.Chance(f.diskR, f.disk.FailSyncPerMille) && f.admitLoss(n, "fault.disk_refused") {
 		n.failNextSync = true
 		n.diskFaulted = true
 		c.S.Trace(sched.Record{Kind: "fault.fail_sync", Node: n.ID})
@@ -437,7 +524,7 @@ func (f *faults) heal() {
 	f.clockChaos.Heal()
 	f.diskTick.Cancel()
 	for _, n := range c.Brokers() {
-		n.Disk.SetFull(false)
+		n.setDiskFull(false)
 		n.failNextSync = false
 	}
 	f.processChaos.Heal()
@@ -449,26 +536,12 @@ func (f *faults) heal() {
 	c.S.Trace(sched.Record{Kind: "fault.heal", Node: -1})
 }
 
-// countUncleanRestart counts n's unclean restart at heal time against the
-// budget like a crash (mayCrash), except that it cannot be refused: past
-// the budget the run is over budget, whatever its mode.
-func (f *faults) countUncleanRestart(n *Node) {
-	c := f.c
-	f.refreshRecovered()
-	if !n.lostData {
-		n.lostData, n.mustReach = true, f.ackedEnds()
-	}
-	unrecovered := 0
-	for _, other := range c.Brokers() {
-		if other.lostData {
-			unrecovered++
-		}
-	}
-	if unrecovered > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
-		f.budgetExceeded = true
-		c.S.Trace(sched.Record{Kind: "fault.budget_exceeded", Node: n.ID, A: int64(unrecovered)})
-	}
-}
+// The offsets topic (core/broker's offsetsTopic) and its partition count as
+// brokerConfig sets offsets.topic.num.partitions.
+const (
+	offsetsTopic           = "__consumer_offsets"
+	offsetsTopicPartitions = 3
+)
 
 // cleanRestartWaitNs bounds a controlled shutdown at heal time; past it the
 // broker is restarted the hard way.
@@ -477,18 +550,18 @@ const cleanRestartWaitNs = 10e9
 // cleanRestart restarts n the way an operator would after a disk fault: a
 // controlled shutdown (leadership moves away, logs flushed, clean-shutdown
 // marker written), then a process restart that keeps the page cache. If
-// the shutdown does not finish in time (disk faults can stop a majority of
-// the controller voters' metadata logs, and then no controller moves
-// anything), or Close fails (a log directory offline after a failed write
-// cannot be flushed or checkpointed, so no marker is written), the restart
-// is unclean: the broker leaves the ISR and ELR as after a crash, so it
-// counts against the budget as a crash does, and if that exceeds it, the
-// run is over budget.
+// the shutdown does not finish in time or Close fails, the restart is
+// unclean. That is expected of a broker whose disk failed something (its
+// log or metadata log directory went offline: Kafka halts such a broker,
+// which then restarts uncleanly), and the fault was counted against the
+// budget when it was drawn (admitLoss). A broker whose disk failed nothing
+// must shut down cleanly once healed: otherwise it is a violation
+// (controlled-shutdown), never a budget event.
 func (f *faults) cleanRestart(n *Node) {
 	c := f.c
 	incarnation := n.Proc.Incarnation()
 	restarted := false
-	restart := func(clean bool) {
+	restart := func(clean bool, why string) {
 		if restarted || n.Proc.Incarnation() != incarnation || !n.Proc.Up() {
 			return
 		}
@@ -498,8 +571,9 @@ func (f *faults) cleanRestart(n *Node) {
 			cleanFlag = 1
 		}
 		c.S.Trace(sched.Record{Kind: "fault.heal_restart", Node: n.ID, A: cleanFlag})
-		if !clean {
-			f.countUncleanRestart(n)
+		if !clean && !n.storageFailed {
+			f.controlledShutdownFailures = append(f.controlledShutdownFailures,
+				fmt.Sprintf("broker %d, whose disk failed nothing, could not shut down cleanly after healing: %s", n.ID, why))
 		}
 		n.nextCrash = memdisk.CrashKeepAll
 		n.Proc.Crash()
@@ -507,7 +581,17 @@ func (f *faults) cleanRestart(n *Node) {
 	}
 	core := n.Core
 	core.BeginShutdown(func() {
-		core.Close(func(err error) { c.S.After(0, func() { restart(err == nil) }) })
+		core.Close(func(err error) {
+			c.S.After(0, func() {
+				why := ""
+				if err != nil {
+					why = "Close: " + err.Error()
+				}
+				restart(err == nil, why)
+			})
+		})
 	})
-	c.S.After(cleanRestartWaitNs, func() { restart(false) })
+	c.S.After(cleanRestartWaitNs, func() {
+		restart(false, fmt.Sprintf("the controlled shutdown did not finish within %d s", int64(cleanRestartWaitNs/1e9)))
+	})
 }

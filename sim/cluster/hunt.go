@@ -1,13 +1,21 @@
 package cluster
 
-import "sync"
+import (
+	"slices"
+	"sync"
 
-// Hunt is the outcome of running one planted bug over seeds until it is
-// caught.
+	"strand/models"
+)
+
+// Hunt is the outcome of running one planted bug over seeds until its
+// checker catches it.
 type Hunt struct {
 	Bug, Shape string
+	// Checker is the check that must catch the bug (PlantedBug.Checker).
+	Checker string
 	// CaughtSeed is the first seed whose run with the bug found a
-	// violation that the same seed without the bug does not: 0 if none.
+	// violation of Checker, when the same seed without the bug finds
+	// none: 0 if none did.
 	CaughtSeed uint64
 	// SeedsRun counts the seeds tried with the bug.
 	SeedsRun int
@@ -16,17 +24,23 @@ type Hunt struct {
 	// says nothing about the bug).
 	Caught Result
 	Masked int
+	// OtherSeeds count seeds where only other checkers caught the bug,
+	// and Other is the first such run.
+	OtherSeeds int
+	Other      Result
 	// SimNs and Events total every run made, baselines included.
 	SimNs  int64
 	Events uint64
 }
 
 // HuntBug runs bug over seeds 1..seedsMax (parallel at a time, each seed
-// on its own goroutine and scheduler) until a seed catches it. A seed
-// catches the bug when its run finds a violation and the same seed with
-// no bug finds none: otherwise the failure is not the bug's doing.
+// on its own goroutine and scheduler) until a seed catches it with its
+// checker. A seed catches the bug when its run finds a violation of
+// PlantedBug.Checker and the same seed with no bug finds none: otherwise
+// the failure is not the bug's doing.
 func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
-	h := Hunt{Bug: bug, Shape: shape}
+	pb, _ := PlantedBugFor(bug)
+	h := Hunt{Bug: bug, Shape: shape, Checker: pb.Checker}
 	parallel = max(parallel, 1)
 	for first := 1; first <= seedsMax && h.CaughtSeed == 0; first += parallel {
 		n := min(parallel, seedsMax-first+1)
@@ -38,9 +52,9 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 			go func(i int) {
 				defer wg.Done()
 				seed := uint64(first + i)
-				pairs[i].withBug = Run(Options{Seed: seed, Shape: shape, Bug: bug})
+				pairs[i].withBug = Run(Options{Seed: seed, Shape: shape, Bug: bug, DiscardLogs: true})
 				if len(pairs[i].withBug.Violations) > 0 {
-					pairs[i].without = Run(Options{Seed: seed, Shape: shape})
+					pairs[i].without = Run(Options{Seed: seed, Shape: shape, DiscardLogs: true})
 				}
 			}(i)
 		}
@@ -56,6 +70,13 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 				h.Masked++
 				continue
 			}
+			if !hasCheck(p.withBug.Violations, h.Checker) {
+				if h.OtherSeeds == 0 {
+					h.Other = p.withBug
+				}
+				h.OtherSeeds++
+				continue
+			}
 			h.CaughtSeed, h.Caught = p.withBug.Seed, p.withBug
 			break
 		}
@@ -63,34 +84,31 @@ func HuntBug(bug, shape string, seedsMax, parallel int) Hunt {
 	return h
 }
 
-// PlantedBugShape is the shape a planted bug is hunted in: lost-fsync shows
-// only when the log syncs every batch, isr-min-ignored when ISRs shrink
-// to their leader alone often (lag: a short replica.lag.time.max.ms and
-// congestion chaos), dedup-off where producers are
-// idempotent, group-double-assign where coordinators also fail over often,
-// raft-vote-twice where split votes happen (elections: pre-vote makes two
-// candidates in one epoch rare elsewhere), hw-truncation where failed
-// fsyncs and power losses leave HW checkpoints behind (sync: 15 of the
-// first 400 seeds catch it, against 3 to 17 of 1,000 in the mixed sweep,
-// whose count moves with every change to the trace); session-log-start-untold
-// in small (quick seeds with deletes on two partitions); the others in the
-// mixed sweep.
+func hasCheck(vs []models.Violation, check string) bool {
+	for _, v := range vs {
+		if v.Check == check {
+			return true
+		}
+	}
+	return false
+}
+
+// Checks lists the distinct checks among vs, in order of appearance.
+func Checks(vs []models.Violation) []string {
+	var out []string
+	for _, v := range vs {
+		if !slices.Contains(out, v.Check) {
+			out = append(out, v.Check)
+		}
+	}
+	return out
+}
+
+// PlantedBugShape is the shape a planted bug is hunted in (PlantedBugs),
+// "mixed" for a name it does not know.
 func PlantedBugShape(bug string) string {
-	switch bug {
-	case "hw-truncation":
-		return "sync"
-	case "group-double-assign":
-		return "groups-lag"
-	case "dedup-off":
-		return "groups"
-	case "lost-fsync":
-		return "sync"
-	case "isr-min-ignored":
-		return "lag"
-	case "raft-vote-twice":
-		return "elections"
-	case "session-log-start-untold":
-		return "small"
+	if b, ok := PlantedBugFor(bug); ok {
+		return b.Shape
 	}
 	return "mixed"
 }

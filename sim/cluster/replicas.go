@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
+	"strand/core/env"
 	"strand/core/log"
 	"strand/core/log/checkpoint"
 	"strand/models"
@@ -67,13 +69,24 @@ func (c *Cluster) hasSegment(n *Node, tp models.TopicPartition) bool {
 // lost"). The checkpoint is written from recovery points that are durable
 // by construction, so a log ending below it lost synced batches — what
 // the lost-fsync planted bug does.
+//
+// A checkpoint that is missing promises nothing (none was written yet, or
+// its first rename was not yet durable); one that cannot be read or parsed
+// is a violation: it is written whole and renamed into place, so a power
+// loss never leaves a torn one, and without it recovery could not know what
+// was synced.
 func (c *Cluster) checkSyncedKept(n *Node) {
 	data, err := n.Disk.ReadFile(log.RecoveryPointCheckpointName)
+	if errors.Is(err, env.ErrNotExist) {
+		return
+	}
 	if err != nil {
+		c.fail("synced-kept", fmt.Sprintf("node %d: after a power loss the recovery point checkpoint cannot be read: %v", n.ID, err))
 		return
 	}
 	entries, err := checkpoint.ParseOffsets(data)
 	if err != nil {
+		c.fail("synced-kept", fmt.Sprintf("node %d: after a power loss the recovery point checkpoint does not parse: %v", n.ID, err))
 		return
 	}
 	for _, e := range entries {
@@ -158,4 +171,52 @@ func decodeRecords(rl *models.ReplicaLog, tp models.TopicPartition) error {
 		b.Records = records
 	}
 	return nil
+}
+
+// watch names the partitions whose deleted segments keepRemoved keeps.
+func (c *Cluster) watch(tps []models.TopicPartition) {
+	c.watched = map[string]models.TopicPartition{}
+	c.held = map[models.TopicPartition]*models.HeldRecords{}
+	for _, tp := range tps {
+		c.watched[fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)] = tp
+		c.held[tp] = &models.HeldRecords{}
+	}
+}
+
+// keepRemoved records what n held in a segment of a watched partition it
+// is about to delete (retention below the log start, DeleteRecords, a
+// follower restarting at the leader's log start, recovery dropping
+// segments below the log start): the acknowledged records it held there
+// are then known present up to their deletion (models.HeldRecords). The
+// records are read as stored, up to the first batch that does not parse.
+func (c *Cluster) keepRemoved(n *Node, path string) {
+	dir, name, found := strings.Cut(path, "/")
+	tp, watched := c.watched[dir]
+	if !found || !watched || strings.Contains(name, "/") || !strings.HasSuffix(name, ".log") {
+		return
+	}
+	data, err := n.Disk.ReadFile(path)
+	if err != nil {
+		return
+	}
+	held := c.held[tp]
+	for pos := 0; pos < len(data); {
+		h, err := batch.ParseHeader(data[pos:])
+		size := int(h.Length) + 12
+		if err != nil || pos+size > len(data) {
+			return
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(data[pos : pos+size]); err != nil {
+			return
+		}
+		records, err := workload.DecodeBatchRecords(rb)
+		if err != nil {
+			return
+		}
+		for _, r := range records {
+			held.Add(r.Offset, r.Value)
+		}
+		pos += size
+	}
 }

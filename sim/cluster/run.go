@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"strand/core/group"
 	"strand/models"
 	"strand/sim/sched"
 	"strand/sim/workload"
@@ -42,12 +43,18 @@ type Result struct {
 	Summary   string
 	SimNs     int64
 	Events    uint64
-	// Violations found; empty means every check passed.
+	// Violations found; empty means every check passed. They include the
+	// one that halted the run, if any (Halt), and every safety checker's,
+	// which run on the history so far after a halt too.
 	Violations []models.Violation
-	// OverBudget: the run exceeded the fault budget; LostOverBudget counts
-	// acknowledged records lost (allowed then, and reported).
-	OverBudget     bool
-	LostOverBudget int
+	// Halt is the check that halted the run before it finished (liveness,
+	// setup, panic, restart...), or "": the liveness verdict.
+	Halt string
+	// OverBudget names the partitions whose fault budget was exceeded;
+	// Excused are the losses found there (Violation.Loss), allowed then
+	// and reported.
+	OverBudget []models.TopicPartition
+	Excused    []models.Violation
 	// HTML are the visualizations written.
 	HTML []string
 	// Stats counts the clients' operations.
@@ -119,6 +126,16 @@ type run struct {
 	// quietStats says how many partitions the quiet check saw settle
 	// (quiet.go), for the result's stats.
 	quietStats string
+	// epochStarts are the leader epochs' start offsets the leaders
+	// reported (sampleLeaders), for the HW model; epochStartSeen dedups.
+	epochStarts    []models.EpochStart
+	epochStartSeen map[epochKey]bool
+}
+
+// epochKey names a leader epoch of a partition.
+type epochKey struct {
+	tp    models.TopicPartition
+	epoch int32
 }
 
 type sampleKey struct {
@@ -147,10 +164,6 @@ func Run(opts Options) (res Result) {
 	r := &run{opts: opts, shape: shape, res: &res, lastSample: map[sampleKey]models.LeaderSample{}}
 	r.s = sched.New(sched.Options{TraceWriter: opts.TraceWriter})
 	defer func() {
-		if p := recover(); p != nil {
-			res.Violations = append(res.Violations, models.Violation{Check: "panic",
-				Detail: fmt.Sprintf("%v\n%s", p, firstLines(string(debug.Stack()), 40))})
-		}
 		res.TraceHash, res.Summary = r.s.TraceHash(), r.s.Summary()
 		res.SimNs, res.Events = r.s.NowNs(), r.s.EventsRun()
 		if r.w != nil {
@@ -165,8 +178,44 @@ func Run(opts Options) (res Result) {
 			res.ProducesPrechecked, res.ProducesLoopChecked = stats.ProducesPrechecked, stats.ProducesLoopChecked
 		}
 	}()
-	r.execute(bugs)
+	r.simulate(bugs)
+	r.checkHistory()
 	return res
+}
+
+// simulate runs the seed until it finishes or halts; a panic anywhere in
+// the run halts it as a violation.
+func (r *run) simulate(bugs Bugs) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.res.Violations = append(r.res.Violations, models.Violation{Check: "panic",
+				Detail: fmt.Sprintf("%v\n%s", p, firstLines(string(debug.Stack()), 40))})
+			if r.res.Halt == "" {
+				r.res.Halt = "panic"
+			}
+		}
+	}()
+	r.execute(bugs)
+}
+
+// checkHistory runs the checkers over what the run recorded, whether it
+// finished or halted (then on the history so far: what clients were told
+// before a stall must hold all the same), and writes the visualizations
+// when something failed. A checker's panic is a violation.
+func (r *run) checkHistory() {
+	if r.w == nil {
+		return // halted before the clients existed
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.res.Violations = append(r.res.Violations, models.Violation{Check: "panic",
+				Detail: fmt.Sprintf("in the checkers: %v\n%s", p, firstLines(string(debug.Stack()), 40))})
+		}
+	}()
+	r.check()
+	if len(r.res.Violations) > 0 && r.opts.HTMLDir != "" {
+		r.res.HTML = append(r.res.HTML, r.visualize(r.w.History())...)
+	}
 }
 
 func firstLines(s string, n int) string {
@@ -179,12 +228,21 @@ func firstLines(s string, n int) string {
 
 func (r *run) violate(check, detail string) {
 	r.res.Violations = append(r.res.Violations, models.Violation{Check: check, Detail: detail})
+	if r.res.Halt == "" {
+		r.res.Halt = check
+	}
 	r.s.Halt(check + ": " + detail)
 }
 
 // followerFetchOneIn: one consumer fetch in this many goes to a follower
 // (KIP-392), so that the followers' read path runs under faults too.
 const followerFetchOneIn = 4
+
+// listOffsetsIntervalNs is the mean time between two rounds of the lag
+// monitor's ListOffsets (workload.Config.ListOffsetsIntervalNs): often
+// enough to catch a new leader in the window before it commits in its
+// epoch.
+const listOffsetsIntervalNs = 250e6
 
 func (r *run) execute(bugs Bugs) {
 	streams := sched.NewStreams(r.opts.Seed)
@@ -212,7 +270,8 @@ func (r *run) execute(bugs Bugs) {
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
-		Forger: c.forgerConfig(streams.Get("workload/forger")),
+		Forger:                c.forgerConfig(streams.Get("workload/forger")),
+		ListOffsetsIntervalNs: listOffsetsIntervalNs, ListOffsetsRand: streams.Get("workload/list-offsets"),
 	}
 	hostileWorkload(&wcfg, r.shape)
 	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), wcfg)
@@ -221,6 +280,7 @@ func (r *run) execute(bugs Bugs) {
 		return
 	}
 	r.tps = r.w.Partitions()
+	c.watch(r.tps)
 	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s %s", r.shape.Name, r.opts.Bug, r.f, c.Security, r.w.Describe())
 	healDelayNs := sched.Int64Between(streams.Get("faults/heal"), r.shape.FaultPhaseNs/2, r.shape.FaultPhaseNs)
 	setupDone := false
@@ -240,12 +300,6 @@ func (r *run) execute(bugs Bugs) {
 		if !r.s.Step() {
 			r.violate("liveness", "the event queue ran dry")
 		}
-	}
-	if r.s.Halted() == "" {
-		r.check()
-	}
-	if len(r.res.Violations) > 0 && r.opts.HTMLDir != "" {
-		r.res.HTML = r.visualize(r.w.History())
 	}
 }
 
@@ -271,9 +325,32 @@ func (r *run) sampleLeaders() {
 			r.lastSample[k] = smp
 			r.samples = append(r.samples, smp)
 		}
+		r.sampleEpochStarts(n)
 	}
 	if !r.done {
 		r.s.After(leaderSampleNs, r.sampleLeaders)
+	}
+}
+
+// sampleEpochStarts records where the leader epochs n leads start (the HW
+// model takes a leader's answers as committed from there on). An epoch led
+// for less than a sampling period may be missed: its answers are then
+// held to their own epoch only.
+func (r *run) sampleEpochStarts(n *Node) {
+	for _, tp := range r.tps {
+		iv, ok := n.Core.InspectReplica(tp.Topic, tp.Partition)
+		if !ok || !iv.Leader || iv.EpochStartOffset < 0 {
+			continue
+		}
+		k := epochKey{tp, iv.LeaderEpoch}
+		if r.epochStartSeen[k] {
+			continue
+		}
+		if r.epochStartSeen == nil {
+			r.epochStartSeen = map[epochKey]bool{}
+		}
+		r.epochStartSeen[k] = true
+		r.epochStarts = append(r.epochStarts, models.EpochStart{TP: tp, LeaderEpoch: iv.LeaderEpoch, StartOffset: iv.EpochStartOffset})
 	}
 }
 
@@ -424,27 +501,39 @@ func logEnd(rl models.ReplicaLog) int64 {
 	return rl.Batches[len(rl.Batches)-1].LastOffset + 1
 }
 
-// check runs every checker over the finished run.
+// check runs every checker over the run: the history checkers always,
+// the final-state ones once the cluster converged. A loss (Violation.Loss)
+// on a partition over its fault budget is excused and reported; everything
+// else is a violation.
 func (r *run) check() {
 	h := r.w.History()
 	res := r.res
-	res.OverBudget = r.f.budgetExceeded
+	overBudget := map[models.TopicPartition]bool{}
+	for _, tp := range r.f.budgeted {
+		if r.f.budgetExceeded[tp] {
+			overBudget[tp] = true
+			res.OverBudget = append(res.OverBudget, tp)
+		}
+	}
 	var vs []models.Violation
 	regs, _ := models.CheckRegisters(h, models.RegisterOptions{Porcupine: r.opts.Seed%porcupineEverySeeds == 0})
-	if res.OverBudget {
-		res.LostOverBudget += len(regs)
-	} else {
-		vs = append(vs, regs...)
-	}
+	vs = append(vs, regs...)
+	hw, html := models.CheckHighWatermarkOrder(h, models.HWOptions{EpochStarts: r.epochStarts, OverBudget: overBudget,
+		Final: r.final, HTMLDir: r.opts.HTMLDir, Porcupine: r.opts.Seed%porcupineEverySeeds == 0})
+	vs = append(vs, hw...)
+	res.HTML = append(res.HTML, html...)
 	vs = append(vs, models.CheckFetchContiguity(h)...)
 	vs = append(vs, models.CheckDeleteRecords(h)...)
 	vs = append(vs, models.CheckHighWatermarks(h, r.c.restarts)...)
 	vs = append(vs, models.CheckLeaders(r.samples)...)
 	vs = append(vs, models.CheckMetadataRegisters(r.w.AdminOps(), r.c.alters, 0)...)
-	fin := models.CheckFinal(h, r.final, models.FinalOptions{OverBudget: res.OverBudget,
-		LogStartMayRegress: res.OverBudget || r.shape.SyncEveryBatch})
-	vs = append(vs, fin.Violations...)
-	res.LostOverBudget += fin.LostOverBudget
+	if r.final != nil {
+		mayRegress := map[models.TopicPartition]bool{}
+		for _, tp := range r.tps {
+			mayRegress[tp] = overBudget[tp] || r.shape.SyncEveryBatch
+		}
+		vs = append(vs, models.CheckFinal(h, r.final, models.FinalOptions{LogStartMayRegress: mayRegress, Held: r.c.held})...)
+	}
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
 	vs = append(vs, r.checkHostile()...)
@@ -454,7 +543,30 @@ func (r *run) check() {
 	if n := r.c.Net.Stats().MalformedFrames; n > 0 {
 		vs = append(vs, models.Violation{Check: "wire", Detail: fmt.Sprintf("%d malformed frames", n)})
 	}
-	res.Violations = append(res.Violations, vs...)
+	for _, why := range r.f.controlledShutdownFailures {
+		vs = append(vs, models.Violation{Check: "controlled-shutdown", Detail: why})
+	}
+	violations, excused := excuseOverBudget(vs, overBudget)
+	res.Violations = append(res.Violations, violations...)
+	res.Excused = append(res.Excused, excused...)
+}
+
+// excuseOverBudget splits vs into the violations and the losses the fault
+// budget excuses: a loss (Violation.Loss) on a partition over its budget,
+// for a group's commits its coordinator's offsets partition.
+func excuseOverBudget(vs []models.Violation, overBudget map[models.TopicPartition]bool) (violations, excused []models.Violation) {
+	for _, v := range vs {
+		tp := v.TP
+		if v.Group != "" {
+			tp = models.TopicPartition{Topic: offsetsTopic, Partition: group.PartitionFor(v.Group, offsetsTopicPartitions)}
+		}
+		if v.Loss && overBudget[tp] {
+			excused = append(excused, v)
+			continue
+		}
+		violations = append(violations, v)
+	}
+	return violations, excused
 }
 
 // visualize writes the Porcupine visualization of each partition named by

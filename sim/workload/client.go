@@ -39,6 +39,9 @@ type client struct {
 	leaders         map[models.TopicPartition]leaderInfo
 	metadataPending bool
 	metadataWaiters []func()
+	// rand, if set, is the client's own stream; otherwise it draws from
+	// the workload's.
+	rand *rand.Rand
 }
 
 func (w *Workload) newClient(name string) *client {
@@ -68,7 +71,12 @@ func (c *client) reset() {
 // clientTraceIDBase numbers clients in the trace, above any node.id.
 const clientTraceIDBase = 1000
 
-func (c *client) r() *rand.Rand { return c.w.r }
+func (c *client) r() *rand.Rand {
+	if c.rand != nil {
+		return c.rand
+	}
+	return c.w.r
+}
 
 func (c *client) brokerIndex(id int32) int {
 	for i, b := range c.w.cfg.Brokers {

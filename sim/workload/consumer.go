@@ -211,7 +211,8 @@ func decodeRecords(b []byte, fromOffset int64) ([]models.Record, error) {
 }
 
 // DecodeBatchRecords decodes the records of an uncompressed batch: their
-// offsets and values. The harness uses it to read replicas' logs.
+// offsets, values and the batch's leader epoch. The harness uses it to read
+// replicas' logs.
 func DecodeBatchRecords(rb kmsg.RecordBatch) ([]models.Record, error) {
 	out := make([]models.Record, 0, rb.NumRecords)
 	raw := rb.Records
@@ -224,7 +225,8 @@ func DecodeBatchRecords(rb kmsg.RecordBatch) ([]models.Record, error) {
 		if err := rec.ReadFrom(raw[:n+int(length)]); err != nil {
 			return out, fmt.Errorf("batch at %d: record %d: %w", rb.FirstOffset, i, err)
 		}
-		out = append(out, models.Record{Offset: rb.FirstOffset + int64(rec.OffsetDelta), Value: string(rec.Value)})
+		out = append(out, models.Record{Offset: rb.FirstOffset + int64(rec.OffsetDelta), Value: string(rec.Value),
+			LeaderEpoch: rb.PartitionLeaderEpoch})
 		raw = raw[n+int(length):]
 	}
 	return out, nil

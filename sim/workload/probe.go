@@ -67,8 +67,8 @@ type LeaderView struct {
 
 // ProbeHighWatermarks asks each partition's leader (fresh metadata first)
 // for its high watermark with ListOffsets (timestamp -1, latest: the HW,
-// which is also the LSO without transactions), and calls done with the
-// answers, indexed like Partitions. (A fetch at offset 0 would be out of
+// which is also the LSO without transactions), records the answers like
+// the monitor's, and calls done with them, indexed like Partitions. (A fetch at offset 0 would be out of
 // range once DeleteRecords moved the log start.)
 func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
 	tps := w.Partitions()
@@ -85,12 +85,11 @@ func (w *Workload) ProbeHighWatermarks(done func([]LeaderView)) {
 				continue
 			}
 			req := listOffsetsRequest(tp, li.epoch, -1)
+			callNs := w.s.NowNs()
 			w.admin.send(li.leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
-				if err == nil {
-					r := resp.(*kmsg.ListOffsetsResponse)
-					if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 && r.Topics[0].Partitions[0].ErrorCode == 0 {
-						views[i] = LeaderView{Leader: li.leader, LeaderEpoch: li.epoch, HighWatermark: r.Topics[0].Partitions[0].Offset, OK: true}
-					}
+				if code, offset := listOffsetsAnswer(resp, err); code == 0 {
+					views[i] = LeaderView{Leader: li.leader, LeaderEpoch: li.epoch, HighWatermark: offset, OK: true}
+					w.recordListOffsets(w.admin, tp, li, callNs, offset)
 				}
 				remaining--
 				if remaining == 0 {

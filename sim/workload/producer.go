@@ -160,7 +160,7 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 
 	op := models.Produce{Client: c.index, TP: tp, Acks: acks, Values: values, CallNs: w.s.NowNs(), ReturnNs: models.NeverReturnedNs}
 	if seq != nil {
-		op.CallNs = seq.firstCallNs
+		op.CallNs, op.Idempotent = seq.firstCallNs, true
 	}
 	w.outstanding++
 	c.send(leader, req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {

@@ -72,6 +72,11 @@ type Config struct {
 	HostileConnsPerBroker int
 	HostileFrameBytes     int32
 	HostileBackoffNs      int64
+	// ListOffsetsIntervalNs is the mean time between two rounds of the lag
+	// monitor (monitor.go), which asks every partition's leader for its
+	// latest offset; 0: no monitor. ListOffsetsRand is its own stream.
+	ListOffsetsIntervalNs int64
+	ListOffsetsRand       *rand.Rand
 }
 
 func (c Config) validate() error {
@@ -101,6 +106,8 @@ func (c Config) validate() error {
 	case c.HostileClients < 0 || (c.HostileClients > 0 && (c.HostileConnsPerBroker < 1 || c.HostileFrameBytes < 8 || c.HostileBackoffNs <= 0)):
 		return fmt.Errorf("workload: %d hostile clients with %d connections per broker, frames of %d bytes, backoff %d ns",
 			c.HostileClients, c.HostileConnsPerBroker, c.HostileFrameBytes, c.HostileBackoffNs)
+	case c.ListOffsetsIntervalNs < 0 || (c.ListOffsetsIntervalNs > 0 && c.ListOffsetsRand == nil):
+		return fmt.Errorf("workload: ListOffsetsIntervalNs %d needs a ListOffsetsRand and must not be negative", c.ListOffsetsIntervalNs)
 	}
 	return nil
 }
@@ -125,6 +132,11 @@ type Workload struct {
 	deleter *client
 	// forger forges control-plane requests; nil in a run without.
 	forger *forger
+	// monitor asks for the partitions' latest offsets (monitor.go); nil
+	// in a run without. monitorAsking says, by partition, that its
+	// request is out.
+	monitor       *client
+	monitorAsking []bool
 	// observedHW is the highest HW a fetch of each partition returned;
 	// deleteFloor the highest offset a DeleteRecords asked for.
 	observedHW  map[models.TopicPartition]int64
@@ -137,6 +149,9 @@ type Workload struct {
 	// followerRetriesOnLeader those retried on the leader after an
 	// OFFSET_OUT_OF_RANGE (fetchFromReplica).
 	followerFetches, followerFetchesRead, followerRetriesOnLeader int
+	// offsetsNotAvailable counts the monitor's OFFSET_NOT_AVAILABLE
+	// answers (a new leader's HW behind its epoch's start, KIP-207).
+	offsetsNotAvailable int
 	// groups names the consumer groups.
 	groups []string
 
@@ -214,6 +229,12 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	for range cfg.HostileClients {
 		w.hostiles = append(w.hostiles, w.newHostile())
 	}
+	// Last, so that the other clients keep their indices (and record
+	// values) whether or not the run has a monitor.
+	if cfg.ListOffsetsIntervalNs > 0 {
+		w.monitor = w.newClient("monitor")
+		w.monitor.rand = cfg.ListOffsetsRand
+	}
 	return w, nil
 }
 
@@ -242,6 +263,7 @@ func (w *Workload) Start(ready func()) {
 		for _, h := range w.hostiles {
 			h.start()
 		}
+		w.startMonitor()
 		ready()
 	})
 }
@@ -313,6 +335,9 @@ func (w *Workload) Stats() string {
 		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader)
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
+	}
+	if w.monitor != nil {
+		s += fmt.Sprintf(" list_offsets=%d offsets_not_available=%d", len(w.history.ListOffsets), w.offsetsNotAvailable)
 	}
 	if w.deleter != nil {
 		completed := 0
