@@ -410,15 +410,22 @@ func epochHistories(tp TopicPartition, sources []hwSource, overBudget bool) map[
 // any later leader holding it acknowledges: that one bounds later epochs
 // only (hwSource.laterOnly).
 func ackEpochs(h History, final map[TopicPartition]PartitionFinal) map[int]int32 {
-	want := map[registerKey]int{}
+	// want holds, per partition, the acknowledged produces by base offset
+	// (index+1, 0 for none): every fetched record is looked up.
+	want := map[TopicPartition]*partitionAcks{}
 	for i, p := range h.Produces {
 		if p.Acks == -1 && p.Acked && len(p.Values) > 0 {
-			want[registerKey{p.TP, p.BaseOffset}] = i
+			pa := want[p.TP]
+			if pa == nil {
+				pa = &partitionAcks{}
+				want[p.TP] = pa
+			}
+			pa.set(p.BaseOffset, i)
 		}
 	}
 	out := map[int]int32{}
-	found := func(tp TopicPartition, r Record) {
-		i, ok := want[registerKey{tp, r.Offset}]
+	found := func(pa *partitionAcks, r Record) {
+		i, ok := pa.get(r.Offset)
 		if !ok || h.Produces[i].Values[0] != r.Value {
 			return
 		}
@@ -427,20 +434,59 @@ func ackEpochs(h History, final map[TopicPartition]PartitionFinal) map[int]int32
 		}
 	}
 	for _, f := range h.Fetches {
+		pa := want[f.TP]
+		if pa == nil {
+			continue
+		}
 		for _, r := range f.Records {
-			found(f.TP, r)
+			found(pa, r)
 		}
 	}
 	for tp, pf := range final { // order-independent: first finding per produce wins, all agree
+		pa := want[tp]
+		if pa == nil {
+			continue
+		}
 		for _, rl := range pf.Replicas {
 			for _, b := range rl.Batches {
 				for _, r := range b.Records {
-					found(tp, r)
+					found(pa, r)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// partitionAcks indexes one partition's acknowledged produces by base
+// offset: a slice (logs in a run start at 0 and stay short), a map beyond.
+type partitionAcks struct {
+	dense  []int // produce index + 1; 0 for none
+	sparse map[int64]int
+}
+
+func (pa *partitionAcks) set(offset int64, i int) {
+	if offset >= 0 && offset < denseOffsetsMax {
+		if offset >= int64(len(pa.dense)) {
+			grown := make([]int, min(max(offset+1, 2*int64(len(pa.dense)), 1024), denseOffsetsMax))
+			copy(grown, pa.dense)
+			pa.dense = grown
+		}
+		pa.dense[offset] = i + 1
+		return
+	}
+	if pa.sparse == nil {
+		pa.sparse = map[int64]int{}
+	}
+	pa.sparse[offset] = i + 1
+}
+
+func (pa *partitionAcks) get(offset int64) (int, bool) {
+	if offset >= 0 && offset < int64(len(pa.dense)) {
+		return pa.dense[offset] - 1, pa.dense[offset] != 0
+	}
+	i, ok := pa.sparse[offset]
+	return i - 1, ok
 }
 
 // decideHW decides one (partition, epoch) history of the HW model exactly

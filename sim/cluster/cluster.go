@@ -161,6 +161,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
 		proc.OnCrash(func() {
+			c.keepBelowLogStart(node)
 			what := node.Disk.Crash(crashStream, node.nextCrash)
 			s.Trace(sched.Record{Kind: "disk.crash", Node: node.ID, A: int64(node.nextCrash), B: int64(len(what))})
 			if node.nextCrash != memdisk.CrashKeepAll {

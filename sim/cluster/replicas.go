@@ -187,19 +187,51 @@ func (c *Cluster) watch(tps []models.TopicPartition) {
 // is about to delete (retention below the log start, DeleteRecords, a
 // follower restarting at the leader's log start, recovery dropping
 // segments below the log start): the acknowledged records it held there
-// are then known present up to their deletion (models.HeldRecords). The
-// records are read as stored, up to the first batch that does not parse.
+// are then known present up to their deletion (models.HeldRecords).
 func (c *Cluster) keepRemoved(n *Node, path string) {
 	dir, name, found := strings.Cut(path, "/")
 	tp, watched := c.watched[dir]
 	if !found || !watched || strings.Contains(name, "/") || !strings.HasSuffix(name, ".log") {
 		return
 	}
-	data, err := n.Disk.ReadFile(path)
-	if err != nil {
+	if data, err := n.Disk.ReadFile(path); err == nil {
+		keepRecords(c.held[tp], data, -1)
+	}
+}
+
+// keepBelowLogStart records, as n crashes, what its replicas still store
+// below their log start offsets: DeleteRecords deleted those records, but
+// their segments stay until retention removes them, and a power loss may
+// take them first (never synced), after which no replica holds them. They
+// were held up to their deletion all the same.
+func (c *Cluster) keepBelowLogStart(n *Node) {
+	if n.Core == nil {
 		return
 	}
-	held := c.held[tp]
+	for dir, tp := range c.watched { // order-independent: each partition's records go to its own set
+		iv, ok := n.Core.InspectReplica(tp.Topic, tp.Partition)
+		if !ok {
+			continue
+		}
+		names, err := n.Disk.List(dir)
+		if err != nil {
+			continue
+		}
+		for _, name := range names {
+			if !strings.HasSuffix(name, ".log") {
+				continue
+			}
+			if data, err := n.Disk.ReadFile(dir + "/" + name); err == nil {
+				keepRecords(c.held[tp], data, iv.LogStartOffset)
+			}
+		}
+	}
+}
+
+// keepRecords adds to held the records of a segment's data below
+// belowOffset (every record if it is negative), read as stored, up to the
+// first batch that does not parse.
+func keepRecords(held *models.HeldRecords, data []byte, belowOffset int64) {
 	for pos := 0; pos < len(data); {
 		h, err := batch.ParseHeader(data[pos:])
 		size := int(h.Length) + 12
@@ -210,12 +242,17 @@ func (c *Cluster) keepRemoved(n *Node, path string) {
 		if err := rb.ReadFrom(data[pos : pos+size]); err != nil {
 			return
 		}
+		if belowOffset >= 0 && h.BaseOffset >= belowOffset {
+			return
+		}
 		records, err := workload.DecodeBatchRecords(rb)
 		if err != nil {
 			return
 		}
 		for _, r := range records {
-			held.Add(r.Offset, r.Value)
+			if belowOffset < 0 || r.Offset < belowOffset {
+				held.Add(r.Offset, r.Value)
+			}
 		}
 		pos += size
 	}
