@@ -547,16 +547,19 @@ const (
 // broker is restarted the hard way.
 const cleanRestartWaitNs = 10e9
 
-// cleanRestart restarts n the way an operator would after a disk fault: a
-// controlled shutdown (leadership moves away, logs flushed, clean-shutdown
-// marker written), then a process restart that keeps the page cache. If
-// the shutdown does not finish in time or Close fails, the restart is
-// unclean. That is expected of a broker whose disk failed something (its
-// log or metadata log directory went offline: Kafka halts such a broker,
-// which then restarts uncleanly), and the fault was counted against the
-// budget when it was drawn (admitLoss). A broker whose disk failed nothing
-// must shut down cleanly once healed: otherwise it is a violation
-// (controlled-shutdown), never a budget event.
+// cleanRestart restarts n the way an operator would after a disk fault.
+// A broker whose disk failed something (its log or metadata log directory
+// went offline) is one Kafka would have halted: it restarts at once,
+// uncleanly, keeping the page cache; the fault was counted against the
+// budget when it was drawn (admitLoss). Left running until a controlled
+// shutdown timed out, such brokers kept their dead voters out of the
+// controller quorum, and a healthy broker's controlled shutdown then
+// waited for a controller that could not form (mixed seed 122). A broker
+// whose disk failed nothing shuts down through a controlled shutdown
+// (leadership moves away, logs flushed, clean-shutdown marker written),
+// then restarts keeping the page cache; if that does not finish in time,
+// or Close fails, it is a violation (controlled-shutdown), never a budget
+// event.
 func (f *faults) cleanRestart(n *Node) {
 	c := f.c
 	incarnation := n.Proc.Incarnation()
@@ -578,6 +581,10 @@ func (f *faults) cleanRestart(n *Node) {
 		n.nextCrash = memdisk.CrashKeepAll
 		n.Proc.Crash()
 		c.restart(n)
+	}
+	if n.storageFailed {
+		restart(false, "")
+		return
 	}
 	core := n.Core
 	core.BeginShutdown(func() {
