@@ -62,17 +62,19 @@
 // its disk has no armed fault and failed nothing since it started. Only
 // losses (models.Violation.Loss) on a partition over its budget are
 // excused, and reported; a group's lost commits are its offsets
-// partition's. A broker whose disk failed something may restart
-// uncleanly at heal time (its fault was counted when drawn); one whose
-// disk failed nothing must shut down cleanly ("controlled-shutdown"). The
+// partition's. At heal time a broker whose disk failed something restarts
+// at once, uncleanly, as Kafka's halt leaves it (its fault was counted when
+// drawn); one whose disk failed nothing must shut down cleanly
+// ("controlled-shutdown"). The
 // sync-every-batch shape lets every fault through and still demands that
 // nothing acknowledged is lost.
 //
 // # The liveness phase
 //
 // At a drawn time every fault heals: network, clocks, disks; crashed
-// brokers restart, and brokers whose log directory may have failed are
-// restarted through a controlled shutdown (clean, so they stay eligible).
+// brokers restart; brokers whose disk failed something restart at once,
+// and those whose disk faulted without failing anything are restarted
+// through a controlled shutdown (clean, so they stay eligible).
 // Producers stop shortly after, and a second later the deleter's last
 // DeleteRecords round moves log starts. The quiet check (quiet.go) comes
 // next, before anything else is produced: every settled partition's
