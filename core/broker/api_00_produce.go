@@ -34,7 +34,6 @@ package broker
 // Kafka since 2.x only Metadata does.
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -407,11 +406,7 @@ func recompressed(b []byte, codec batch.Codec, decompressedBytesMax int) ([]byte
 	if err != nil {
 		return nil, fmt.Errorf("recompress to %s: %w", codec, err)
 	}
-	out := make([]byte, 0, batch.HeaderBytes+len(packed))
-	out = append(append(out, b[:batch.HeaderBytes]...), packed...)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-batch.LogOverheadBytes))
-	attributes := h.Attributes&^batch.AttrCodecMask | int16(codec)
-	binary.BigEndian.PutUint16(out[21:], uint16(attributes))
-	binary.BigEndian.PutUint32(out[17:], batch.ComputeCRC(out))
+	h.Attributes = h.Attributes&^batch.AttrCodecMask | int16(codec)
+	out := batch.Assemble(h, packed)
 	return out, nil
 }

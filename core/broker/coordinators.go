@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/batch"
 	"strand/core/env"
 	"strand/core/group"
 	"strand/core/log"
@@ -249,15 +249,14 @@ func (n *Node) scheduleOffsetsExpiry(s *coordinatorSlot) {
 // splitBatches cuts concatenated RecordBatches at their length fields.
 // The log hands out whole batches only, so a short tail is dropped.
 func splitBatches(data []byte) [][]byte {
-	const lengthEnd = 12 // baseOffset int64, batchLength int32
 	var out [][]byte
-	for len(data) >= lengthEnd {
-		size := lengthEnd + int(int32(binary.BigEndian.Uint32(data[8:12])))
-		if size <= lengthEnd || size > len(data) {
+	for len(data) >= batch.HeaderBytes {
+		h, err := batch.ParseHeader(data)
+		if err != nil || h.TotalBytes() <= batch.LogOverheadBytes || h.TotalBytes() > int64(len(data)) {
 			break
 		}
-		out = append(out, data[:size])
-		data = data[size:]
+		out = append(out, data[:h.TotalBytes()])
+		data = data[h.TotalBytes():]
 	}
 	return out
 }
