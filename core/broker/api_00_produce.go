@@ -246,13 +246,12 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 			return code
 		}
 		batch.SetMaxTimestamp(stored, limits.TimestampType, info.MaxTimestamp)
-		segments := p.log.SegmentCount()
 		// CheckProduced or Finish verified the CRC, recompressed computes
 		// its own, and SetMaxTimestamp recomputes it if it changes the batch.
 		if res, err = p.log.AppendCheckedAsLeader(stored, epoch, limits.NowMs); err != nil {
 			return errorCodeOf(err)
 		}
-		if p.log.SegmentCount() != segments {
+		if res.Rolled {
 			// A roll: snapshot the state as it was before this batch, at
 			// the new segment's base offset, as Kafka does.
 			p.snapshots.Take(p.producers, nil)

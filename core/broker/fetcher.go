@@ -484,8 +484,8 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 //
 // Any other misplaced batch is an error, as before.
 func (n *Node) appendAsFollower(p *partition, records []byte) error {
-	segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
-	_, err := p.log.AppendAsFollower(records, n.wallMs())
+	leo := p.log.LogEndOffset()
+	res, err := p.log.AppendAsFollower(records, n.wallMs())
 	if errors.Is(err, log.ErrUnexpectedOffset) {
 		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
 			if h.BaseOffset > p.log.LogStartOffset() {
@@ -496,13 +496,13 @@ func (n *Node) appendAsFollower(p *partition, records []byte) error {
 				err = n.restartFollowerLogAt(p, h.BaseOffset)
 			}
 			if err == nil {
-				segments, leo = p.log.SegmentCount(), p.log.LogEndOffset()
-				_, err = p.log.AppendAsFollower(records, n.wallMs())
+				leo = p.log.LogEndOffset()
+				res, err = p.log.AppendAsFollower(records, n.wallMs())
 			}
 		}
 	}
 	if err == nil {
-		n.followerProducersAppended(p, segments, appendedBatches(p.log, records, leo))
+		n.followerProducersAppended(p, res.Rolled, appendedBatches(p.log, records, leo))
 	}
 	return err
 }
@@ -562,7 +562,7 @@ func followerActionName(kind replica.FollowerActionKind) string {
 // followerProducersAppended applies the batches a follower just appended to
 // its producer state (CatchUp, reading them with read), and snapshots the
 // state when the append rolled a segment, as the leader does.
-func (n *Node) followerProducersAppended(p *partition, segmentsBefore int, read producer.BatchReader) {
+func (n *Node) followerProducersAppended(p *partition, rolled bool, read producer.BatchReader) {
 	if p.producers == nil {
 		return // reloaded, with these batches, by the next syncProducers
 	}
@@ -570,7 +570,7 @@ func (n *Node) followerProducersAppended(p *partition, segmentsBefore int, read 
 		p.producers = nil
 		return
 	}
-	if p.log.SegmentCount() != segmentsBefore {
+	if rolled {
 		p.snapshots.Take(p.producers, nil)
 	}
 }
