@@ -59,8 +59,8 @@ func (n *Node) startController(disk env.Disk) error {
 
 // randInt63n draws the quorum's election jitter from the node's id source,
 // the environment's seeded randomness (core/ has no other).
-func (n *Node) randInt63n(limit int64) int64 {
-	id := n.newID()
+func (e *nodeEnv) randInt63n(limit int64) int64 {
+	id := e.newID()
 	x := binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])
 	// splitmix64's finalizer: ids that differ in a few bits spread out.
 	x ^= x >> 30

@@ -128,9 +128,12 @@ const (
 	decompressedBytesMaxFloor = 16 << 20
 )
 
-// Node is one Strand process: broker, controller, or both.
-// All methods run on the node's event loop (core/env's contract).
-type Node struct {
+// nodeEnv is what every part of a node shares: its configuration and
+// identity, and the environment's handles (core/env), through which alone
+// the node reaches time, the network and its disks. Node holds it, and each
+// of the node's parts (partitionManager, metadataFollower, controllerRole,
+// groupCoordinators) points to the same one.
+type nodeEnv struct {
 	cfg         Config
 	id          int32
 	clock       env.Clock
@@ -138,6 +141,12 @@ type Node struct {
 	disks       []env.Disk
 	newID       IDSource
 	incarnation [16]byte
+}
+
+// Node is one Strand process: broker, controller, or both.
+// All methods run on the node's event loop (core/env's contract).
+type Node struct {
+	nodeEnv
 	// listenerKinds gives each of the node's listeners its kind, and
 	// advertised each kind its ApiVersions table (api_table.go). Fixed at
 	// New: PrecheckRequest reads listenerKinds on connection goroutines.
@@ -248,13 +257,15 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		return nil, errors.New("broker: no id source")
 	}
 	n := &Node{
-		cfg:           cfg,
-		id:            int32(b.NodeID),
-		clock:         clock,
-		net:           net,
-		disks:         disks,
-		newID:         ids,
-		incarnation:   ids(),
+		nodeEnv: nodeEnv{
+			cfg:         cfg,
+			id:          int32(b.NodeID),
+			clock:       clock,
+			net:         net,
+			disks:       disks,
+			newID:       ids,
+			incarnation: ids(),
+		},
 		listenerKinds: listenerKindsByName(b),
 		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
 		logConfig:     logConfigOf(b.TopicDefaults()),
@@ -396,14 +407,14 @@ func (n *Node) HandleClosed(conn env.ConnID) {
 
 // nowMs is monotonic time in milliseconds: what timeouts, lag and
 // deadlines are measured in.
-func (n *Node) nowMs() int64 { return n.clock.MonotonicNs() / 1e6 }
+func (e *nodeEnv) nowMs() int64 { return e.clock.MonotonicNs() / 1e6 }
 
 // wallMs is the wall clock: what record timestamps and retention use.
-func (n *Node) wallMs() int64 { return n.clock.WallMs() }
+func (e *nodeEnv) wallMs() int64 { return e.clock.WallMs() }
 
 // after runs fire once delayMs of monotonic time has passed.
-func (n *Node) after(delayMs int64, fire func()) env.Timer {
-	return n.clock.SetTimer(delayMs*1e6, fire)
+func (e *nodeEnv) after(delayMs int64, fire func()) env.Timer {
+	return e.clock.SetTimer(delayMs*1e6, fire)
 }
 
 func lowestVoter(voters []config.Voter) int32 {
