@@ -139,7 +139,7 @@ func (n *Node) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int3
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
 		brokers = append(brokers, mb)
-		if controllerID == -1 || id == n.controllerTarget() {
+		if controllerID == -1 || id == n.controllerRole.controllerTarget() {
 			controllerID = id
 		}
 	}
@@ -202,5 +202,5 @@ func (n *Node) autoCreate(names []string) {
 		t.Topic, t.NumPartitions, t.ReplicationFactor = name, -1, -1
 		req.Topics = append(req.Topics, t)
 	}
-	n.toController(req, func(kmsg.Response, error) {})
+	n.controllerRole.toController(req, func(kmsg.Response, error) {})
 }

@@ -84,7 +84,7 @@ func (n *Node) maybeRequestProducerIDs() {
 	n.producerIDRequestInFlight = true
 	req := kmsg.NewPtrAllocateProducerIDsRequest()
 	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
-	n.toController(req, func(r kmsg.Response, err error) {
+	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		n.producerIDRequestInFlight = false
 		resp, _ := r.(*kmsg.AllocateProducerIDsResponse)
 		switch {

@@ -26,7 +26,7 @@ func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionReques
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
 	proposal := ap.ProposalID
-	n.toController(req, func(r kmsg.Response, err error) {
+	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		answer := replica.AlterPartitionResponse{ProposalID: proposal, Error: kerr.NetworkException.Code}
 		if err == nil {
 			resp := r.(*kmsg.AlterPartitionResponse)

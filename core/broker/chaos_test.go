@@ -99,7 +99,7 @@ func chaosRun(t *testing.T, seed uint64) {
 		// restarted uncleanly), in which core/controller leaves the
 		// partition without a leader.
 		MayCrash: func(int) bool {
-			im := c.nodes[1].node.ctrl.Image()
+			im := c.nodes[1].node.controllerRole.ctrl.Image()
 			s, _ := im.PartitionByName("r", 0)
 			for id := int32(2); id <= 4; id++ {
 				b, _ := im.Broker(id)
@@ -158,7 +158,7 @@ func chaosRun(t *testing.T, seed uint64) {
 
 	leader := c.leaderOf("r", 0)
 	if leader < 2 {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		ps, _ := im.PartitionByName("r", 0)
 		var brokers []string
 		for _, id := range im.BrokerIDs() {
@@ -221,7 +221,7 @@ func tracePartition(t *testing.T, c *cluster) {
 	last := ""
 	var poll func()
 	poll = func() {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		ps, _ := im.PartitionByName("r", 0)
 		state := fmt.Sprintf("%+v", ps)
 		for _, id := range im.BrokerIDs() {

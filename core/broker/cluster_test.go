@@ -79,7 +79,7 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	tn := c.nodes[3]
 	tn.proc.Crash()
 	c.waitFor("follower fenced out of the ISR", 20000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 2
 	})
 	c.waitFor("leader learns the ISR", 5000, func() bool {
@@ -97,7 +97,7 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("follower back in the ISR", 30000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 3
 	})
 	p := tn.node.partitions[partitionKey{"r", 0}]

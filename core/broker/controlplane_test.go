@@ -72,7 +72,7 @@ func (c *cluster) fakeRegistration(fakeID int32) *kmsg.BrokerRegistrationRequest
 // forgedShutdown is a heartbeat in broker id's name, with its real epoch,
 // asking for a controlled shutdown.
 func (c *cluster) forgedShutdown(id int32) *kmsg.BrokerHeartbeatRequest {
-	b, ok := c.nodes[1].node.ctrl.Image().Broker(id)
+	b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(id)
 	if !ok {
 		c.t.Fatalf("broker %d not registered", id)
 	}
@@ -85,7 +85,7 @@ func (c *cluster) forgedShutdown(id int32) *kmsg.BrokerHeartbeatRequest {
 // forgedShrink is an AlterPartition in the name of topic's leader,
 // with its epochs, shrinking the ISR to the leader alone.
 func (c *cluster) forgedShrink(topic string) *kmsg.AlterPartitionRequest {
-	im := c.nodes[1].node.ctrl.Image()
+	im := c.nodes[1].node.controllerRole.ctrl.Image()
 	s, ok := im.PartitionByName(topic, 0)
 	if !ok {
 		c.t.Fatalf("no partition %s-0", topic)
@@ -142,7 +142,7 @@ type controlPlaneState struct {
 }
 
 func (c *cluster) controlPlaneState(topic string) controlPlaneState {
-	im := c.nodes[1].node.ctrl.Image()
+	im := c.nodes[1].node.controllerRole.ctrl.Image()
 	st := controlPlaneState{brokers: im.BrokerIDs(), raftEpoch: c.nodes[1].node.QuorumRaft().Epoch()}
 	for _, id := range st.brokers {
 		if b, _ := im.Broker(id); b.InControlledShutdown {

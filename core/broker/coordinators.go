@@ -292,7 +292,7 @@ func (n *Node) ensureOffsetsTopic() {
 		t.Configs = append(t.Configs, c)
 	}
 	req.Topics = append(req.Topics, t)
-	n.toController(req, func(kmsg.Response, error) { n.offsetsTopicCreating = false })
+	n.controllerRole.toController(req, func(kmsg.Response, error) { n.offsetsTopicCreating = false })
 }
 
 // groupFanout is a request naming several groups on its way to their

@@ -56,7 +56,7 @@ func TestCreateLogFailureFencesTheBrokerAndMovesLeadership(t *testing.T) {
 		t.Fatalf("create fresh: %v", kerr.ErrorForCode(code))
 	}
 	c.waitFor("broker 3, which cannot create fresh's logs, fenced", 10000, func() bool {
-		b, ok := c.nodes[1].node.ctrl.Image().Broker(3)
+		b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(3)
 		return ok && b.Fenced
 	})
 	if err := tn.node.managers[0].Err(); err == nil {

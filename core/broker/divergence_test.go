@@ -51,7 +51,7 @@ func TestStaleLeaderTruncatesOnDivergingEpoch(t *testing.T) {
 		return old.replica.Role() == replica.RoleFollower && old.log.LogEndOffset() == 2
 	})
 	c.waitFor("old leader back in the ISR", 30000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 3
 	})
 	if r := c.produce(leader, "r", 0, -1, recordBatch("later")); r.ErrorCode != 0 {

@@ -79,7 +79,7 @@ func TestFlushEveryMessageSurvivesTotalPowerLoss(t *testing.T) {
 			// The new leader's HW moves once the ISR is back to
 			// min.insync.replicas.
 			c.waitFor("ISR of two", 60000, func() bool {
-				s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("f", 0)
+				s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("f", 0)
 				return len(s.ISR) >= 2
 			})
 			c.run(2000)

@@ -266,7 +266,7 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 // leaderOf returns the leader of a partition as the controller's
 // committed image says.
 func (c *cluster) leaderOf(topic string, p int32) int32 {
-	s, ok := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
+	s, ok := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName(topic, p)
 	if !ok {
 		c.t.Fatalf("no partition %s-%d", topic, p)
 	}
@@ -276,7 +276,7 @@ func (c *cluster) leaderOf(topic string, p int32) int32 {
 // leaderEpochOf returns a partition's leader epoch as the controller's
 // committed image says.
 func (c *cluster) leaderEpochOf(topic string, p int32) int32 {
-	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
+	s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName(topic, p)
 	return s.LeaderEpoch
 }
 
@@ -284,7 +284,7 @@ func (c *cluster) leaderEpochOf(topic string, p int32) int32 {
 func (c *cluster) waitRegistered() {
 	c.t.Helper()
 	c.waitFor("brokers unfenced", 10000, func() bool {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		for id, tn := range c.nodes {
 			if !tn.cfg.Broker.Roles.Broker {
 				continue

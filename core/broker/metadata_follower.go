@@ -62,7 +62,7 @@ func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 // to 1 s (Kafka goes on to half the session timeout, which would make a
 // restarted broker wait up to 4.5 s past its old session's expiry).
 func (n *Node) register() {
-	n.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
+	n.controllerRole.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
 		if err != nil || r.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
 			n.registerBackoffMs = min(max(2*n.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
 			n.after(n.registerBackoffMs, n.register)
@@ -89,7 +89,7 @@ func (n *Node) heartbeat() {
 	req.WantShutdown = n.shutdownDone != nil
 	n.heartbeatSeq++
 	seq := n.heartbeatSeq
-	n.toController(req, func(r kmsg.Response, err error) {
+	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		if n.brokerEpoch != epoch || n.heartbeatSeq != seq {
 			return // superseded by a newer heartbeat or registration
 		}
@@ -160,7 +160,7 @@ func (n *Node) fetchMetadata() {
 	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	n.toController(req, func(r kmsg.Response, err error) {
+	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
 			if !f.inFlight { // unless a snapshot fetch took over
@@ -190,7 +190,7 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 	t := kmsg.NewFetchSnapshotRequestTopic()
 	t.Topic, t.Partitions = controller.MetadataTopic, []kmsg.FetchSnapshotRequestTopicPartition{p}
 	req.Topics = []kmsg.FetchSnapshotRequestTopic{t}
-	n.toController(req, func(r kmsg.Response, err error) {
+	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		f.inFlight = false
 		resp, _ := r.(*kmsg.FetchSnapshotResponse)
 		if err != nil || resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {

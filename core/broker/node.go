@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/config"
-	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/group"
 	"strand/core/log"
@@ -170,13 +169,10 @@ type Node struct {
 	// time it takes. Tests read it.
 	loopRecompressions int64
 
-	// controllerID is the voter this node believes is the active
-	// controller, starting at the lowest (controller_role.go, toController).
-	controllerID int32
-	// ctrl is the controller role (core/controller) when process.roles
-	// includes controller; quorumNode is its Raft voter (core/quorum).
-	ctrl       *controller.Controller
-	quorumNode *quorum.Node
+	// controllerRole is the controller side of the node: the metadata
+	// quorum's voter and core/controller with the controller role, and,
+	// on every node, the way to the active controller.
+	controllerRole *controllerRole
 
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
@@ -269,7 +265,6 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		listenerKinds: listenerKindsByName(b),
 		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
 		logConfig:     logConfigOf(b.TopicDefaults()),
-		controllerID:  lowestVoter(b.QuorumVoters),
 		image:         metadata.NewImage(),
 		brokerEpoch:   -1,
 		partitions:    map[partitionKey]*partition{},
@@ -288,11 +283,11 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	if err := n.groupConfig(0, 1).Validate(); err != nil {
 		return nil, fmt.Errorf("broker: group coordinator settings: %w", err)
 	}
-	if b.Roles.Controller {
-		if err := n.startController(disks[0]); err != nil {
-			return nil, err
-		}
+	cr, err := newControllerRole(&n.nodeEnv, disks[0])
+	if err != nil {
+		return nil, err
 	}
+	n.controllerRole = cr
 	if b.Roles.Broker {
 		previous, err := takeCleanShutdown(disks[0])
 		if err != nil {
@@ -390,8 +385,8 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 // HandleClosed forgets the requests parked for conn. Replies to it would be
 // dropped by the Network anyway; parked fetches would only hold memory.
 func (n *Node) HandleClosed(conn env.ConnID) {
-	if n.quorumNode != nil {
-		n.quorumNode.HandleClosed(conn)
+	if q := n.controllerRole.quorumNode; q != nil {
+		q.HandleClosed(conn)
 	}
 	var closed []*fetchWaiter
 	for _, w := range n.fetchWaiters {

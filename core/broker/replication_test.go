@@ -130,7 +130,7 @@ func TestLeaderFailoverWhenFenced(t *testing.T) {
 	// elects another ISR member with a new leader epoch.
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
-	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+	s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 	if s.LeaderEpoch != 1 {
 		t.Fatalf("leader epoch after failover %d, want 1", s.LeaderEpoch)
 	}

@@ -26,7 +26,7 @@ func TestReviewIdleIncrementalFetchesKeepFollowersInISR(t *testing.T) {
 	if got := leader.FetchSessionStats().IncrementalFetches - before; got < 100 {
 		t.Fatalf("node 2 answered %d incremental fetches in 100 s; want at least 100 (idle fetches wait 500 ms)", got)
 	}
-	img := c.nodes[1].node.ctrl.Image()
+	img := c.nodes[1].node.controllerRole.ctrl.Image()
 	for _, topic := range []string{"r", "other", "idle"} {
 		for i := int32(0); ; i++ {
 			s, ok := img.PartitionByName(topic, i)

@@ -124,7 +124,7 @@ func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
 	if len(n.node.managers[0].Partitions()) != 0 {
 		t.Fatal("test premise: the offline directory holds logs")
 	}
-	if b, ok := c.nodes[1].node.ctrl.Image().Broker(4); !ok || !b.Fenced {
+	if b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(4); !ok || !b.Fenced {
 		t.Fatal("broker 4, whose only log directory is offline, is not fenced")
 	}
 

@@ -71,7 +71,7 @@ func (n *Node) AbandonControlledShutdown() bool {
 // must not be used afterwards, and pending timers and callbacks are the
 // environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
-	n.resignQuorum(func() { n.close(done) })
+	n.controllerRole.resignQuorum(func() { n.close(done) })
 }
 
 // close is Close once the quorum has been handed on.
@@ -199,12 +199,7 @@ func (n *Node) closeFiles() error {
 	for _, m := range n.managers {
 		err = errors.Join(err, m.Close())
 	}
-	if n.ctrl != nil {
-		n.ctrl.Close()
-	}
-	if n.quorumNode != nil {
-		n.quorumNode.Stop()
-	}
+	n.controllerRole.close()
 	if err != nil {
 		return fmt.Errorf("broker: close node %d: %w", n.id, err)
 	}

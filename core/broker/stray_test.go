@@ -23,7 +23,7 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 			t.Fatalf("produce to the old r: error %d", r.ErrorCode)
 		}
 	}
-	oldID, _ := c.nodes[1].node.ctrl.Image().TopicByName("r")
+	oldID, _ := c.nodes[1].node.controllerRole.ctrl.Image().TopicByName("r")
 	tn := c.nodes[3]
 	c.waitFor("node 3 has the old records", 5000, func() bool {
 		p := tn.node.partitions[partitionKey{"r", 0}]
@@ -39,8 +39,8 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 		return !r && !other
 	})
 	c.createTopic(1, "r", 1, 3)
-	newID, _ := c.nodes[1].node.ctrl.Image().TopicByName("r")
-	if s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0); !slices.Contains(s.Replicas, 3) || s.Leader == 3 {
+	newID, _ := c.nodes[1].node.controllerRole.ctrl.Image().TopicByName("r")
+	if s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0); !slices.Contains(s.Replicas, 3) || s.Leader == 3 {
 		t.Fatalf("test premise: the new r-0 has replicas %v led by %d; want node 3 a follower", s.Replicas, s.Leader)
 	}
 	for _, v := range []string{"new-0", "new-1"} {
