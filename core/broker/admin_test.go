@@ -95,7 +95,7 @@ func TestDeleteRecordsWaitsForLiveFollowers(t *testing.T) {
 
 	c.nodes[3].proc.Crash()
 	c.waitFor("node 3 fenced", 30000, func() bool {
-		b, _ := c.nodes[2].node.image.Broker(3)
+		b, _ := c.nodes[2].node.meta.image.Broker(3)
 		return b.Fenced
 	})
 	if r := del(3, 10000); r.ErrorCode != 0 || r.LowWatermark != 3 {

@@ -152,7 +152,7 @@ func TestIncrementalAlterConfigsListOperations(t *testing.T) {
 	}
 	// The override keeps the order operations built; DescribeConfigs shows
 	// the parsed policy.
-	override := func() string { return c.nodes[1].node.image.Configs(topicResource("lst"))["cleanup.policy"] }
+	override := func() string { return c.nodes[1].node.meta.image.Configs(topicResource("lst"))["cleanup.policy"] }
 	for _, s := range steps {
 		c.mustAlter(1, "lst", s.op)
 		if got := override(); got != s.want {
@@ -218,7 +218,7 @@ func TestAlterConfigsErrorsNameTheField(t *testing.T) {
 		}
 	}
 	// Nothing above changed the topic.
-	if got := c.nodes[1].node.image.Configs(topicResource("e")); len(got) != 0 {
+	if got := c.nodes[1].node.meta.image.Configs(topicResource("e")); len(got) != 0 {
 		t.Fatalf("failed alters left overrides %v", got)
 	}
 

@@ -305,7 +305,7 @@ func (n *Node) notHostedCode(key partitionKey) int16 {
 	if n.partitionOffline(key) {
 		return kerr.KafkaStorageError.Code
 	}
-	if _, ok := n.image.PartitionByName(key.topic, key.index); ok {
+	if _, ok := n.meta.image.PartitionByName(key.topic, key.index); ok {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code

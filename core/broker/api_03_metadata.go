@@ -46,7 +46,7 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 	resp.ClusterID = &clusterID
 	// All topics: a null list, or in v0 (which has no null) an empty one.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		for _, t := range n.image.Topics() {
+		for _, t := range n.meta.image.Topics() {
 			resp.Topics = append(resp.Topics, n.topicMetadata(t))
 		}
 		n.net.Reply(conn, hdr.CorrelationID, resp)
@@ -130,9 +130,9 @@ func (n *Node) clientListener(hdr env.RequestHeader) string {
 func (n *Node) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int32) {
 	var brokers []kmsg.MetadataResponseBroker
 	controllerID := int32(-1)
-	for _, id := range n.image.BrokerIDs() {
-		b, _ := n.image.Broker(id)
-		e, ok := n.image.BrokerEndpoint(id, listener)
+	for _, id := range n.meta.image.BrokerIDs() {
+		b, _ := n.meta.image.Broker(id)
+		e, ok := n.meta.image.BrokerEndpoint(id, listener)
 		if b.Fenced || !ok {
 			continue
 		}
@@ -160,9 +160,9 @@ func (n *Node) clusterID() string {
 // given (v10+).
 func (n *Node) lookupTopic(rt kmsg.MetadataRequestTopic) (metadata.Topic, bool) {
 	if rt.Topic != nil {
-		return n.image.TopicByName(*rt.Topic)
+		return n.meta.image.TopicByName(*rt.Topic)
 	}
-	return n.image.TopicByID(metadata.TopicID(rt.TopicID))
+	return n.meta.image.TopicByID(metadata.TopicID(rt.TopicID))
 }
 
 func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
@@ -171,7 +171,7 @@ func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic, mt.TopicID = &name, t.ID
 	mt.IsInternal = name == offsetsTopic
 	for p := range t.Partitions {
-		s, ok := n.image.Partition(t.ID, p)
+		s, ok := n.meta.image.Partition(t.ID, p)
 		if !ok {
 			continue
 		}
@@ -179,7 +179,7 @@ func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Partition, mp.Leader, mp.LeaderEpoch = p, s.Leader, s.LeaderEpoch
 		mp.Replicas, mp.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
 		for _, r := range s.Replicas {
-			if b, ok := n.image.Broker(r); !ok || b.Fenced {
+			if b, ok := n.meta.image.Broker(r); !ok || b.Fenced {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}

@@ -72,16 +72,16 @@ func (n *Node) findCoordinator(listener string, keyType int8, key string) kmsg.F
 	default:
 		return failWith(kerr.InvalidRequest, fmt.Sprintf("FindCoordinator: unknown key_type %d (0 is a group, 1 a transaction)", keyType))
 	}
-	if _, ok := n.image.TopicByName(offsetsTopic); !ok {
+	if _, ok := n.meta.image.TopicByName(offsetsTopic); !ok {
 		n.ensureOffsetsTopic()
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	s, ok := n.image.PartitionByName(offsetsTopic, group.PartitionFor(key, n.offsetsPartitions()))
+	s, ok := n.meta.image.PartitionByName(offsetsTopic, group.PartitionFor(key, n.offsetsPartitions()))
 	if !ok || s.Leader < 0 {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	b, ok := n.image.Broker(s.Leader)
-	e, hasEndpoint := n.image.BrokerEndpoint(s.Leader, listener)
+	b, ok := n.meta.image.Broker(s.Leader)
+	e, hasEndpoint := n.meta.image.BrokerEndpoint(s.Leader, listener)
 	if !ok || b.Fenced || !hasEndpoint {
 		return fail(kerr.CoordinatorNotAvailable)
 	}

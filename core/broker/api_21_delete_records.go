@@ -160,6 +160,6 @@ func (n *Node) completeDeleteRecords(p *partition) {
 // such followers hold a DeleteRecords low watermark back (Kafka's
 // metadataCache.hasAliveBroker).
 func (n *Node) brokerAlive(id int32) bool {
-	b, ok := n.image.Broker(id)
+	b, ok := n.meta.image.Broker(id)
 	return ok && !b.Fenced
 }

@@ -77,13 +77,13 @@ func (n *Node) producerIDsRequested() bool { return n.producerIDRequestInFlight 
 // current one used) and this incarnation is registered: the controller
 // checks the broker epoch.
 func (n *Node) maybeRequestProducerIDs() {
-	if n.brokerEpoch < 0 || !n.producerIDs.ShouldRequest(n.nowMs()) {
+	if n.meta.brokerEpoch < 0 || !n.producerIDs.ShouldRequest(n.nowMs()) {
 		return
 	}
 	n.producerIDs.RequestStarted()
 	n.producerIDRequestInFlight = true
 	req := kmsg.NewPtrAllocateProducerIDsRequest()
-	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
+	req.BrokerID, req.BrokerEpoch = n.id, n.meta.brokerEpoch
 	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		n.producerIDRequestInFlight = false
 		resp, _ := r.(*kmsg.AllocateProducerIDsResponse)

@@ -56,10 +56,10 @@ func (n *Node) describeResource(res kmsg.DescribeConfigsRequestResource) ([]conf
 		if err := metadata.ValidateTopicName(res.ResourceName); err != nil {
 			return nil, false, kerr.InvalidTopicException.Code, kmsg.StringPtr(err.Error())
 		}
-		if _, ok := n.image.TopicByName(res.ResourceName); !ok {
+		if _, ok := n.meta.image.TopicByName(res.ResourceName); !ok {
 			return nil, false, kerr.UnknownTopicOrPartition.Code, nil
 		}
-		overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: res.ResourceName})
+		overrides := n.meta.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: res.ResourceName})
 		if config.ValidateTopicConfig(overrides) != nil {
 			overrides = nil // written by a newer Strand: show the defaults
 		}

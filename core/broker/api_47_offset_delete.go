@@ -45,7 +45,7 @@ func (n *Node) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest) (*kmsg.Offs
 		kt.Partitions = nil
 		var ut *kmsg.OffsetDeleteResponseTopic
 		for _, p := range t.Partitions {
-			if _, ok := n.image.PartitionByName(t.Topic, p.Partition); ok {
+			if _, ok := n.meta.image.PartitionByName(t.Topic, p.Partition); ok {
 				kt.Partitions = append(kt.Partitions, p)
 				continue
 			}

@@ -17,7 +17,7 @@ import (
 func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionRequest) {
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.SetVersion(2)
-	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
+	req.BrokerID, req.BrokerEpoch = n.id, n.meta.brokerEpoch
 	t := kmsg.NewAlterPartitionRequestTopic()
 	t.TopicID = p.topicID
 	rp := kmsg.NewAlterPartitionRequestTopicPartition()

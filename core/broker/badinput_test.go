@@ -132,7 +132,7 @@ func TestUnknownTopicAutoCreateAndMetadata(t *testing.T) {
 		t.Fatalf("invalid name: error %d", r.Topics[0].ErrorCode)
 	}
 	c.run(100)
-	if _, ok := c.nodes[1].node.image.TopicByName("bad/name"); ok {
+	if _, ok := c.nodes[1].node.meta.image.TopicByName("bad/name"); ok {
 		t.Fatal("a topic with an invalid name was created")
 	}
 }

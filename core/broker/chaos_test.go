@@ -104,7 +104,7 @@ func chaosRun(t *testing.T, seed uint64) {
 			for id := int32(2); id <= 4; id++ {
 				b, _ := im.Broker(id)
 				n := c.nodes[id]
-				if !n.proc.Up() || n.node.brokerEpoch != b.Epoch || b.Fenced {
+				if !n.proc.Up() || n.node.meta.brokerEpoch != b.Epoch || b.Fenced {
 					return false
 				}
 			}

@@ -95,7 +95,7 @@ func (n *Node) appendOffsets(index int32, b []byte, done func(error)) {
 // topic's own once it exists (the configuration may have changed since it
 // was created), offsets.topic.num.partitions before.
 func (n *Node) offsetsPartitions() int32 {
-	if t, ok := n.image.TopicByName(offsetsTopic); ok && t.Partitions > 0 {
+	if t, ok := n.meta.image.TopicByName(offsetsTopic); ok && t.Partitions > 0 {
 		return t.Partitions
 	}
 	return n.cfg.Broker.OffsetsTopicNumPartitions
@@ -133,7 +133,7 @@ func (n *Node) groupConfig(index, partitions int32) group.Config {
 	cfg.Bugs = n.cfg.Bugs.Group
 	cfg.Log = n.cfg.Log.With(slog.String("component", "group_coordinator"), slog.Int("offsets_partition", int(index)))
 	cfg.PartitionExists = func(topic string, p int32) bool {
-		_, ok := n.image.PartitionByName(topic, p)
+		_, ok := n.meta.image.PartitionByName(topic, p)
 		return ok
 	}
 	return cfg
@@ -272,7 +272,7 @@ func (n *Node) ensureOffsetsTopic() {
 	if n.offsetsTopicCreating {
 		return
 	}
-	if _, ok := n.image.TopicByName(offsetsTopic); ok {
+	if _, ok := n.meta.image.TopicByName(offsetsTopic); ok {
 		return
 	}
 	n.offsetsTopicCreating = true

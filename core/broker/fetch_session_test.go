@@ -161,7 +161,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 // topicID is the id node has applied for topic.
 func (c *cluster) topicID(node int32, topic string) [16]byte {
 	c.t.Helper()
-	tp, ok := c.nodes[node].node.image.TopicByName(topic)
+	tp, ok := c.nodes[node].node.meta.image.TopicByName(topic)
 	if !ok {
 		c.t.Fatalf("node %d has no topic %s", node, topic)
 	}
@@ -652,7 +652,7 @@ func TestFetchSessionEpochsAndTopicRecreation(t *testing.T) {
 	}
 
 	c.deleteTopic(1, "t")
-	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.image.TopicByName("t"); return !ok })
+	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.meta.image.TopicByName("t"); return !ok })
 	c.createTopic(1, "t", 1, 1)
 	newID := c.topicID(1, "t")
 	if newID == oldID {

@@ -108,7 +108,7 @@ func (n *Node) sessionRequest(req *kmsg.FetchRequest, s *fetchSession, parts []*
 // topicNameOf is the name of the topic id names in the applied metadata,
 // "" if none.
 func (n *Node) topicNameOf(id [16]byte) string {
-	if t, ok := n.image.TopicByID(metadata.TopicID(id)); ok {
+	if t, ok := n.meta.image.TopicByID(metadata.TopicID(id)); ok {
 		return t.Name
 	}
 	return ""

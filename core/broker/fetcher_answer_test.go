@@ -23,11 +23,11 @@ func TestReplicaFetcherDelaysOnlyTheFailingPartition(t *testing.T) {
 		victimKey = f.keys[1]
 	}
 	victim := follower.partitions[victimKey]
-	topic, ok := follower.image.TopicByName(victimKey.topic)
+	topic, ok := follower.meta.image.TopicByName(victimKey.topic)
 	if !ok {
 		t.Fatalf("node 3 does not know topic %q", victimKey.topic)
 	}
-	state, ok := follower.image.Partition(topic.ID, victimKey.index)
+	state, ok := follower.meta.image.Partition(topic.ID, victimKey.index)
 	if !ok || state.Leader != 2 {
 		t.Fatalf("%v: state %+v (known %v); want led by node 2", victimKey, state, ok)
 	}

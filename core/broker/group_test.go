@@ -145,7 +145,7 @@ func TestOffsetsTopicNeedsItsReplicationFactor(t *testing.T) {
 		}
 		c.run(1000)
 	}
-	if _, ok := c.nodes[1].node.image.TopicByName(offsetsTopic); ok {
+	if _, ok := c.nodes[1].node.meta.image.TopicByName(offsetsTopic); ok {
 		t.Fatal("__consumer_offsets created with fewer brokers than its replication factor")
 	}
 }

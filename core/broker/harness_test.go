@@ -253,7 +253,7 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 				continue
 			}
 			for p := range partitions {
-				s, ok := tn.node.image.PartitionByName(name, p)
+				s, ok := tn.node.meta.image.PartitionByName(name, p)
 				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.partitions[partitionKey{name, p}] == nil {
 					return false
 				}

@@ -90,7 +90,7 @@ func TestMetadataAnswersEachTopicOnce(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
 	c.createTopicWith("present", nil)
-	present, ok := c.nodes[1].node.image.TopicByName("present")
+	present, ok := c.nodes[1].node.meta.image.TopicByName("present")
 	if !ok {
 		t.Fatal("topic present not in the image")
 	}

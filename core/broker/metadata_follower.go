@@ -18,10 +18,35 @@ import (
 // the node's Image (design-broker.md, metadata fetch). On the controller's
 // own node the controller hands committed batches over directly instead.
 type metadataFollower struct {
+	// image is the committed metadata this node has applied.
+	image *metadata.Image
+	// inFlight is set while a metadata fetch is.
 	inFlight bool
 	// err is the first record that did not apply: the follower stops,
 	// because applying later records would diverge from the controller.
 	err error
+
+	// brokerEpoch is the epoch the controller gave our registration, -1
+	// until registered.
+	brokerEpoch int64
+	// previousBrokerEpoch is the epoch of the last clean shutdown, -1 if
+	// the last process did not shut down cleanly.
+	previousBrokerEpoch int64
+	// registerBackoffMs is the wait before the next BrokerRegistration
+	// retry (register); 0 after a success.
+	registerBackoffMs int64
+	// heartbeatSeq numbers heartbeats, so that only the newest one's answer
+	// schedules the next (BeginShutdown sends one out of turn).
+	heartbeatSeq uint64
+	// initialCatchUpDone latches the first caughtUpWithRegistration
+	// (noticeInitialCatchUp).
+	initialCatchUpDone bool
+	// initialUnfenceDone latches Config.OnInitialUnfence (noticeReady).
+	initialUnfenceDone bool
+	// shutdownDone is set during a controlled shutdown; shutdownClean once
+	// the controller has allowed it.
+	shutdownDone  func()
+	shutdownClean bool
 }
 
 // startBroker registers this broker with the controller (once the removal
@@ -31,7 +56,7 @@ func (n *Node) startBroker() {
 	n.disks[0].SyncDir(".", func(err error) {
 		if err != nil {
 			// The marker may come back after a crash: register as unclean.
-			n.previousBrokerEpoch = -1
+			n.meta.previousBrokerEpoch = -1
 		}
 		n.register()
 	})
@@ -47,7 +72,7 @@ func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 	req.SetVersion(3)
 	req.BrokerID = n.id
 	req.IncarnationID = n.incarnation
-	req.PreviousBrokerEpoch = n.previousBrokerEpoch
+	req.PreviousBrokerEpoch = n.meta.previousBrokerEpoch
 	for _, l := range n.cfg.Broker.AdvertisedListeners {
 		rl := kmsg.NewBrokerRegistrationRequestListener()
 		rl.Name, rl.Host, rl.Port, rl.SecurityProtocol = l.Name, l.Host, l.Port, securityProtocolID(l.SecurityProtocol)
@@ -64,13 +89,13 @@ func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 func (n *Node) register() {
 	n.controllerRole.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
 		if err != nil || r.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
-			n.registerBackoffMs = min(max(2*n.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
-			n.after(n.registerBackoffMs, n.register)
+			n.meta.registerBackoffMs = min(max(2*n.meta.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
+			n.after(n.meta.registerBackoffMs, n.register)
 			return
 		}
-		n.registerBackoffMs = 0
-		n.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
-		n.previousBrokerEpoch = -1 // spent: a later registration follows a crash
+		n.meta.registerBackoffMs = 0
+		n.meta.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
+		n.meta.previousBrokerEpoch = -1 // spent: a later registration follows a crash
 		n.reconcilePartitions()
 		n.heartbeat()
 	})
@@ -81,16 +106,16 @@ func (n *Node) register() {
 // A broker with a failed log directory asks to be fenced, so that its
 // leaderships move (CLARIFICATIONS.md, "Disk faults in the broker").
 func (n *Node) heartbeat() {
-	epoch := n.brokerEpoch
+	epoch := n.meta.brokerEpoch
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(1)
-	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.image.Offset()
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.meta.image.Offset()
 	req.WantFence = n.storageFailed()
-	req.WantShutdown = n.shutdownDone != nil
-	n.heartbeatSeq++
-	seq := n.heartbeatSeq
+	req.WantShutdown = n.meta.shutdownDone != nil
+	n.meta.heartbeatSeq++
+	seq := n.meta.heartbeatSeq
 	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
-		if n.brokerEpoch != epoch || n.heartbeatSeq != seq {
+		if n.meta.brokerEpoch != epoch || n.meta.heartbeatSeq != seq {
 			return // superseded by a newer heartbeat or registration
 		}
 		var resp *kmsg.BrokerHeartbeatResponse
@@ -99,17 +124,17 @@ func (n *Node) heartbeat() {
 		}
 		switch {
 		case resp != nil && resp.ErrorCode == kerr.StaleBrokerEpoch.Code:
-			n.brokerEpoch = -1
+			n.meta.brokerEpoch = -1
 			n.register()
 			return
-		case resp != nil && resp.ErrorCode == 0 && resp.ShouldShutdown && n.shutdownDone != nil:
-			done := n.shutdownDone
-			n.shutdownDone = nil
+		case resp != nil && resp.ErrorCode == 0 && resp.ShouldShutdown && n.meta.shutdownDone != nil:
+			done := n.meta.shutdownDone
+			n.meta.shutdownDone = nil
 			done()
 			return
 		}
 		interval := int64(n.cfg.Broker.BrokerHeartbeatIntervalMs)
-		if n.shutdownDone != nil {
+		if n.meta.shutdownDone != nil {
 			interval = min(interval, shutdownHeartbeatIntervalMs)
 		}
 		if resp != nil && resp.ErrorCode == 0 && !resp.IsCaughtUp {
@@ -142,7 +167,7 @@ func (n *Node) storageFailed() bool {
 // fetchMetadata sends the next metadata-log fetch to the controller (the
 // local one in process when this node is it).
 func (n *Node) fetchMetadata() {
-	f := n.metadataFetch
+	f := n.meta
 	if f.inFlight || f.err != nil {
 		return
 	}
@@ -156,7 +181,7 @@ func (n *Node) fetchMetadata() {
 	t := kmsg.NewFetchRequestTopic()
 	t.Topic = controller.MetadataTopic
 	p := kmsg.NewFetchRequestTopicPartition()
-	p.FetchOffset = n.image.Offset() + 1
+	p.FetchOffset = n.meta.image.Offset() + 1
 	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
@@ -179,7 +204,7 @@ func (n *Node) fetchMetadata() {
 // failure starts over with a metadata fetch, which names the current
 // snapshot.
 func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch int32, data []byte) {
-	f := n.metadataFetch
+	f := n.meta
 	f.inFlight = true
 	req := kmsg.NewPtrFetchSnapshotRequest()
 	req.SetVersion(0)
@@ -217,8 +242,8 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 			return
 		}
 		usableBefore := n.usableBrokers()
-		deleted := topicsDeletedBetween(n.image, im)
-		n.image = im
+		deleted := topicsDeletedBetween(n.meta.image, im)
+		n.meta.image = im
 		n.onTopicsDeleted(deleted)
 		n.reconcilePartitions()
 		n.updateIneligibleReplicas(usableBefore)
@@ -234,7 +259,7 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 		return false
 	}
 	part := resp.Topics[0].Partitions[0]
-	if part.ErrorCode == kerr.OffsetOutOfRange.Code && part.SnapshotID.EndOffset > n.image.Offset()+1 {
+	if part.ErrorCode == kerr.OffsetOutOfRange.Code && part.SnapshotID.EndOffset > n.meta.image.Offset()+1 {
 		// Behind the metadata log's start: read the snapshot instead.
 		n.fetchMetadataSnapshot(part.SnapshotID.EndOffset, part.SnapshotID.Epoch, part.CurrentLeader.LeaderEpoch, nil)
 		return false
@@ -247,7 +272,7 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 		return false
 	}
 	n.applyMetadata(batches)
-	return n.metadataFetch.err == nil
+	return n.meta.err == nil
 }
 
 // applyMetadata applies committed metadata batches to the image, tells the
@@ -260,15 +285,15 @@ apply:
 	for _, b := range batches {
 		for i, rec := range b.Records {
 			offset := b.BaseOffset + int64(i)
-			if offset <= n.image.Offset() {
+			if offset <= n.meta.image.Offset() {
 				continue
 			}
 			var removed metadata.Topic
 			if r, ok := rec.(*metadata.RemoveTopicRecord); ok {
-				removed, _ = n.image.TopicByID(r.TopicID)
+				removed, _ = n.meta.image.TopicByID(r.TopicID)
 			}
-			if err := n.image.Apply(offset, rec); err != nil {
-				n.metadataFetch.err = err
+			if err := n.meta.image.Apply(offset, rec); err != nil {
+				n.meta.err = err
 				break apply
 			}
 			if removed.Name != "" {
@@ -313,8 +338,8 @@ func (n *Node) setIneligibleReplicas(p *partition) {
 // down: those a leader may add to an ISR (KIP-841).
 func (n *Node) usableBrokers() map[int32]bool {
 	usable := map[int32]bool{}
-	for _, id := range n.image.BrokerIDs() {
-		if b, _ := n.image.Broker(id); !b.Fenced && !b.InControlledShutdown {
+	for _, id := range n.meta.image.BrokerIDs() {
+		if b, _ := n.meta.image.Broker(id); !b.Fenced && !b.InControlledShutdown {
 			usable[id] = true
 		}
 	}
@@ -359,17 +384,17 @@ func (n *Node) reconcilePartitions() {
 	if !n.cfg.Broker.Roles.Broker || !n.caughtUpWithRegistration() {
 		return
 	}
-	if !n.initialCatchUpDone {
+	if !n.meta.initialCatchUpDone {
 		n.deleteStrayLogs()
 	}
 	n.noticeInitialCatchUp()
 	for _, p := range n.sortedPartitions() {
-		if t, ok := n.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
+		if t, ok := n.meta.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
 			n.retirePartition(p)
 		}
 	}
-	for _, tp := range n.image.PartitionsOf(n.id) {
-		state, ok := n.image.Partition(tp.TopicID, tp.Partition)
+	for _, tp := range n.meta.image.PartitionsOf(n.id) {
+		state, ok := n.meta.image.Partition(tp.TopicID, tp.Partition)
 		if !ok {
 			continue
 		}
@@ -416,11 +441,11 @@ func (n *Node) retirePartition(p *partition) {
 // caughtUpWithRegistration reports whether this incarnation's
 // registration is in the image it has applied.
 func (n *Node) caughtUpWithRegistration() bool {
-	if n.brokerEpoch < 0 {
+	if n.meta.brokerEpoch < 0 {
 		return false
 	}
-	b, ok := n.image.Broker(n.id)
-	return ok && b.Epoch == n.brokerEpoch && b.IncarnationID == n.incarnation
+	b, ok := n.meta.image.Broker(n.id)
+	return ok && b.Epoch == n.meta.brokerEpoch && b.IncarnationID == n.incarnation
 }
 
 // applyPartitionState performs what ApplyState decides.

@@ -152,14 +152,6 @@ type Node struct {
 	listenerKinds map[string]listenerKind
 	advertised    map[listenerKind][]kmsg.ApiVersionsResponseApiKey
 	logConfig     log.Config
-	// initialCatchUpDone latches the first caughtUpWithRegistration
-	// (noticeInitialCatchUp).
-	initialCatchUpDone bool
-	// initialUnfenceDone latches Config.OnInitialUnfence (noticeReady).
-	initialUnfenceDone bool
-	// registerBackoffMs is the wait before the next BrokerRegistration
-	// retry (register); 0 after a success.
-	registerBackoffMs int64
 	// precheckView is the PrecheckView last handed to the environment
 	// (publishPrecheckView), kept to publish a new one only on a change.
 	precheckView *PrecheckView
@@ -174,22 +166,9 @@ type Node struct {
 	// on every node, the way to the active controller.
 	controllerRole *controllerRole
 
-	// image is the committed metadata this node has applied.
-	image *metadata.Image
-	// brokerEpoch is the epoch the controller gave our registration, -1
-	// until registered.
-	brokerEpoch   int64
-	metadataFetch *metadataFollower
-	// heartbeatSeq numbers heartbeats, so that only the newest one's answer
-	// schedules the next (BeginShutdown sends one out of turn).
-	heartbeatSeq uint64
-	// shutdownDone is set during a controlled shutdown; shutdownClean once
-	// the controller has allowed it.
-	shutdownDone  func()
-	shutdownClean bool
-	// previousBrokerEpoch is the epoch of the last clean shutdown, -1 if
-	// the last process did not shut down cleanly.
-	previousBrokerEpoch int64
+	// meta is the metadata this node has applied, and the broker's
+	// registration in it.
+	meta *metadataFollower
 
 	// managers are the log directories, in log.dirs order.
 	managers   []*log.Manager
@@ -265,8 +244,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		listenerKinds: listenerKindsByName(b),
 		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
 		logConfig:     logConfigOf(b.TopicDefaults()),
-		image:         metadata.NewImage(),
-		brokerEpoch:   -1,
+		meta:          &metadataFollower{image: metadata.NewImage(), brokerEpoch: -1},
 		partitions:    map[partitionKey]*partition{},
 		fetchers:      map[int32]*fetcher{},
 		produceWaits:  map[uint64]*produceSlot{},
@@ -293,14 +271,13 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		if err != nil {
 			return nil, err
 		}
-		n.previousBrokerEpoch = previous
+		n.meta.previousBrokerEpoch = previous
 		if err := n.openManagers(); err != nil {
 			return nil, err
 		}
 		n.scheduleCheckpoints(0)
 		n.scheduleProducerExpiry()
 		n.scheduleCleaner(logCleanerBackoffMs)
-		n.metadataFetch = &metadataFollower{}
 		n.startBroker()
 	}
 	return n, nil
@@ -309,16 +286,16 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 // InitialCatchUpDone reports whether this broker has completed its initial
 // catch-up with the metadata log. It stays true once set, whatever later
 // registrations do.
-func (n *Node) InitialCatchUpDone() bool { return n.initialCatchUpDone }
+func (n *Node) InitialCatchUpDone() bool { return n.meta.initialCatchUpDone }
 
 // InitialUnfenceDone reports whether this broker has become ready for
 // clients (Config.OnInitialUnfence). It stays true once set.
-func (n *Node) InitialUnfenceDone() bool { return n.initialUnfenceDone }
+func (n *Node) InitialUnfenceDone() bool { return n.meta.initialUnfenceDone }
 
 // noticeInitialCatchUp runs where the image has caught up with this
 // incarnation's registration.
 func (n *Node) noticeInitialCatchUp() {
-	n.initialCatchUpDone = true
+	n.meta.initialCatchUpDone = true
 	n.noticeReady()
 }
 
@@ -326,13 +303,13 @@ func (n *Node) noticeInitialCatchUp() {
 // the first time its image, which Metadata answers from, has caught up and
 // shows this incarnation unfenced.
 func (n *Node) noticeReady() {
-	if n.initialUnfenceDone || !n.initialCatchUpDone || !n.caughtUpWithRegistration() {
+	if n.meta.initialUnfenceDone || !n.meta.initialCatchUpDone || !n.caughtUpWithRegistration() {
 		return
 	}
-	if b, _ := n.image.Broker(n.id); b.Fenced {
+	if b, _ := n.meta.image.Broker(n.id); b.Fenced {
 		return
 	}
-	n.initialUnfenceDone = true
+	n.meta.initialUnfenceDone = true
 	if n.cfg.OnInitialUnfence != nil {
 		n.cfg.OnInitialUnfence()
 	}
@@ -342,7 +319,7 @@ func (n *Node) noticeReady() {
 func (n *Node) ID() int32 { return n.id }
 
 // Image is the metadata this node has applied. Callers must not modify it.
-func (n *Node) Image() *metadata.Image { return n.image }
+func (n *Node) Image() *metadata.Image { return n.meta.image }
 
 // HandleRequest dispatches one request from the API table (api_table.go,
 // SPEC.md §10). A request on a listener this node does not have, or for

@@ -83,7 +83,7 @@ func TestOrderedCloseAnswersEarlierAndDropsLater(t *testing.T) {
 			c.createTopic(1, "ordered", 1, 2)
 			leader := c.leaderOf("ordered", 0)
 			c.waitFor("both replicas in the ISR", 10000, func() bool {
-				st, ok := c.nodes[leader].node.image.PartitionByName("ordered", 0)
+				st, ok := c.nodes[leader].node.meta.image.PartitionByName("ordered", 0)
 				return ok && len(st.ISR) == 2
 			})
 			cc := c.conn(leader)

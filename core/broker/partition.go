@@ -123,7 +123,7 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		AckWaitersMax:       int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
 		// -1 before registration; AlterPartition v2 carries no broker
 		// epochs anyway (KIP-903 needs v3 and Fetch v15).
-		BrokerEpoch: max(n.brokerEpoch, -1),
+		BrokerEpoch: max(n.meta.brokerEpoch, -1),
 		Bugs:        n.cfg.Bugs.Replica,
 		Log:         n.partitionLog(key),
 	}
@@ -166,7 +166,7 @@ func (n *Node) openManagers() error {
 			return fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
 		default:
 			m = log.FailedManager(d, "", n.logConfigFor, logger, fmt.Errorf("open the log directory: %w", err))
-			n.previousBrokerEpoch = -1
+			n.meta.previousBrokerEpoch = -1
 		}
 		n.managers = append(n.managers, m)
 	}

@@ -106,7 +106,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 	}
 	c.nodes[victim].proc.Crash()
 	c.waitFor("ISR shrinks", 20000, func() bool {
-		s, _ := c.nodes[leader].node.image.PartitionByName("m", 0)
+		s, _ := c.nodes[leader].node.meta.image.PartitionByName("m", 0)
 		return len(s.ISR) == 2
 	})
 	c.waitFor("leader learns the ISR", 5000, func() bool {

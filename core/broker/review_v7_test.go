@@ -19,11 +19,11 @@ import (
 func v7DelayAhead(t *testing.T, c *cluster, follower *Node, key partitionKey) metadata.PartitionState {
 	t.Helper()
 	p := follower.partitions[key]
-	topic, ok := follower.image.TopicByName(key.topic)
+	topic, ok := follower.meta.image.TopicByName(key.topic)
 	if !ok {
 		t.Fatalf("node %d does not know topic %q", follower.id, key.topic)
 	}
-	state, ok := follower.image.Partition(topic.ID, key.index)
+	state, ok := follower.meta.image.Partition(topic.ID, key.index)
 	if !ok {
 		t.Fatalf("node %d does not know %v", follower.id, key)
 	}

@@ -29,7 +29,7 @@ func TestAcksZeroCloseKeepsEarlierAnswers(t *testing.T) {
 	c.createTopic(1, "pipelined", 1, 2)
 	leader := c.leaderOf("pipelined", 0)
 	c.waitFor("both replicas in the ISR", 10000, func() bool {
-		st, ok := c.nodes[leader].node.image.PartitionByName("pipelined", 0)
+		st, ok := c.nodes[leader].node.meta.image.PartitionByName("pipelined", 0)
 		return ok && len(st.ISR) == 2
 	})
 	cc := c.conn(leader)

@@ -160,5 +160,5 @@ func (c *cluster) restartWithFailedOpenSync(n *testNode) {
 		c.t.Fatal(err)
 	}
 	c.start(n)
-	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 }

@@ -27,12 +27,12 @@ const cleanShutdownBytesMax = 32
 // the process with Close. A node without the broker role, or not registered
 // yet, is done at once.
 func (n *Node) BeginShutdown(done func()) {
-	if !n.cfg.Broker.Roles.Broker || n.brokerEpoch < 0 {
+	if !n.cfg.Broker.Roles.Broker || n.meta.brokerEpoch < 0 {
 		done()
 		return
 	}
-	n.shutdownDone = func() {
-		n.shutdownClean = true
+	n.meta.shutdownDone = func() {
+		n.meta.shutdownClean = true
 		done()
 	}
 	n.heartbeat()
@@ -47,11 +47,11 @@ func (n *Node) BeginShutdown(done func()) {
 // nothing. The node's leaderships stay in the metadata for the controller
 // to move once a quorum is back.
 func (n *Node) AbandonControlledShutdown() bool {
-	done := n.shutdownDone
+	done := n.meta.shutdownDone
 	if done == nil {
 		return false
 	}
-	n.shutdownDone = nil
+	n.meta.shutdownDone = nil
 	done()
 	return true
 }
@@ -76,7 +76,7 @@ func (n *Node) Close(done func(error)) {
 
 // close is Close once the quorum has been handed on.
 func (n *Node) close(done func(error)) {
-	if !n.shutdownClean {
+	if !n.meta.shutdownClean {
 		done(n.closeFiles())
 		return
 	}
@@ -176,7 +176,7 @@ func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 		err = f.Truncate(0)
 	}
 	if err == nil {
-		err = f.Append([]byte(strconv.FormatInt(n.brokerEpoch, 10)))
+		err = f.Append([]byte(strconv.FormatInt(n.meta.brokerEpoch, 10)))
 	}
 	if err != nil {
 		done(errors.Join(fmt.Errorf("broker: write %s: %w", cleanShutdownFile, err), n.closeFiles()))

@@ -148,7 +148,7 @@ func (n *Node) markPartitionOffline(tp metadata.TopicPartition, err error) {
 // or that the image no longer assigns to this broker.
 func (n *Node) forgetOfflinePartitions() {
 	for key := range n.offlinePartitions { // order-independent: deletes only
-		s, assigned := n.image.PartitionByName(key.topic, key.index)
+		s, assigned := n.meta.image.PartitionByName(key.topic, key.index)
 		if n.partitions[key] != nil || !assigned || !slices.Contains(s.Replicas, n.id) {
 			delete(n.offlinePartitions, key)
 		}

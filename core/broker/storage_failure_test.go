@@ -138,7 +138,7 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 	}
 	n2 := c.nodes[2].node
 	p := n2.partitions[partitionKey{"r", 0}]
-	state, _ := n2.image.PartitionByName("r", 0)
+	state, _ := n2.meta.image.PartitionByName("r", 0)
 	if !slices.Equal(state.ISR, []int32{1, 2, 3}) || p.replica.HighWatermark() != 0 {
 		t.Fatalf("test premise: ISR %v (want [1 2 3]), HW %d (want 0)", state.ISR, p.replica.HighWatermark())
 	}
@@ -351,10 +351,10 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	if err := c.startWithTwoLogDirs(n, second); err != nil {
 		t.Fatalf("a broker with one healthy and one broken log dir did not start: %v", err)
 	}
-	if n.node.previousBrokerEpoch != -1 {
-		t.Errorf("restart with an offline log dir registers as clean (epoch %d)", n.node.previousBrokerEpoch)
+	if n.node.meta.previousBrokerEpoch != -1 {
+		t.Errorf("restart with an offline log dir registers as clean (epoch %d)", n.node.meta.previousBrokerEpoch)
 	}
-	c.waitFor("node 2 registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.waitFor("node 2 registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 	c.run(3000)
 	if n.node.managers[0].Err() != nil || n.node.managers[1].Err() == nil {
 		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.managers[0].Err(), n.node.managers[1].Err())

@@ -113,7 +113,7 @@ func (n *Node) claimLog(m *log.Manager, disk env.Disk, tp log.TopicPartition, id
 func (n *Node) deleteStrayLogs() {
 	for _, m := range n.managers {
 		for _, tp := range m.Partitions() {
-			if s, ok := n.image.PartitionByName(tp.Topic, tp.Partition); ok && slices.Contains(s.Replicas, n.id) {
+			if s, ok := n.meta.image.PartitionByName(tp.Topic, tp.Partition); ok && slices.Contains(s.Replicas, n.id) {
 				continue
 			}
 			n.cfg.Log.Warn("deleting a stray log: no topic assigns this partition to this broker any more",

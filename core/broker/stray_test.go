@@ -34,8 +34,8 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 	c.deleteTopic(1, "r")
 	c.deleteTopic(1, "other")
 	c.waitFor("r and other deleted on node 2", 5000, func() bool {
-		_, r := c.nodes[2].node.image.TopicByName("r")
-		_, other := c.nodes[2].node.image.TopicByName("other")
+		_, r := c.nodes[2].node.meta.image.TopicByName("r")
+		_, other := c.nodes[2].node.meta.image.TopicByName("other")
 		return !r && !other
 	})
 	c.createTopic(1, "r", 1, 3)

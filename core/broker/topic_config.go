@@ -17,13 +17,13 @@ import (
 // Resolved configurations are cached until the image next changes, so the
 // produce path does not parse overrides per batch.
 func (n *Node) topicConfig(topic string) config.TopicConfig {
-	if n.topicConfigs == nil || n.topicConfigsAt != n.image.Offset() {
-		n.topicConfigs, n.topicConfigsAt = map[string]config.TopicConfig{}, n.image.Offset()
+	if n.topicConfigs == nil || n.topicConfigsAt != n.meta.image.Offset() {
+		n.topicConfigs, n.topicConfigsAt = map[string]config.TopicConfig{}, n.meta.image.Offset()
 	}
 	if t, ok := n.topicConfigs[topic]; ok {
 		return t
 	}
-	overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
+	overrides := n.meta.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
 	t, err := n.cfg.Broker.ResolveTopicConfig(overrides)
 	if err != nil {
 		t = n.cfg.Broker.TopicDefaults()
