@@ -79,14 +79,14 @@ type produceSlot struct {
 
 // handleProduceRequest serves a Produce as decoded or as pre-checked on a
 // connection goroutine (api_00_produce_precheck.go).
-func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+func (pm *partitionManager) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	switch r := req.(type) {
 	case *PrecheckedProduce:
-		n.handleProduce(conn, hdr, r.ProduceRequest, r)
+		pm.handleProduce(conn, hdr, r.ProduceRequest, r)
 	case *kmsg.ProduceRequest:
-		n.handleProduce(conn, hdr, r, nil)
+		pm.handleProduce(conn, hdr, r, nil)
 	default:
-		n.net.Close(conn, hdr.CorrelationID)
+		pm.net.Close(conn, hdr.CorrelationID)
 	}
 }
 
@@ -98,14 +98,14 @@ func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req 
 // (env.File's ownership rule then applies): responses, delayed ones too,
 // are built from copies. realnet relies on this to recycle the request's
 // frame (realnet/framepool.go); keep it so.
-func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
+func (pm *partitionManager) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	// remaining starts at 1, held while the request is being handled, so that
 	// acks completed during the loop (an ISR of one) cannot answer early.
 	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1, timeoutMs: int64(max(req.TimeoutMillis, 0))}
 	acksValid := validAcks(req.Acks)
-	budget := prechecked.decompressionBudget(n.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
+	budget := prechecked.decompressionBudget(pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
@@ -128,17 +128,17 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 			}
 			slot := &produceSlot{pending: pending, part: rp}
 			slot.precheck = prechecked.precheckOf(i, j, tp.Records)
-			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot, budget); code != 0 {
+			if code := pm.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot, budget); code != 0 {
 				rp.ErrorCode = code
 				rp.BaseOffset = -1
 			}
 		}
 	}
 	if req.Acks == replica.AcksNone {
-		n.answerNoAcks(conn, hdr.CorrelationID, resp)
+		pm.answerNoAcks(conn, hdr.CorrelationID, resp)
 		return
 	}
-	n.releaseProduce(pending)
+	pm.releaseProduce(pending)
 }
 
 // answerNoAcks settles an acks=0 produce, which gets no response. If any
@@ -151,26 +151,26 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 // still waiting for the ISR, are answered first, as Kafka, which reads
 // one request at a time, has answered them; those pipelined after it are
 // not executed.
-func (n *Node) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
+func (pm *partitionManager) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				n.net.Close(conn, correlationID)
+				pm.net.Close(conn, correlationID)
 				return
 			}
 		}
 	}
-	n.net.Skip(conn, correlationID)
+	pm.net.Skip(conn, correlationID)
 }
 
 // releaseProduce drops one hold on a pending produce and answers it when
 // none is left.
-func (n *Node) releaseProduce(pending *pendingProduce) {
+func (pm *partitionManager) releaseProduce(pending *pendingProduce) {
 	pending.remaining--
 	if pending.remaining == 0 && pending.onDone != nil {
 		pending.onDone()
 	} else if pending.remaining == 0 {
-		n.net.Reply(pending.conn, pending.corr, pending.resp)
+		pm.net.Reply(pending.conn, pending.corr, pending.resp)
 	}
 }
 
@@ -180,15 +180,15 @@ func (n *Node) releaseProduce(pending *pendingProduce) {
 // The cheap checks (hosted, storage, size, leadership and acks) come
 // before the batch's own; a batch checked here, not by the pre-check,
 // decompresses within the request's budget.
-func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
-	p := n.partitions[key]
+func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
+	p := pm.partitions[key]
 	if p == nil {
-		return n.notHostedCode(key)
+		return pm.notHostedCode(key)
 	}
 	if p.storageFailed() {
 		return kerr.KafkaStorageError.Code
 	}
-	limits := n.produceLimits(key.topic)
+	limits := pm.produceLimits(key.topic)
 	if len(records) > limits.BatchBytesMax {
 		return kerr.MessageTooLarge.Code
 	}
@@ -220,7 +220,7 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		}
 		return kerr.CorruptMessage.Code
 	}
-	if err := n.syncProducers(p); err != nil {
+	if err := pm.syncProducers(p); err != nil {
 		return kerr.KafkaStorageError.Code
 	}
 	verdict, err := p.producers.Check(info.Header)
@@ -241,7 +241,7 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		res = log.AppendResult{BaseOffset: original.FirstOffset(), LastOffset: original.LastOffset,
 			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
 	} else {
-		stored, code := n.storedForm(key.topic, records, info.Header.Codec(), precheck, limits)
+		stored, code := pm.storedForm(key.topic, records, info.Header.Codec(), precheck, limits)
 		if code != 0 {
 			return code
 		}
@@ -269,20 +269,20 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 	}
 	if verdict.Kind == producer.Duplicate && (req.Acks != replica.AcksAll || res.LastOffset < p.replica.HighWatermark()) {
 		if req.Acks == replica.AcksLeader {
-			n.awaitDurable(slot)
+			pm.awaitDurable(slot)
 		}
 		return 0 // nothing appended, nothing more to wait for
 	}
-	n.nextRequestID++
-	id := n.nextRequestID
-	now := n.nowMs()
+	pm.nextRequestID++
+	id := pm.nextRequestID
+	now := pm.nowMs()
 	timeoutMs := slot.pending.timeoutMs
 	if req.Acks == replica.AcksAll {
-		n.produceWaits[id] = slot
+		pm.produceWaits[id] = slot
 		slot.pending.remaining++
-		slot.timeout = n.after(timeoutMs, func() {
-			p.replica.ExpireAcks(n.nowMs())
-			n.afterReplicaChange(p)
+		slot.timeout = pm.after(timeoutMs, func() {
+			p.replica.ExpireAcks(pm.nowMs())
+			pm.afterReplicaChange(p)
 		})
 	}
 	leaderAppend := replica.LeaderAppend{LastOffset: res.LastOffset, Acks: req.Acks, RequestID: id, DeadlineMs: now + timeoutMs}
@@ -290,9 +290,9 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 		panic("broker: OnLeaderAppend refused an admitted append: " + err.Error())
 	}
 	if req.Acks == replica.AcksLeader {
-		n.awaitDurable(slot)
+		pm.awaitDurable(slot)
 	}
-	n.afterReplicaChange(p)
+	pm.afterReplicaChange(p)
 	return 0
 }
 
@@ -301,54 +301,54 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 // opened (storage_failure.go), NOT_LEADER_OR_FOLLOWER if the partition
 // exists in the cluster (the client's metadata is stale),
 // UNKNOWN_TOPIC_OR_PARTITION otherwise.
-func (n *Node) notHostedCode(key partitionKey) int16 {
-	if n.partitionOffline(key) {
+func (pm *partitionManager) notHostedCode(key partitionKey) int16 {
+	if pm.partitionOffline(key) {
 		return kerr.KafkaStorageError.Code
 	}
-	if _, ok := n.meta.image.PartitionByName(key.topic, key.index); ok {
+	if _, ok := pm.meta.image.PartitionByName(key.topic, key.index); ok {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code
 }
 
 // completeAcks answers the acks=all produces the replica has completed.
-func (n *Node) completeAcks(results []replica.AckResult) {
+func (pm *partitionManager) completeAcks(results []replica.AckResult) {
 	for _, r := range results {
-		slot, ok := n.produceWaits[r.RequestID]
+		slot, ok := pm.produceWaits[r.RequestID]
 		if !ok {
 			continue
 		}
-		delete(n.produceWaits, r.RequestID)
+		delete(pm.produceWaits, r.RequestID)
 		if r.Error != 0 {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1
 		}
-		if r.Error == 0 && n.parkUntilDurable(slot) {
+		if r.Error == 0 && pm.parkUntilDurable(slot) {
 			continue // the same timeout still runs
 		}
 		slot.timeout.Stop()
-		n.releaseProduce(slot.pending)
+		pm.releaseProduce(slot.pending)
 	}
 }
 
 // afterReplicaChange performs what a replica decided as a side effect of any
 // input: answer completed acks, send an ISR change to the controller, and
 // re-check parked fetches (the HW or LEO may have moved).
-func (n *Node) afterReplicaChange(p *partition) { n.settleReplicaChange(p, true) }
+func (pm *partitionManager) afterReplicaChange(p *partition) { pm.settleReplicaChange(p, true) }
 
 // settleReplicaChange is afterReplicaChange; with wake false it leaves the
 // parked fetches alone, for a caller that knows nothing they watch has
 // moved (afterFollowerFetch).
-func (n *Node) settleReplicaChange(p *partition, wake bool) {
-	n.completeAcks(p.replica.TakeAckResults())
-	n.syncCoordinator(p)
+func (pm *partitionManager) settleReplicaChange(p *partition, wake bool) {
+	pm.completeAcks(p.replica.TakeAckResults())
+	pm.groups.syncCoordinator(p)
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
-		n.sendAlterPartition(p, ap)
+		pm.sendAlterPartition(p, ap)
 	}
 	if wake {
-		n.wakeFetchWaiters(p)
+		pm.wakeFetchWaiters(p)
 	}
-	n.completeDeleteRecords(p)
+	pm.completeDeleteRecords(p)
 }
 
 // storedForm returns the checked batch records as the topic stores it: in
@@ -361,8 +361,8 @@ func (n *Node) settleReplicaChange(p *partition, wake bool) {
 // the size after recompressing; the answer is then an error code. The
 // pre-check's size decides without its copy, which it keeps only within
 // the broker's message.max.bytes.
-func (n *Node) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
-	codec, ok := storedCodec(n.topicConfig(topic).CompressionType)
+func (pm *partitionManager) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
+	codec, ok := storedCodec(pm.topicConfig(topic).CompressionType)
 	if !ok || codec == sentCodec {
 		return records, 0
 	}
@@ -374,7 +374,7 @@ func (n *Node) storedForm(topic string, records []byte, sentCodec batch.Codec, p
 			return r.stored, 0
 		}
 	}
-	n.loopRecompressions++
+	pm.loopRecompressions++
 	stored, err := recompressed(records, codec, limits.DecompressedBytesMax)
 	if err != nil {
 		return nil, kerr.CorruptMessage.Code

@@ -108,8 +108,8 @@ func metadataTopicKeyOf(rt kmsg.MetadataRequestTopic) metadataTopicKey {
 // the endpoints of the request's listener (a client of an SSL listener
 // must be sent to SSL listeners); else the first advertised one (a request
 // with no listener, or on the controller listener).
-func (n *Node) clientListener(hdr env.RequestHeader) string {
-	advertised := n.cfg.Broker.AdvertisedListeners
+func (e *nodeEnv) clientListener(hdr env.RequestHeader) string {
+	advertised := e.cfg.Broker.AdvertisedListeners
 	for _, l := range advertised {
 		if l.Name == hdr.Listener {
 			return l.Name

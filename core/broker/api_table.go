@@ -146,38 +146,40 @@ func serve[P any, R kmsg.Request](part func(*Node) P, handle func(P, env.ConnID,
 }
 
 // The parts of a node that serve APIs, for serve.
-func byNode(n *Node) *Node                 { return n }
-func byController(n *Node) *controllerRole { return n.controllerRole }
+func byNode(n *Node) *Node                   { return n }
+func byController(n *Node) *controllerRole   { return n.controllerRole }
+func byPartitions(n *Node) *partitionManager { return n.parts }
+func byGroups(n *Node) *groupCoordinators    { return n.groups }
 
 // apiTable is every API Strand serves. A key may have two entries, one per
 // kind of listener, when the two serve it differently (Fetch: partitions
 // for clients and replicas, the metadata log for brokers and voters; the
 // admin requests: from clients, or forwarded by brokers).
 var apiTable = []apiEntry{
-	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: serve(byNode, (*Node).handleProduceRequest)},
+	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleProduceRequest)},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: fetchEncodedVersionMax, listeners: brokerListener,
-		handle: serve(byNode, (*Node).handleFetch), requires: replicaFetchAccess},
+		handle: serve(byPartitions, (*partitionManager).handleFetch), requires: replicaFetchAccess},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: quorumVersionMax(kmsg.Fetch), listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerFetch), requires: clusterAccess},
-	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: serve(byNode, (*Node).handleListOffsets)},
+	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleListOffsets)},
 	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: serve(byNode, (*Node).handleMetadata)},
 	{key: kmsg.OffsetCommit, versionMin: groupVersionMin(kmsg.OffsetCommit), versionMax: groupVersionMax(kmsg.OffsetCommit),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleOffsetCommit)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetCommit)},
 	{key: kmsg.OffsetFetch, versionMin: groupVersionMin(kmsg.OffsetFetch), versionMax: groupVersionMax(kmsg.OffsetFetch),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleOffsetFetch)},
-	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byNode, (*Node).handleFindCoordinator)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetFetch)},
+	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleFindCoordinator)},
 	{key: kmsg.JoinGroup, versionMin: groupVersionMin(kmsg.JoinGroup), versionMax: groupVersionMax(kmsg.JoinGroup),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleJoinGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleJoinGroup)},
 	{key: kmsg.Heartbeat, versionMin: groupVersionMin(kmsg.Heartbeat), versionMax: groupVersionMax(kmsg.Heartbeat),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleHeartbeat)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleHeartbeat)},
 	{key: kmsg.LeaveGroup, versionMin: groupVersionMin(kmsg.LeaveGroup), versionMax: groupVersionMax(kmsg.LeaveGroup),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleLeaveGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleLeaveGroup)},
 	{key: kmsg.SyncGroup, versionMin: groupVersionMin(kmsg.SyncGroup), versionMax: groupVersionMax(kmsg.SyncGroup),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleSyncGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleSyncGroup)},
 	{key: kmsg.DescribeGroups, versionMin: groupVersionMin(kmsg.DescribeGroups), versionMax: groupVersionMax(kmsg.DescribeGroups),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeGroups)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDescribeGroups)},
 	{key: kmsg.ListGroups, versionMin: groupVersionMin(kmsg.ListGroups), versionMax: groupVersionMax(kmsg.ListGroups),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleListGroups)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleListGroups)},
 	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners, handle: serve(byNode, (*Node).handleAPIVersions)},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreateTopics)},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: controllerListener,
@@ -185,10 +187,10 @@ var apiTable = []apiEntry{
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleDeleteTopics)},
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteRecords)},
+	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDeleteRecords)},
 	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byNode, (*Node).handleInitProducerID)},
 	{key: kmsg.OffsetForLeaderEpoch, versionMin: 0, versionMax: 4, listeners: brokerListener,
-		handle: serve(byNode, (*Node).handleOffsetForLeaderEpoch)},
+		handle: serve(byPartitions, (*partitionManager).handleOffsetForLeaderEpoch)},
 	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeAcls)},
 	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleCreateAcls)},
 	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteAcls)},
@@ -196,12 +198,12 @@ var apiTable = []apiEntry{
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleAlterConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeLogDirs)},
+	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDescribeLogDirs)},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreatePartitions)},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.DeleteGroups, versionMin: groupVersionMin(kmsg.DeleteGroups), versionMax: groupVersionMax(kmsg.DeleteGroups),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteGroups)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDeleteGroups)},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleElectLeaders)},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
@@ -210,7 +212,7 @@ var apiTable = []apiEntry{
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.OffsetDelete, versionMin: groupVersionMin(kmsg.OffsetDelete), versionMax: groupVersionMax(kmsg.OffsetDelete),
-		listeners: brokerListener, handle: serve(byNode, (*Node).handleOffsetDelete)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetDelete)},
 	{key: kmsg.Vote, versionMin: quorumVersionMin(kmsg.Vote), versionMax: quorumVersionMax(kmsg.Vote),
 		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
 	{key: kmsg.BeginQuorumEpoch, versionMin: quorumVersionMin(kmsg.BeginQuorumEpoch), versionMax: quorumVersionMax(kmsg.BeginQuorumEpoch),

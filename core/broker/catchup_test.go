@@ -26,7 +26,7 @@ func TestReadyForClientsAfterRestart(t *testing.T) {
 	tn.cfg.OnInitialUnfence = func() {
 		calls++
 		readyAtNs = c.s.NowNs()
-		if !tn.node.caughtUpWithRegistration() {
+		if !tn.node.meta.caughtUpWithRegistration() {
 			t.Error("OnInitialUnfence before the registration is in the image")
 		}
 		if b, _ := tn.node.meta.image.Broker(tn.id); b.Fenced {

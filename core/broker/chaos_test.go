@@ -168,9 +168,9 @@ func chaosRun(t *testing.T, seed uint64) {
 		t.Fatalf("no leader after healing (acked %d): partition %+v, brokers %v", len(acked), ps, brokers)
 	}
 	c.waitFor("replicas converge", 30000, func() bool {
-		leo := c.nodes[leader].node.partitions[partitionKey{"r", 0}].log.LogEndOffset()
+		leo := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset()
 		for id := int32(2); id <= 4; id++ {
-			p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+			p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 			if p == nil || p.log.LogEndOffset() != leo || p.replica.HighWatermark() != leo {
 				return false
 			}
@@ -179,7 +179,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	})
 	var logs [][]string
 	for id := int32(2); id <= 4; id++ {
-		p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+		p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 		res, err := p.log.Read(0, 1<<30, p.log.LogEndOffset(), true)
 		if err != nil {
 			t.Fatal(err)

@@ -148,7 +148,7 @@ func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
 			return false
 		}
 		ln := c.nodes[s.Leader].node
-		part := ln.partitions[partitionKey{"before", p}]
+		part := ln.parts.partitions[partitionKey{"before", p}]
 		return part != nil && part.appliedLeaderEpoch == s.LeaderEpoch
 	})
 	s, _ := c.nodes[active].node.controllerRole.ctrl.Image().PartitionByName("before", p)
@@ -276,7 +276,7 @@ func TestBrokerBehindTheLogStartLoadsTheSnapshot(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("the restarted broker caught up through the snapshot", 30000, func() bool {
-		return tn.node.Image().Offset() >= start && tn.node.caughtUpWithRegistration()
+		return tn.node.Image().Offset() >= start && tn.node.meta.caughtUpWithRegistration()
 	})
 	for i := range 4 {
 		if _, ok := tn.node.Image().TopicByName(fmt.Sprint("t", i)); !ok {

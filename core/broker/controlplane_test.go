@@ -204,7 +204,7 @@ func TestProduceOnControllerListenerClosesTheConnection(t *testing.T) {
 	if err != nil || resp.(*kmsg.FetchResponse).ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("a partition Fetch on the controller listener: %+v, %v; want INVALID_REQUEST", resp, err)
 	}
-	if leo := c.nodes[1].node.partitions[partitionKey{"t", 0}].log.LogEndOffset(); leo != 0 {
+	if leo := c.nodes[1].node.parts.partitions[partitionKey{"t", 0}].log.LogEndOffset(); leo != 0 {
 		t.Errorf("the partition's log ends at %d, want 0: the Produce was appended", leo)
 	}
 }

@@ -20,52 +20,52 @@ import (
 
 // awaitDurable holds an acks=1 produce until the batch is durable, when
 // the topic asks for it.
-func (n *Node) awaitDurable(slot *produceSlot) {
+func (pm *partitionManager) awaitDurable(slot *produceSlot) {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return
 	}
 	slot.pending.remaining++
-	slot.timeout = n.after(slot.pending.timeoutMs, func() { n.expireDurable(slot) })
+	slot.timeout = pm.after(slot.pending.timeoutMs, func() { pm.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
 }
 
 // parkUntilDurable holds a committed acks=all produce until the leader's
 // copy is durable, for at most another request timeout. It reports whether
 // the slot was parked.
-func (n *Node) parkUntilDurable(slot *produceSlot) bool {
+func (pm *partitionManager) parkUntilDurable(slot *produceSlot) bool {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return false
 	}
 	slot.timeout.Stop()
-	slot.timeout = n.after(slot.pending.timeoutMs, func() { n.expireDurable(slot) })
+	slot.timeout = pm.after(slot.pending.timeoutMs, func() { pm.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
 	return true
 }
 
 // onDurable runs when a partition's recovery point advances: it answers the
 // produces now durable, and lets a follower fetch again.
-func (n *Node) onDurable(p *partition) {
+func (pm *partitionManager) onDurable(p *partition) {
 	kept := p.durableWaits[:0]
 	for _, slot := range p.durableWaits {
 		if p.log.RecoveryPoint() > slot.lastOffset {
 			slot.timeout.Stop()
-			n.releaseProduce(slot.pending)
+			pm.releaseProduce(slot.pending)
 			continue
 		}
 		kept = append(kept, slot)
 	}
 	p.durableWaits = kept
-	if f := n.fetcherOf(p); f != nil {
-		n.runFetcher(f)
+	if f := pm.fetcherOf(p); f != nil {
+		pm.runFetcher(f)
 	}
 }
 
 // expireDurable answers a produce whose batch did not become durable within
 // the request timeout: the log failed (KAFKA_STORAGE_ERROR) or its Sync is
 // slow (REQUEST_TIMED_OUT).
-func (n *Node) expireDurable(slot *produceSlot) {
+func (pm *partitionManager) expireDurable(slot *produceSlot) {
 	p := slot.p
 	for i, s := range p.durableWaits {
 		if s != slot {
@@ -76,7 +76,7 @@ func (n *Node) expireDurable(slot *produceSlot) {
 		if p.storageFailed() {
 			slot.part.ErrorCode = kerr.KafkaStorageError.Code
 		}
-		n.releaseProduce(slot.pending)
+		pm.releaseProduce(slot.pending)
 		return
 	}
 }
@@ -85,7 +85,7 @@ func (n *Node) expireDurable(slot *produceSlot) {
 // fetching again. After a restart the recovered records are not yet known
 // to be durable (the recovery point is the checkpointed one), and no append
 // will flush them: it asks for the flush itself, once.
-func (n *Node) awaitingSync(p *partition) bool {
+func (pm *partitionManager) awaitingSync(p *partition) bool {
 	if !p.syncAcks || p.log.RecoveryPoint() >= p.log.LogEndOffset() {
 		return false
 	}
@@ -95,7 +95,7 @@ func (n *Node) awaitingSync(p *partition) bool {
 			// A truncation meanwhile keeps the recovery point where it
 			// was: ask again on the next fetch round.
 			p.flushRequested = false
-			n.onDurable(p)
+			pm.onDurable(p)
 		})
 	}
 	// The Flush may have completed at once, with nothing left to sync:

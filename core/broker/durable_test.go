@@ -40,7 +40,7 @@ func TestFlushEveryMessageSurvivesTotalPowerLoss(t *testing.T) {
 			}
 			c.waitFor("topic hosted", 5000, func() bool {
 				for id := int32(2); id <= 4; id++ {
-					if c.nodes[id].node.partitions[partitionKey{"f", 0}] == nil {
+					if c.nodes[id].node.parts.partitions[partitionKey{"f", 0}] == nil {
 						return false
 					}
 				}
@@ -73,7 +73,7 @@ func TestFlushEveryMessageSurvivesTotalPowerLoss(t *testing.T) {
 				if l < 2 {
 					return false
 				}
-				p := c.nodes[l].node.partitions[partitionKey{"f", 0}]
+				p := c.nodes[l].node.parts.partitions[partitionKey{"f", 0}]
 				return p != nil && p.replica.LeaderEpoch() == c.leaderEpochOf("f", 0)
 			})
 			// The new leader's HW moves once the ISR is back to

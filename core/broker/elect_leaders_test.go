@@ -65,7 +65,7 @@ func TestElectLeadersThroughABroker(t *testing.T) {
 		t.Fatalf("after the election: leader %d epoch %d, want 2 in epoch %d", after.Leader, after.LeaderEpoch, before.LeaderEpoch+1)
 	}
 	c.waitFor("node 2 leads r-0", 5000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.replica.Role() == replica.RoleLeader
 	})
 	c.conns = map[int32]*simnet.ClientConn{}

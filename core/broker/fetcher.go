@@ -126,25 +126,25 @@ func (k partitionKey) less(o partitionKey) bool {
 }
 
 // follow moves p to the fetcher of leader.
-func (n *Node) follow(p *partition, leader int32) {
-	for id, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (pm *partitionManager) follow(p *partition, leader int32) {
+	for id, f := range pm.fetchers { // order-independent: p is in at most one fetcher
 		if id != leader && f.partitions[p.key] != nil {
 			f.remove(p.key)
-			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
+			pm.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
 		}
 	}
-	f := n.fetchers[leader]
+	f := pm.fetchers[leader]
 	if f == nil {
 		f = &fetcher{leader: leader, partitions: map[partitionKey]*partition{}}
-		n.fetchers[leader] = f
+		pm.fetchers[leader] = f
 	}
 	f.add(p)
-	n.runFetcher(f)
+	pm.runFetcher(f)
 }
 
 // fetcherOf returns the fetcher p is in, if any.
-func (n *Node) fetcherOf(p *partition) *fetcher {
-	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (pm *partitionManager) fetcherOf(p *partition) *fetcher {
+	for _, f := range pm.fetchers { // order-independent: p is in at most one fetcher
 		if f.partitions[p.key] == p {
 			return f
 		}
@@ -153,28 +153,28 @@ func (n *Node) fetcherOf(p *partition) *fetcher {
 }
 
 // unfollow removes p from every fetcher (it leads, or has no leader).
-func (n *Node) unfollow(p *partition) {
-	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (pm *partitionManager) unfollow(p *partition) {
+	for _, f := range pm.fetchers { // order-independent: p is in at most one fetcher
 		if f.partitions[p.key] != nil {
 			f.remove(p.key)
-			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
+			pm.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
 		}
 	}
-	n.endFetchBackoff(p)
+	pm.endFetchBackoff(p)
 }
 
 // delayFetch leaves p out of its fetcher's requests for
 // replica.fetch.backoff.ms, after an error of its own (Kafka's
 // AbstractFetcherThread.delayPartitions): the fetcher goes on fetching its
 // other partitions meanwhile, and fetches again when the delay ends.
-func (n *Node) delayFetch(p *partition) {
+func (pm *partitionManager) delayFetch(p *partition) {
 	if p.fetchBackoff != nil {
 		return
 	}
-	p.fetchBackoff = n.after(replicaFetchBackoffMs, func() {
+	p.fetchBackoff = pm.after(replicaFetchBackoffMs, func() {
 		p.fetchBackoff = nil
-		if f := n.fetcherOf(p); f != nil {
-			n.runFetcher(f)
+		if f := pm.fetcherOf(p); f != nil {
+			pm.runFetcher(f)
 		}
 	})
 }
@@ -182,7 +182,7 @@ func (n *Node) delayFetch(p *partition) {
 // endFetchBackoff ends p's delay, if any: it stopped following, or follows
 // a new leader epoch, whose fetches start afresh (as Kafka's fetcher state
 // of a partition added again does).
-func (n *Node) endFetchBackoff(p *partition) {
+func (pm *partitionManager) endFetchBackoff(p *partition) {
 	if p.fetchBackoff != nil {
 		p.fetchBackoff.Stop()
 		p.fetchBackoff = nil
@@ -191,20 +191,20 @@ func (n *Node) endFetchBackoff(p *partition) {
 
 // runFetcher sends the fetcher's next request unless one is in flight or
 // it is backing off.
-func (n *Node) runFetcher(f *fetcher) {
+func (pm *partitionManager) runFetcher(f *fetcher) {
 	if f.inFlight || f.backoff != nil {
 		return
 	}
 	// inFlight covers the build too: a flush it asks for may complete at
 	// once and call back here.
 	f.inFlight = true
-	req, sent := n.buildReplicaFetch(f)
+	req, sent := pm.buildReplicaFetch(f)
 	if len(sent) == 0 {
 		f.inFlight = false
 		return // idle until a partition is added or its state changes
 	}
-	n.send(f.leader, req, func(r kmsg.Response, err error) {
-		n.onReplicaFetchAnswer(f, sent, r, err)
+	pm.send(f.leader, req, func(r kmsg.Response, err error) {
+		pm.onReplicaFetchAnswer(f, sent, r, err)
 	})
 }
 
@@ -212,11 +212,11 @@ func (n *Node) runFetcher(f *fetcher) {
 // asked sent, and fetches again. A failed request or an error of the whole
 // answer backs off the whole fetcher; a partition's own error, only that
 // partition (delayFetch).
-func (n *Node) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Response, err error) {
+func (pm *partitionManager) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Response, err error) {
 	f.inFlight = false
 	if err != nil {
 		f.session.reset()
-		n.backoffFetcher(f)
+		pm.backoffFetcher(f)
 		return
 	}
 	resp := r.(*kmsg.FetchResponse)
@@ -226,24 +226,24 @@ func (n *Node) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Respons
 		// eviction): a full fetch at once, which no session error answers,
 		// so this cannot repeat.
 		f.session.reset()
-		n.runFetcher(f)
+		pm.runFetcher(f)
 		return
 	case 0:
 		f.session.answered(sent, resp.SessionID)
-		n.onReplicaFetched(f, sent, resp)
-		n.runFetcher(f)
+		pm.onReplicaFetched(f, sent, resp)
+		pm.runFetcher(f)
 	default:
 		f.session.reset()
-		n.backoffFetcher(f)
+		pm.backoffFetcher(f)
 	}
 }
 
 // backoffFetcher holds every partition of f back for
 // replica.fetch.backoff.ms.
-func (n *Node) backoffFetcher(f *fetcher) {
-	f.backoff = n.after(replicaFetchBackoffMs, func() {
+func (pm *partitionManager) backoffFetcher(f *fetcher) {
+	f.backoff = pm.after(replicaFetchBackoffMs, func() {
 		f.backoff = nil
-		n.runFetcher(f)
+		pm.runFetcher(f)
 	})
 }
 
@@ -269,10 +269,10 @@ func (s sentFetches) find(key partitionKey) (sentFetch, bool) {
 // in partition order, and returns them all in sent. In an incremental
 // session the request names only the partitions whose fetch changed (or
 // that are new to the session), and forgets those no longer fetched.
-func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
+func (pm *partitionManager) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
-	req.ReplicaID = n.id
+	req.ReplicaID = pm.id
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
@@ -297,7 +297,7 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		if !ok || leader != f.leader || p.storageFailed() || p.fetchBackoff != nil {
 			continue
 		}
-		if n.awaitingSync(p) {
+		if pm.awaitingSync(p) {
 			syncing = true
 			continue
 		}
@@ -381,7 +381,7 @@ func topicCount(keys []partitionKey) int {
 // onReplicaFetched performs each partition's decision on the leader's
 // answer (which carries no error of its own), and delays the partitions
 // that must back off.
-func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) {
+func (pm *partitionManager) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) {
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			s, ok := sent.find(partitionKey{t.Topic, rp.Partition})
@@ -396,9 +396,9 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 				f.session.reset()
 				continue
 			}
-			again, inStep := n.applyReplicaFetch(s, rp)
+			again, inStep := pm.applyReplicaFetch(s, rp)
 			if !again {
-				n.delayFetch(s.p)
+				pm.delayFetch(s.p)
 			}
 			if !inStep {
 				// The leader's session now counts this answer's HW and
@@ -419,7 +419,7 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 // applied as an append, HW and log start with it, or was an error, after
 // which the session answers the partition again once the error clears (its
 // HW counts as untold). Otherwise (truncated, ignored, failed) it is not.
-func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, inStep bool) {
+func (pm *partitionManager) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, inStep bool) {
 	p := s.p
 	decision := replica.FetchDecision{
 		Error:          rp.ErrorCode,
@@ -434,12 +434,12 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 	action := p.replica.OnFetchResponse(s.req, decision)
 	// The producer state must describe the log before it changes here (a
 	// truncation by the metadata follower is noticed now).
-	_ = n.syncProducers(p) // on failure it stays nil and is reloaded later
+	_ = pm.syncProducers(p) // on failure it stays nil and is reloaded later
 	var err error
 	switch action.Kind {
 	case replica.ActionAppend:
 		if len(rp.RecordBatches) > 0 {
-			err = n.appendAsFollower(p, rp.RecordBatches)
+			err = pm.appendAsFollower(p, rp.RecordBatches)
 		}
 		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
 			if err = p.log.AdvanceStartOffset(action.LogStartOffset); err == nil {
@@ -448,18 +448,18 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 		}
 		if err == nil {
 			p.replica.OnFollowerAppend(rp.HighWatermark)
-			n.wakeFetchWaiters(p)
+			pm.wakeFetchWaiters(p)
 		}
 	case replica.ActionTruncate:
 		if err = p.log.TruncateTo(action.Offset); err == nil {
-			_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+			_ = pm.syncProducers(p) // reloads from the newest snapshot at or below the new end
 		}
 	case replica.ActionTruncateFullyAndStartAt:
-		err = n.restartFollowerLogAt(p, action.Offset)
+		err = pm.restartFollowerLogAt(p, action.Offset)
 	case replica.ActionBackoff:
 		return false, rp.ErrorCode != 0
 	}
-	n.logFollowerAppendError(p, action, err)
+	pm.logFollowerAppendError(p, action, err)
 	return err == nil, err == nil && (action.Kind == replica.ActionAppend || rp.ErrorCode != 0)
 }
 
@@ -483,38 +483,38 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 //     its log start) and takes it. Kafka fails such a partition for good.
 //
 // Any other misplaced batch is an error, as before.
-func (n *Node) appendAsFollower(p *partition, records []byte) error {
+func (pm *partitionManager) appendAsFollower(p *partition, records []byte) error {
 	leo := p.log.LogEndOffset()
-	res, err := p.log.AppendAsFollower(records, n.wallMs())
+	res, err := p.log.AppendAsFollower(records, pm.wallMs())
 	if errors.Is(err, log.ErrUnexpectedOffset) {
 		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
 			if h.BaseOffset > p.log.LogStartOffset() {
 				if err = p.log.TruncateTo(h.BaseOffset); err == nil {
-					_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+					_ = pm.syncProducers(p) // reloads from the newest snapshot at or below the new end
 				}
 			} else {
-				err = n.restartFollowerLogAt(p, h.BaseOffset)
+				err = pm.restartFollowerLogAt(p, h.BaseOffset)
 			}
 			if err == nil {
 				leo = p.log.LogEndOffset()
-				res, err = p.log.AppendAsFollower(records, n.wallMs())
+				res, err = p.log.AppendAsFollower(records, pm.wallMs())
 			}
 		}
 	}
 	if err == nil {
-		n.followerProducersAppended(p, res.Rolled, appendedBatches(p.log, records, leo))
+		pm.followerProducersAppended(p, res.Rolled, appendedBatches(p.log, records, leo))
 	}
 	return err
 }
 
 // restartFollowerLogAt empties p's log and restarts it at offset, with an
 // empty producer state there.
-func (n *Node) restartFollowerLogAt(p *partition, offset int64) error {
-	if err := p.log.TruncateFullyAndStartAt(offset, n.wallMs()); err != nil {
+func (pm *partitionManager) restartFollowerLogAt(p *partition, offset int64) error {
+	if err := p.log.TruncateFullyAndStartAt(offset, pm.wallMs()); err != nil {
 		return err
 	}
 	// Every snapshot goes, also when the state had failed.
-	p.producers = producer.NewState(n.producerConfig(), offset)
+	p.producers = producer.NewState(pm.producerConfig(), offset)
 	if p.producers.TruncateFullyAndStartAt(offset, p.snapshots) != nil {
 		p.producers = nil // reloaded by the next syncProducers
 	}
@@ -526,12 +526,12 @@ func (n *Node) restartFollowerLogAt(p *partition, offset int64) error {
 // partition"). The fetcher backs off and retries, and a follower stuck on
 // one error would log it every replica.fetch.backoff.ms: it is logged once
 // per distinct error text, again only after a success or a different error.
-func (n *Node) logFollowerAppendError(p *partition, action replica.FollowerAction, err error) {
+func (pm *partitionManager) logFollowerAppendError(p *partition, action replica.FollowerAction, err error) {
 	if err == nil {
 		p.followerAppendErrLogged = ""
 		return
 	}
-	if !n.cfg.Log.Enabled(slog.LevelError) {
+	if !pm.cfg.Log.Enabled(slog.LevelError) {
 		return
 	}
 	text := err.Error()
@@ -539,7 +539,7 @@ func (n *Node) logFollowerAppendError(p *partition, action replica.FollowerActio
 		return
 	}
 	p.followerAppendErrLogged = text
-	n.cfg.Log.Error("error processing fetched data for partition; retrying after replica.fetch.backoff.ms",
+	pm.cfg.Log.Error("error processing fetched data for partition; retrying after replica.fetch.backoff.ms",
 		slog.String("topic", p.key.topic), slog.Int("partition", int(p.key.index)),
 		slog.String("action", followerActionName(action.Kind)),
 		slog.Int64("log_end_offset", p.log.LogEndOffset()), slog.Int("leader_epoch", int(p.replica.LeaderEpoch())),
@@ -562,7 +562,7 @@ func followerActionName(kind replica.FollowerActionKind) string {
 // followerProducersAppended applies the batches a follower just appended to
 // its producer state (CatchUp, reading them with read), and snapshots the
 // state when the append rolled a segment, as the leader does.
-func (n *Node) followerProducersAppended(p *partition, rolled bool, read producer.BatchReader) {
+func (pm *partitionManager) followerProducersAppended(p *partition, rolled bool, read producer.BatchReader) {
 	if p.producers == nil {
 		return // reloaded, with these batches, by the next syncProducers
 	}

@@ -9,7 +9,7 @@ import (
 // requestedPartitions lists the partitions a replica fetch built now would
 // name and forget, and counts those it fetches.
 func requestedPartitions(f *fetcher, n *Node) (named []partitionKey, fetched int, forgotten []partitionKey) {
-	req, all := n.buildReplicaFetch(f)
+	req, all := n.parts.buildReplicaFetch(f)
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			named = append(named, partitionKey{t.Topic, p.Partition})
@@ -42,7 +42,7 @@ func idleSessionCluster(t *testing.T, idlePartitions int32) (c *cluster, leader,
 	c.createTopic(1, "idle", idlePartitions, 3)
 	c.run(3000)
 	leader, follower = c.nodes[2].node, c.nodes[3].node
-	f = follower.fetchers[2]
+	f = follower.parts.fetchers[2]
 	if f == nil || f.session.id == 0 || !f.session.incremental() {
 		t.Fatalf("after 3 s node 3 has no incremental fetch session with node 2 (fetcher %v)", f != nil)
 	}
@@ -73,7 +73,7 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 		t.Fatalf("the leader answered %d incremental fetches during 5 acks=all produces; want at least 5", got)
 	}
 	c.waitFor("node 3 caught up with r-0", 5000, func() bool {
-		return follower.partitions[partitionKey{"r", 0}].log.LogEndOffset() == 5
+		return follower.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset() == 5
 	})
 
 	// A partition the fetcher no longer fetches is forgotten, and leaves
@@ -83,7 +83,7 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 	r0 := partitionKey{"r", 0}
 	gone := f.keys[0]
 	inLeaderSession := func() bool {
-		s := leader.fetchSessions.get(f.session.id)
+		s := leader.parts.fetchSessions.get(f.session.id)
 		return s != nil && s.index[fetchSessionKey{topic: gone.topic, partition: gone.index}] != nil
 	}
 	if !inLeaderSession() {
@@ -97,7 +97,7 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 	if inLeaderSession() {
 		t.Fatalf("%v is still in the leader's session %d after the fetcher forgot it", gone, f.session.id)
 	}
-	follower.follow(follower.partitions[gone], 2)
+	follower.parts.follow(follower.parts.partitions[gone], 2)
 	c.run(1500)
 	if !inLeaderSession() {
 		t.Fatalf("%v did not join the leader's session %d again", gone, f.session.id)
@@ -110,7 +110,7 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 	// follower's next incremental fetch gets FETCH_SESSION_ID_NOT_FOUND,
 	// and a full fetch makes a new session.
 	old := f.session.id
-	leader.fetchSessions.remove(old)
+	leader.parts.fetchSessions.remove(old)
 	if r := c.produce(2, "r", 0, -1, recordBatch("after")); r.ErrorCode != 0 || r.BaseOffset != 5 {
 		t.Fatalf("acks=all after the session was lost: error %v offset %d", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
 	}
@@ -119,6 +119,6 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 		t.Fatalf("after losing session %d the fetcher has session %d epoch %d; want a new incremental one", old, f.session.id, f.session.epoch)
 	}
 	c.waitFor("node 3 caught up with r-0 again", 5000, func() bool {
-		return follower.partitions[partitionKey{"r", 0}].log.LogEndOffset() == 6
+		return follower.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset() == 6
 	})
 }

@@ -254,7 +254,7 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 			}
 			for p := range partitions {
 				s, ok := tn.node.meta.image.PartitionByName(name, p)
-				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.partitions[partitionKey{name, p}] == nil {
+				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.parts.partitions[partitionKey{name, p}] == nil {
 					return false
 				}
 			}

@@ -18,6 +18,7 @@ import (
 // the node's Image (design-broker.md, metadata fetch). On the controller's
 // own node the controller hands committed batches over directly instead.
 type metadataFollower struct {
+	*nodeEnv
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
 	// inFlight is set while a metadata fetch is.
@@ -61,7 +62,7 @@ func (n *Node) startBroker() {
 		n.register()
 	})
 	n.fetchMetadata()
-	n.scheduleISRCheck()
+	n.parts.scheduleISRCheck()
 }
 
 // registrationRequest is this broker's BrokerRegistration, with the epoch
@@ -151,12 +152,12 @@ func (n *Node) heartbeat() {
 // log: it refuses new ones, so a broker left unfenced would be given
 // replicas, and leaderships, it cannot host.
 func (n *Node) storageFailed() bool {
-	for _, m := range n.managers {
+	for _, m := range n.parts.managers {
 		if m.Err() != nil {
 			return true
 		}
 	}
-	for _, p := range n.sortedPartitions() {
+	for _, p := range n.parts.sortedPartitions() {
 		if p.storageFailed() {
 			return true
 		}
@@ -241,13 +242,13 @@ func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch
 			n.after(metadataFetchBackoffMs, n.fetchMetadata)
 			return
 		}
-		usableBefore := n.usableBrokers()
+		usableBefore := n.meta.usableBrokers()
 		deleted := topicsDeletedBetween(n.meta.image, im)
 		n.meta.image = im
-		n.onTopicsDeleted(deleted)
+		n.groups.onTopicsDeleted(deleted)
 		n.reconcilePartitions()
-		n.updateIneligibleReplicas(usableBefore)
-		n.reconsiderUnfenced(usableBefore)
+		n.parts.updateIneligibleReplicas(usableBefore)
+		n.parts.reconsiderUnfenced(usableBefore)
 		n.fetchMetadata()
 	})
 }
@@ -279,7 +280,7 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 // group coordinators which topics were deleted, then brings the hosted
 // partitions in line with it.
 func (n *Node) applyMetadata(batches []metadata.Batch) {
-	usableBefore := n.usableBrokers()
+	usableBefore := n.meta.usableBrokers()
 	var deleted []string // topic names, in the log's order
 apply:
 	for _, b := range batches {
@@ -301,45 +302,45 @@ apply:
 			}
 		}
 	}
-	n.onTopicsDeleted(deleted)
+	n.groups.onTopicsDeleted(deleted)
 	n.reconcilePartitions()
-	n.updateIneligibleReplicas(usableBefore)
-	n.reconsiderUnfenced(usableBefore)
+	n.parts.updateIneligibleReplicas(usableBefore)
+	n.parts.reconsiderUnfenced(usableBefore)
 }
 
 // updateIneligibleReplicas hands every hosted partition the replicas the
 // image shows unusable (fenced, shutting down, unregistered), when that set
 // changed: a leader neither adds them to the ISR nor lets them hold its HW
 // back (replica.SetIneligibleReplicas, Kafka's isReplicaIsrEligible).
-func (n *Node) updateIneligibleReplicas(usableBefore map[int32]bool) {
-	if maps.Equal(usableBefore, n.usableBrokers()) {
+func (pm *partitionManager) updateIneligibleReplicas(usableBefore map[int32]bool) {
+	if maps.Equal(usableBefore, pm.meta.usableBrokers()) {
 		return
 	}
-	for _, p := range n.sortedPartitions() {
-		n.setIneligibleReplicas(p)
-		n.afterReplicaChange(p)
+	for _, p := range pm.sortedPartitions() {
+		pm.setIneligibleReplicas(p)
+		pm.afterReplicaChange(p)
 	}
 }
 
 // setIneligibleReplicas tells p's replica which of its replicas the image
 // shows unusable.
-func (n *Node) setIneligibleReplicas(p *partition) {
-	usable := n.usableBrokers()
+func (pm *partitionManager) setIneligibleReplicas(p *partition) {
+	usable := pm.meta.usableBrokers()
 	var ineligible []int32
 	for _, r := range p.replica.State().Replicas {
 		if !usable[r] {
 			ineligible = append(ineligible, r)
 		}
 	}
-	p.replica.SetIneligibleReplicas(ineligible, n.nowMs())
+	p.replica.SetIneligibleReplicas(ineligible, pm.nowMs())
 }
 
 // usableBrokers is the set of registered, unfenced brokers not shutting
 // down: those a leader may add to an ISR (KIP-841).
-func (n *Node) usableBrokers() map[int32]bool {
+func (mf *metadataFollower) usableBrokers() map[int32]bool {
 	usable := map[int32]bool{}
-	for _, id := range n.meta.image.BrokerIDs() {
-		if b, _ := n.meta.image.Broker(id); !b.Fenced && !b.InControlledShutdown {
+	for _, id := range mf.image.BrokerIDs() {
+		if b, _ := mf.image.Broker(id); !b.Fenced && !b.InControlledShutdown {
 			usable[id] = true
 		}
 	}
@@ -352,17 +353,17 @@ func (n *Node) usableBrokers() map[int32]bool {
 // still fenced) proposes that replica again only after a pushed state, and
 // unfencing is a broker record, not a partition change: Kafka's leader
 // reads the fenced flag from its metadata cache instead.
-func (n *Node) reconsiderUnfenced(usableBefore map[int32]bool) {
-	usableNow := n.usableBrokers()
-	for _, p := range n.sortedPartitions() {
+func (pm *partitionManager) reconsiderUnfenced(usableBefore map[int32]bool) {
+	usableNow := pm.meta.usableBrokers()
+	for _, p := range pm.sortedPartitions() {
 		if p.replica.Role() != replica.RoleLeader {
 			continue
 		}
 		s := p.replica.State()
 		for _, r := range s.Replicas {
 			if usableNow[r] && !usableBefore[r] {
-				if _, err := p.replica.ApplyState(s, n.nowMs()); err == nil {
-					n.afterReplicaChange(p)
+				if _, err := p.replica.ApplyState(s, pm.nowMs()); err == nil {
+					pm.afterReplicaChange(p)
 				}
 				break
 			}
@@ -370,9 +371,8 @@ func (n *Node) reconsiderUnfenced(usableBefore map[int32]bool) {
 	}
 }
 
-// reconcilePartitions opens the partitions the image assigns to this broker
-// and hands each its new state (become leader or follower, with the epoch),
-// and retires the replicas of deleted topics.
+// reconcilePartitions brings the hosted partitions in line with the image
+// (partitionManager.reconcilePartitions).
 //
 // Nothing happens until this incarnation is registered and the image has
 // caught up with its registration, as Kafka's broker waits for its initial
@@ -381,43 +381,50 @@ func (n *Node) reconsiderUnfenced(usableBefore map[int32]bool) {
 // emptied. The registration takes the new incarnation out of every ISR
 // and leadership, so it starts as a follower.
 func (n *Node) reconcilePartitions() {
-	if !n.cfg.Broker.Roles.Broker || !n.caughtUpWithRegistration() {
+	if !n.cfg.Broker.Roles.Broker || !n.meta.caughtUpWithRegistration() {
 		return
 	}
 	if !n.meta.initialCatchUpDone {
-		n.deleteStrayLogs()
+		n.parts.deleteStrayLogs()
 	}
-	n.noticeInitialCatchUp()
-	for _, p := range n.sortedPartitions() {
-		if t, ok := n.meta.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
-			n.retirePartition(p)
+	n.meta.noticeInitialCatchUp()
+	n.parts.reconcilePartitions()
+}
+
+// reconcilePartitions opens the partitions the image assigns to this broker
+// and hands each its new state (become leader or follower, with the epoch),
+// and retires the replicas of deleted topics.
+func (pm *partitionManager) reconcilePartitions() {
+	for _, p := range pm.sortedPartitions() {
+		if t, ok := pm.meta.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
+			pm.retirePartition(p)
 		}
 	}
-	for _, tp := range n.meta.image.PartitionsOf(n.id) {
-		state, ok := n.meta.image.Partition(tp.TopicID, tp.Partition)
+	for _, tp := range pm.meta.image.PartitionsOf(pm.id) {
+		state, ok := pm.meta.image.Partition(tp.TopicID, tp.Partition)
 		if !ok {
 			continue
 		}
 		key := partitionKey{tp.Topic, tp.Partition}
-		p := n.partitions[key]
+		p := pm.partitions[key]
 		if p == nil {
 			var err error
-			if p, err = n.openPartition(tp); err != nil {
-				n.markPartitionOffline(tp, err)
+			if p, err = pm.openPartition(tp); err != nil {
+				pm.markPartitionOffline(tp, err)
 				continue // the partition stays offline here
 			}
-			n.partitions[key] = p
+			pm.partitions[key] = p
 		}
 		if p.appliedPartitionEpoch == state.PartitionEpoch && p.appliedLeaderEpoch == state.LeaderEpoch {
 			continue
 		}
-		n.applyPartitionState(p, state)
-		n.setIneligibleReplicas(p)
-		n.afterReplicaChange(p)
+		pm.applyPartitionState(p, state)
+		pm.setIneligibleReplicas(p)
+		pm.afterReplicaChange(p)
 	}
-	n.forgetOfflinePartitions()
-	n.applyTopicConfigs()
-	n.wakeAllFetchWaiters()
+	pm.forgetOfflinePartitions()
+	pm.applyTopicConfigs()
+	pm.wakeAllFetchWaiters()
 }
 
 // retirePartition stops serving a replica of a deleted topic and deletes
@@ -427,46 +434,46 @@ func (n *Node) reconcilePartitions() {
 // that nothing acknowledges them, and answered on the next turn
 // (answerRetired); parked fetches notice at the wake that follows
 // reconcilePartitions.
-func (n *Node) retirePartition(p *partition) {
-	n.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
+func (pm *partitionManager) retirePartition(p *partition) {
+	pm.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
 		slog.Int("partition", int(p.key.index)), slog.Int64("log_end_offset", p.log.LogEndOffset()))
-	delete(n.partitions, p.key)
+	delete(pm.partitions, p.key)
 	p.retired = true
-	waits := n.takeProduceWaits(p)
-	n.after(0, func() { n.answerRetired(p, waits) })
-	n.unfollow(p)
+	waits := pm.takeProduceWaits(p)
+	pm.after(0, func() { pm.answerRetired(p, waits) })
+	pm.unfollow(p)
 	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
 }
 
 // caughtUpWithRegistration reports whether this incarnation's
 // registration is in the image it has applied.
-func (n *Node) caughtUpWithRegistration() bool {
-	if n.meta.brokerEpoch < 0 {
+func (mf *metadataFollower) caughtUpWithRegistration() bool {
+	if mf.brokerEpoch < 0 {
 		return false
 	}
-	b, ok := n.meta.image.Broker(n.id)
-	return ok && b.Epoch == n.meta.brokerEpoch && b.IncarnationID == n.incarnation
+	b, ok := mf.image.Broker(mf.id)
+	return ok && b.Epoch == mf.brokerEpoch && b.IncarnationID == mf.incarnation
 }
 
 // applyPartitionState performs what ApplyState decides.
-func (n *Node) applyPartitionState(p *partition, state metadata.PartitionState) {
-	tr, err := p.replica.ApplyState(replicaStateOf(state), n.nowMs())
+func (pm *partitionManager) applyPartitionState(p *partition, state metadata.PartitionState) {
+	tr, err := p.replica.ApplyState(replicaStateOf(state), pm.nowMs())
 	if err != nil {
 		return // older than what the replica already holds
 	}
 	if state.LeaderEpoch != p.appliedLeaderEpoch {
-		n.endFetchBackoff(p)
+		pm.endFetchBackoff(p)
 	}
 	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
 	if tr.TruncateToOffset != replica.NoOffset {
 		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls
 	}
-	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != n.id {
-		n.follow(p, state.Leader)
+	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != pm.id {
+		pm.follow(p, state.Leader)
 	} else {
-		n.unfollow(p)
+		pm.unfollow(p)
 	}
-	n.afterReplicaChange(p)
+	pm.afterReplicaChange(p)
 }
 
 func replicaStateOf(s metadata.PartitionState) replica.PartitionState {

@@ -9,7 +9,6 @@ import (
 	"strand/core/config"
 	"strand/core/env"
 	"strand/core/group"
-	"strand/core/log"
 	"strand/core/metadata"
 	"strand/core/producer"
 	"strand/core/quorum"
@@ -151,16 +150,6 @@ type Node struct {
 	// New: PrecheckRequest reads listenerKinds on connection goroutines.
 	listenerKinds map[string]listenerKind
 	advertised    map[listenerKind][]kmsg.ApiVersionsResponseApiKey
-	logConfig     log.Config
-	// precheckView is the PrecheckView last handed to the environment
-	// (publishPrecheckView), kept to publish a new one only on a change.
-	precheckView *PrecheckView
-	// loopRecompressions counts the batches produceOne recompressed on the
-	// loop (storedForm): in realnet only those whose pre-check missed the
-	// topic's codec, as each holds every partition of the broker for the
-	// time it takes. Tests read it.
-	loopRecompressions int64
-
 	// controllerRole is the controller side of the node: the metadata
 	// quorum's voter and core/controller with the controller role, and,
 	// on every node, the way to the active controller.
@@ -170,17 +159,8 @@ type Node struct {
 	// registration in it.
 	meta *metadataFollower
 
-	// managers are the log directories, in log.dirs order.
-	managers   []*log.Manager
-	partitions map[partitionKey]*partition
-	// offlinePartitions are the partitions assigned here whose log could
-	// not be opened (storage_failure.go markPartitionOffline).
-	offlinePartitions map[partitionKey]bool
-	// topicConfigs caches resolved topic configurations for the image at
-	// offset topicConfigsAt (topic_config.go).
-	topicConfigs   map[string]config.TopicConfig
-	topicConfigsAt int64
-	fetchers       map[int32]*fetcher
+	// parts are the partitions this node hosts and what waits on them.
+	parts *partitionManager
 
 	// producerIDs are the producer ids the controller allocated to this
 	// broker (AllocateProducerIds), for InitProducerId; initProducerWaits
@@ -189,28 +169,9 @@ type Node struct {
 	producerIDRequestInFlight bool
 	initProducerWaits         []initProducerWait
 
-	nextRequestID uint64
-	produceWaits  map[uint64]*produceSlot
-	// fetchWaiters are the parked fetches, oldest first; each partition
-	// also lists those waiting on it.
-	fetchWaiters []*fetchWaiter
-	// wakeQueue are the partitions whose parked fetches are to be
-	// re-checked, and wakeAll asks for every parked fetch; waking guards
-	// drainWakes against re-entry.
-	wakeQueue       []*partition
-	wakeAll, waking bool
-	// fetchSessions are the consumers' and followers' fetch sessions
-	// (KIP-227, fetch_session.go).
-	fetchSessions *fetchSessionCache
-
-	// coordinators are the group coordinators of the __consumer_offsets
-	// partitions this broker leads, by partition (coordinators.go).
-	coordinators map[int32]*coordinatorSlot
-	// unloadedCoordinator answers NOT_COORDINATOR for the others.
-	unloadedCoordinator *group.Coordinator
-	// offsetsTopicCreating is set while a creation of __consumer_offsets
-	// is in flight.
-	offsetsTopicCreating bool
+	// groups are the group coordinators of the __consumer_offsets
+	// partitions this broker leads.
+	groups *groupCoordinators
 }
 
 // New starts a node: it starts the metadata quorum's voter and the
@@ -243,41 +204,42 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		},
 		listenerKinds: listenerKindsByName(b),
 		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
-		logConfig:     logConfigOf(b.TopicDefaults()),
-		meta:          &metadataFollower{image: metadata.NewImage(), brokerEpoch: -1},
-		partitions:    map[partitionKey]*partition{},
-		fetchers:      map[int32]*fetcher{},
-		produceWaits:  map[uint64]*produceSlot{},
-		coordinators:  map[int32]*coordinatorSlot{},
 	}
 	for _, kind := range listenerKindsOf(b.Roles.Broker, b.Roles.Controller) {
 		n.advertised[kind] = versionsTable(kind)
 	}
-	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
-	n.fetchSessions.logStartUntold = cfg.Bugs.SessionLogStartUntold
-	if err := n.logConfig.Validate(); err != nil {
+	produceListeners := map[string]bool{}
+	for _, l := range b.Listeners {
+		produceListeners[l.Name] = n.listenerServes(l.Name, kmsg.Produce.Int16())
+	}
+	e := &n.nodeEnv
+	n.meta = &metadataFollower{nodeEnv: e, image: metadata.NewImage(), brokerEpoch: -1}
+	n.parts = newPartitionManager(e, n.meta, nil, produceListeners)
+	n.groups = &groupCoordinators{nodeEnv: e, meta: n.meta, parts: n.parts, coordinators: map[int32]*coordinatorSlot{}}
+	n.parts.groups = n.groups
+	if err := n.parts.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
-	if err := n.groupConfig(0, 1).Validate(); err != nil {
+	if err := n.groups.groupConfig(0, 1).Validate(); err != nil {
 		return nil, fmt.Errorf("broker: group coordinator settings: %w", err)
 	}
-	cr, err := newControllerRole(&n.nodeEnv, disks[0])
+	cr, err := newControllerRole(e, disks[0])
 	if err != nil {
 		return nil, err
 	}
-	n.controllerRole = cr
+	n.controllerRole, n.parts.controllerRole, n.groups.controllerRole = cr, cr, cr
 	if b.Roles.Broker {
 		previous, err := takeCleanShutdown(disks[0])
 		if err != nil {
 			return nil, err
 		}
 		n.meta.previousBrokerEpoch = previous
-		if err := n.openManagers(); err != nil {
+		if err := n.parts.openManagers(); err != nil {
 			return nil, err
 		}
-		n.scheduleCheckpoints(0)
-		n.scheduleProducerExpiry()
-		n.scheduleCleaner(logCleanerBackoffMs)
+		n.parts.scheduleCheckpoints(0)
+		n.parts.scheduleProducerExpiry()
+		n.parts.scheduleCleaner(logCleanerBackoffMs)
 		n.startBroker()
 	}
 	return n, nil
@@ -294,24 +256,24 @@ func (n *Node) InitialUnfenceDone() bool { return n.meta.initialUnfenceDone }
 
 // noticeInitialCatchUp runs where the image has caught up with this
 // incarnation's registration.
-func (n *Node) noticeInitialCatchUp() {
-	n.meta.initialCatchUpDone = true
-	n.noticeReady()
+func (mf *metadataFollower) noticeInitialCatchUp() {
+	mf.initialCatchUpDone = true
+	mf.noticeReady()
 }
 
 // noticeReady reports the broker ready for clients (Config.OnInitialUnfence)
 // the first time its image, which Metadata answers from, has caught up and
 // shows this incarnation unfenced.
-func (n *Node) noticeReady() {
-	if n.meta.initialUnfenceDone || !n.meta.initialCatchUpDone || !n.caughtUpWithRegistration() {
+func (mf *metadataFollower) noticeReady() {
+	if mf.initialUnfenceDone || !mf.initialCatchUpDone || !mf.caughtUpWithRegistration() {
 		return
 	}
-	if b, _ := n.meta.image.Broker(n.id); b.Fenced {
+	if b, _ := mf.image.Broker(mf.id); b.Fenced {
 		return
 	}
-	n.meta.initialUnfenceDone = true
-	if n.cfg.OnInitialUnfence != nil {
-		n.cfg.OnInitialUnfence()
+	mf.initialUnfenceDone = true
+	if mf.cfg.OnInitialUnfence != nil {
+		mf.cfg.OnInitialUnfence()
 	}
 }
 
@@ -366,14 +328,14 @@ func (n *Node) HandleClosed(conn env.ConnID) {
 		q.HandleClosed(conn)
 	}
 	var closed []*fetchWaiter
-	for _, w := range n.fetchWaiters {
+	for _, w := range n.parts.fetchWaiters {
 		if w.conn == conn {
 			closed = append(closed, w)
 		}
 	}
 	for _, w := range closed {
 		w.timer.Stop()
-		n.removeFetchWaiter(w)
+		n.parts.removeFetchWaiter(w)
 	}
 }
 

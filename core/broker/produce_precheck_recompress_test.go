@@ -61,10 +61,10 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	c.createTopicWith("as-sent", map[string]string{"compression.type": "producer"})
 	c.createTopicWith("to-zstd-small", map[string]string{"compression.type": "zstd", "max.message.bytes": "200"})
 	n := c.nodes[1].node
-	if topic := n.precheckView.topics["to-gzip"]; topic == nil || !topic.recompress || topic.codec != batch.CodecGzip {
+	if topic := n.parts.precheckView.topics["to-gzip"]; topic == nil || !topic.recompress || topic.codec != batch.CodecGzip {
 		t.Fatalf("codec published for to-gzip: %+v, want gzip", topic)
 	}
-	if topic := n.precheckView.topics["as-sent"]; topic == nil || topic.recompress {
+	if topic := n.parts.precheckView.topics["as-sent"]; topic == nil || topic.recompress {
 		t.Fatalf("codec published for a topic keeping the producer's: %+v", topic)
 	}
 
@@ -79,12 +79,12 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 		if r := v.recompression; r == nil || r.codec != batch.CodecGzip || r.stored == nil || r.batchBytes != len(r.stored) {
 			t.Fatalf("from %s: the pre-check made no gzip copy: %+v", from, r)
 		}
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != next {
 			t.Fatalf("from %s: error %d base %d, want 0 and %d", from, r.ErrorCode, r.BaseOffset, next)
 		}
-		if n.loopRecompressions != loopBefore {
-			t.Errorf("from %s: the loop recompressed %d batches of a pre-checked produce", from, n.loopRecompressions-loopBefore)
+		if n.parts.loopRecompressions != loopBefore {
+			t.Errorf("from %s: the loop recompressed %d batches of a pre-checked produce", from, n.parts.loopRecompressions-loopBefore)
 		}
 		f := c.fetch(1, "to-gzip", 0, next)
 		codec, lat, vals := storedBatch(t, f.RecordBatches)
@@ -114,8 +114,8 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 		if r := c.produce(1, "to-gzip", 0, -1, bytes.Clone(plain)); r.ErrorCode != 0 {
 			t.Fatalf("from %s: unchecked batch: error %d", from, r.ErrorCode)
 		}
-		if n.loopRecompressions != loopBefore+1 {
-			t.Fatalf("from %s: %d loop recompressions for one batch produced without a pre-check", from, n.loopRecompressions-loopBefore)
+		if n.parts.loopRecompressions != loopBefore+1 {
+			t.Fatalf("from %s: %d loop recompressions for one batch produced without a pre-check", from, n.parts.loopRecompressions-loopBefore)
 		}
 		offPrecheck, offLoop := c.fetch(1, "to-gzip", 0, next+2), c.fetch(1, "to-gzip", 0, next+4)
 		a, _ := batch.ParseHeader(offPrecheck.RecordBatches)
@@ -157,11 +157,11 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	if r := v.recompression; len(small) > 200 || r == nil || len(r.stored) <= 200 {
 		t.Fatalf("test batch of %d bytes, recompressed %+v: want a copy that fits only before", len(small), r)
 	}
-	loopBefore := n.loopRecompressions
+	loopBefore := n.parts.loopRecompressions
 	if r := c.sendPrechecked(prechecked); r.ErrorCode != kerr.MessageTooLarge.Code {
 		t.Errorf("batch growing past max.message.bytes when recompressed by the pre-check: error %d, want MESSAGE_TOO_LARGE", r.ErrorCode)
 	}
-	if n.loopRecompressions != loopBefore {
+	if n.parts.loopRecompressions != loopBefore {
 		t.Errorf("the loop recompressed the oversized batch again")
 	}
 }
@@ -183,7 +183,7 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 		t.Helper()
 		c.mustAlter(1, "changing", set("compression.type", compressionType))
 		c.waitFor("compression.type "+compressionType+" applied", 10000, func() bool {
-			return n.topicConfig("changing").CompressionType == compressionType
+			return n.parts.topicConfig("changing").CompressionType == compressionType
 		})
 	}
 	steps := []struct {
@@ -209,11 +209,11 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 			t.Fatalf("step %d: the pre-check's copy is %+v, want one in %s", i, r, step.precheckedAs)
 		}
 		alterTo(step.alteredTo)
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != int64(2*i) {
 			t.Fatalf("step %d: error %d base %d, want 0 and %d", i, r.ErrorCode, r.BaseOffset, 2*i)
 		}
-		if got := n.loopRecompressions - loopBefore; got != step.wantLoop {
+		if got := n.parts.loopRecompressions - loopBefore; got != step.wantLoop {
 			t.Errorf("step %d: %d recompressions on the loop, want %d", i, got, step.wantLoop)
 		}
 		codec, _, vals := storedBatch(t, c.fetch(1, "changing", 0, int64(2*i)).RecordBatches)
@@ -253,11 +253,11 @@ func TestPrecheckKeepsNoCopyOverMessageMaxBytes(t *testing.T) {
 		if r := v.recompression; len(small) > 200 || r == nil || r.stored != nil || r.batchBytes <= 200 || r.codec != batch.CodecZstd {
 			t.Fatalf("%s: batch of %d bytes recompressed %+v: want its zstd size over 200 and no copy", tc.topic, len(small), r)
 		}
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != tc.wantCode {
 			t.Errorf("%s: error %v, want %v", tc.topic, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(tc.wantCode))
 		}
-		if got := n.loopRecompressions - loopBefore; got != tc.wantLoop {
+		if got := n.parts.loopRecompressions - loopBefore; got != tc.wantLoop {
 			t.Errorf("%s: %d recompressions on the loop, want %d", tc.topic, got, tc.wantLoop)
 		}
 		if tc.wantCode == 0 {

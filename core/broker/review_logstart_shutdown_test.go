@@ -33,7 +33,7 @@ func TestCleanRestartKeepsTheLogStartOffset(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitRegistered()
-	p := tn.node.partitions[partitionKey{"t", 0}]
+	p := tn.node.parts.partitions[partitionKey{"t", 0}]
 	if p == nil {
 		t.Fatal("the partition is not hosted after the restart")
 	}

@@ -38,7 +38,7 @@ func TestReviewIdleIncrementalFetchesKeepFollowersInISR(t *testing.T) {
 			}
 		}
 	}
-	s := leader.fetchSessions.get(f.session.id)
+	s := leader.parts.fetchSessions.get(f.session.id)
 	if s == nil {
 		t.Fatalf("node 2 lost node 3's session %d", f.session.id)
 	}

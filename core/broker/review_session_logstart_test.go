@@ -32,14 +32,14 @@ func TestReviewFollowerLearnsLogStartAfterDivergingFullFetch(t *testing.T) {
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
 	c.waitFor("new leader takes over", 5000, func() bool {
-		return c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica.Role() == replica.RoleLeader
+		return c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica.Role() == replica.RoleLeader
 	})
 	// Node 2 is fenced now: it does not hold the low watermark back.
 	if r := c.deleteRecords(leader, "r", 1, 15000); r.ErrorCode != 0 || r.LowWatermark != 1 {
 		t.Fatalf("DeleteRecords to 1 on the new leader: error %v low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
 	}
 	c.net.Heal()
-	old := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	old := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("old leader rejoins as follower and truncates", 30000, func() bool {
 		return old.replica.Role() == replica.RoleFollower && old.log.LogEndOffset() == 2
 	})

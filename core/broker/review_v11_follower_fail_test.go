@@ -22,7 +22,7 @@ func TestFollowerLogFailureAnswersAParkedConsumerFetch(t *testing.T) {
 		t.Fatalf("produce: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	key := partitionKey{"r", 0}
-	follower := c.nodes[1].node.partitions[key]
+	follower := c.nodes[1].node.parts.partitions[key]
 	c.waitFor("follower 1 learns HW 2", 5000, func() bool { return follower.replica.HighWatermark() == 2 })
 	if follower.replica.Role() != replica.RoleFollower {
 		t.Fatalf("test premise: node 1 is not a follower of r-0")
@@ -33,7 +33,7 @@ func TestFollowerLogFailureAnswersAParkedConsumerFetch(t *testing.T) {
 		t.Fatalf("test premise: a fetch at the follower's HW waits; answered %v", fetch.resp)
 	}
 	failedAtMs := c.s.NowNs() / 1e6
-	c.nodes[1].node.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	c.nodes[1].node.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
 	c.run(20)
 	if !fetch.done {
 		t.Fatalf("20 ms after the follower's directory went offline, its parked consumer fetch is not answered")

@@ -53,7 +53,7 @@ func TestPrecheckCopiesBoundedPerRequest(t *testing.T) {
 			kept += len(v.recompression.stored)
 		}
 	}
-	if bound := requestBytes + n.precheckView.batchBytesMax; kept > bound {
+	if bound := requestBytes + n.parts.precheckView.batchBytesMax; kept > bound {
 		t.Errorf("a request of %d batch bytes keeps %d bytes of recompressed copies, want at most %d", requestBytes, kept, bound)
 	}
 

@@ -18,7 +18,7 @@ import (
 // returns the state it applied (the other replicas catch up by applying it).
 func v7DelayAhead(t *testing.T, c *cluster, follower *Node, key partitionKey) metadata.PartitionState {
 	t.Helper()
-	p := follower.partitions[key]
+	p := follower.parts.partitions[key]
 	topic, ok := follower.meta.image.TopicByName(key.topic)
 	if !ok {
 		t.Fatalf("node %d does not know topic %q", follower.id, key.topic)
@@ -30,7 +30,7 @@ func v7DelayAhead(t *testing.T, c *cluster, follower *Node, key partitionKey) me
 	ahead := state
 	ahead.LeaderEpoch++
 	ahead.PartitionEpoch++
-	follower.applyPartitionState(p, ahead)
+	follower.parts.applyPartitionState(p, ahead)
 	c.waitFor(key.String()+"'s fetch delayed by UNKNOWN_LEADER_EPOCH", 2000, func() bool { return p.fetchBackoff != nil })
 	return ahead
 }
@@ -52,10 +52,10 @@ func v7Victim(f *fetcher) partitionKey {
 func TestV7PersistentErrorIsFetchedOncePerBackoff(t *testing.T) {
 	c, leader, follower, f := idleSessionCluster(t, 12)
 	key := v7Victim(f)
-	victim := follower.partitions[key]
+	victim := follower.parts.partitions[key]
 	v7DelayAhead(t, c, follower, key)
 	c.run(100) // the next fetch forgets it
-	s := leader.fetchSessions.get(f.session.id)
+	s := leader.parts.fetchSessions.get(f.session.id)
 	if s == nil {
 		t.Fatalf("the leader lost node 3's session %d", f.session.id)
 	}
@@ -96,14 +96,14 @@ func TestV7PersistentErrorIsFetchedOncePerBackoff(t *testing.T) {
 func TestV7NewLeaderEpochEndsTheDelayAndFetchesAtOnce(t *testing.T) {
 	c, _, follower, f := idleSessionCluster(t, 12)
 	key := v7Victim(f)
-	victim := follower.partitions[key]
+	victim := follower.parts.partitions[key]
 	ahead := v7DelayAhead(t, c, follower, key)
 	newer := ahead
 	newer.LeaderEpoch++
 	newer.PartitionEpoch++
 	for _, id := range []int32{2, 1, 3} {
 		n := c.nodes[id].node
-		n.applyPartitionState(n.partitions[key], newer)
+		n.parts.applyPartitionState(n.parts.partitions[key], newer)
 	}
 	if victim.fetchBackoff != nil {
 		t.Fatalf("%v is still delayed after leader epoch %d", key, newer.LeaderEpoch)
@@ -133,7 +133,7 @@ func TestV7DelayedAloneInItsFetcher(t *testing.T) {
 		followerID = 2
 	}
 	follower := c.nodes[followerID].node
-	f := follower.fetchers[lead]
+	f := follower.parts.fetchers[lead]
 	key := partitionKey{"other", 0}
 	if f == nil || len(f.keys) != 1 || f.keys[0] != key || !f.session.incremental() {
 		t.Fatalf("node %d's fetcher of node %d: want other-0 alone, in an incremental session", followerID, lead)
@@ -149,7 +149,7 @@ func TestV7DelayedAloneInItsFetcher(t *testing.T) {
 	for _, id := range []int32{1, 2, 3} {
 		if id != followerID {
 			n := c.nodes[id].node
-			n.applyPartitionState(n.partitions[key], ahead)
+			n.parts.applyPartitionState(n.parts.partitions[key], ahead)
 		}
 	}
 	startMs := follower.nowMs()
@@ -159,7 +159,7 @@ func TestV7DelayedAloneInItsFetcher(t *testing.T) {
 	if tookMs := follower.nowMs() - startMs; tookMs > replicaFetchBackoffMs+replicaFetchMaxWaitMs {
 		t.Fatalf("acks=all to other-0 took %d ms; want at most the rest of the delay", tookMs)
 	}
-	p := follower.partitions[key]
+	p := follower.parts.partitions[key]
 	c.waitFor("the follower's HW of other-0 reaches 1", 2000, func() bool { return p.replica.HighWatermark() == 1 })
 }
 
@@ -169,22 +169,22 @@ func TestV7DelayedAloneInItsFetcher(t *testing.T) {
 func TestV7RetiredOrLeadingDuringTheDelay(t *testing.T) {
 	c, _, follower, f := idleSessionCluster(t, 12)
 	key := v7Victim(f)
-	victim := follower.partitions[key]
+	victim := follower.parts.partitions[key]
 	state := v7DelayAhead(t, c, follower, key)
 
 	// Becomes leader (a newer epoch naming node 3).
 	lead := state
 	lead.Leader, lead.LeaderEpoch, lead.PartitionEpoch = 3, state.LeaderEpoch+1, state.PartitionEpoch+1
-	follower.applyPartitionState(victim, lead)
-	if victim.fetchBackoff != nil || follower.fetcherOf(victim) != nil {
-		t.Fatalf("%v leads on node 3 but is still delayed (%v) or fetched (%v)", key, victim.fetchBackoff != nil, follower.fetcherOf(victim) != nil)
+	follower.parts.applyPartitionState(victim, lead)
+	if victim.fetchBackoff != nil || follower.parts.fetcherOf(victim) != nil {
+		t.Fatalf("%v leads on node 3 but is still delayed (%v) or fetched (%v)", key, victim.fetchBackoff != nil, follower.parts.fetcherOf(victim) != nil)
 	}
 
 	// Another partition of the same topic, delayed, then its topic deleted.
 	var other *partition
 	for _, k := range f.keys {
 		if k.topic == key.topic && k != key {
-			other = follower.partitions[k]
+			other = follower.parts.partitions[k]
 			break
 		}
 	}
@@ -215,7 +215,7 @@ func TestV7RetiredOrLeadingDuringTheDelay(t *testing.T) {
 func TestV7DelayedPartitionLearnsLogStartAndHWWhenNamedAgain(t *testing.T) {
 	c, leader, follower, f := idleSessionCluster(t, 12)
 	key := v7Victim(f)
-	victim := follower.partitions[key]
+	victim := follower.parts.partitions[key]
 	for i := range 4 {
 		if r := c.produce(2, key.topic, key.index, -1, recordBatch("a", "b")); r.ErrorCode != 0 || r.BaseOffset != int64(2*i) {
 			t.Fatalf("acks=all produce %d to %v: error %v offset %d", i, key, kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
@@ -233,7 +233,7 @@ func TestV7DelayedPartitionLearnsLogStartAndHWWhenNamedAgain(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	c.request(2, req)
-	lp := leader.partitions[key]
+	lp := leader.parts.partitions[key]
 	if got := lp.log.LogStartOffset(); got != 6 {
 		t.Fatalf("the leader's log start of %v is %d after DeleteRecords; want 6", key, got)
 	}
@@ -242,7 +242,7 @@ func TestV7DelayedPartitionLearnsLogStartAndHWWhenNamedAgain(t *testing.T) {
 	}
 	for _, id := range []int32{2, 1} {
 		n := c.nodes[id].node
-		n.applyPartitionState(n.partitions[key], ahead)
+		n.parts.applyPartitionState(n.parts.partitions[key], ahead)
 	}
 	c.waitFor(key.String()+" converges on node 3", 3000, func() bool {
 		return victim.log.LogEndOffset() == 10 && victim.replica.HighWatermark() == 10 && victim.log.LogStartOffset() == 6 &&
@@ -256,7 +256,7 @@ func TestV7DelayedPartitionLearnsLogStartAndHWWhenNamedAgain(t *testing.T) {
 // that full fetch leaves the delayed partition out.
 func TestV7MalformedDivergingEpochDelaysAndResets(t *testing.T) {
 	_, _, follower, f := idleSessionCluster(t, 12)
-	_, sent := follower.buildReplicaFetch(f)
+	_, sent := follower.parts.buildReplicaFetch(f)
 	var s sentFetch
 	for _, sf := range sent {
 		if sf.p.key != (partitionKey{"r", 0}) {
@@ -276,14 +276,14 @@ func TestV7MalformedDivergingEpochDelaysAndResets(t *testing.T) {
 	rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = s.req.LastFetchedEpoch+5, -5
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
-	follower.onReplicaFetched(f, sent, resp)
+	follower.parts.onReplicaFetched(f, sent, resp)
 	if s.p.fetchBackoff == nil {
 		t.Fatalf("%v is not delayed after a malformed diverging epoch", s.p.key)
 	}
 	if f.session.incremental() {
 		t.Fatalf("after a malformed diverging epoch for %v the next fetch is incremental; want full", s.p.key)
 	}
-	req, all := follower.buildReplicaFetch(f)
+	req, all := follower.parts.buildReplicaFetch(f)
 	for _, t2 := range req.Topics {
 		for _, p := range t2.Partitions {
 			if (partitionKey{t2.Topic, p.Partition}) == s.p.key {
@@ -304,12 +304,12 @@ func TestV7MalformedDivergingEpochDelaysAndResets(t *testing.T) {
 func TestV7DelayWithFlushEveryMessage(t *testing.T) {
 	c := flushEveryMessageCluster(t)
 	follower := c.nodes[3].node
-	f := follower.fetchers[2]
+	f := follower.parts.fetchers[2]
 	if f == nil || !f.session.incremental() {
 		t.Fatalf("node 3 has no incremental fetch session with node 2")
 	}
 	key := v7Victim(f)
-	victim := follower.partitions[key]
+	victim := follower.parts.partitions[key]
 	if !victim.syncAcks {
 		t.Fatalf("%v does not sync every message on node 3", key)
 	}
@@ -336,9 +336,9 @@ func TestV7DelayWithFlushEveryMessage(t *testing.T) {
 	}
 	for _, id := range []int32{2, 1} {
 		n := c.nodes[id].node
-		n.applyPartitionState(n.partitions[key], ahead)
+		n.parts.applyPartitionState(n.parts.partitions[key], ahead)
 	}
-	lp := c.nodes[2].node.partitions[key]
+	lp := c.nodes[2].node.parts.partitions[key]
 	c.waitFor(key.String()+" converges on node 3, durably", 3000, func() bool {
 		return victim.log.LogEndOffset() == 5 && victim.log.RecoveryPoint() == 5 && victim.replica.HighWatermark() == 5 && lp.replica.HighWatermark() == 5
 	})

@@ -167,7 +167,7 @@ func (c *cluster) createAssigned(name string, replicas []int32, configs map[stri
 	}
 	c.waitFor(name+" on every replica", 10000, func() bool {
 		for _, id := range replicas {
-			if c.nodes[id].node.partitions[partitionKey{name, 0}] == nil {
+			if c.nodes[id].node.parts.partitions[partitionKey{name, 0}] == nil {
 				return false
 			}
 		}
@@ -217,7 +217,7 @@ func TestFetcherNotStalledWhenASyncingPartitionLeaves(t *testing.T) {
 
 	c.deleteTopic(1, "synced")
 	c.waitFor("synced retired on the follower", 10000, func() bool {
-		return node.partitions[partitionKey{"synced", 0}] == nil
+		return node.parts.partitions[partitionKey{"synced", 0}] == nil
 	})
 	disk.hold = false
 	for _, sync := range disk.held {
@@ -230,7 +230,7 @@ func TestFetcherNotStalledWhenASyncingPartitionLeaves(t *testing.T) {
 		t.Fatalf("produce q: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	startMs := node.nowMs()
-	c.waitFor("q-0 replicated to the follower", 60000, func() bool { return node.partitions[q].log.LogEndOffset() == 2 })
+	c.waitFor("q-0 replicated to the follower", 60000, func() bool { return node.parts.partitions[q].log.LogEndOffset() == 2 })
 	if tookMs := node.nowMs() - startMs; tookMs > 2000 {
 		t.Fatalf("the follower replicated q-0 %d ms after the produce: its fetcher stalled after synced-0 left it mid-Sync", tookMs)
 	}

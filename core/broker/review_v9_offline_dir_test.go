@@ -27,7 +27,7 @@ func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
 	n := c.nodes[2]
 	c.restartWithFailedOpenSync(n)
 	c.run(2 * hwCheckpointIntervalMs)
-	if err := n.node.managers[0].Err(); err == nil {
+	if err := n.node.parts.managers[0].Err(); err == nil {
 		t.Fatal("test premise: the failed sync at open did not take the directory offline")
 	}
 	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
@@ -74,7 +74,7 @@ func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
 		}
 	}
 	n := c.nodes[3]
-	p := n.node.partitions[partitionKey{"r", 0}]
+	p := n.node.parts.partitions[partitionKey{"r", 0}]
 	if p == nil || p.log.LogEndOffset() != 3 || p.log.RecoveryPoint() != 0 {
 		t.Fatalf("test premise: node 3's r-0 holds 3 unsynced records")
 	}
@@ -118,10 +118,10 @@ func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
 	n := c.nodes[4]
 	c.restartWithFailedOpenSync(n)
 	c.run(3000)
-	if n.node.managers[0].Err() == nil {
+	if n.node.parts.managers[0].Err() == nil {
 		t.Fatal("test premise: the failed sync at open did not take the directory offline")
 	}
-	if len(n.node.managers[0].Partitions()) != 0 {
+	if len(n.node.parts.managers[0].Partitions()) != 0 {
 		t.Fatal("test premise: the offline directory holds logs")
 	}
 	if b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(4); !ok || !b.Fenced {

@@ -80,8 +80,8 @@ func (n *Node) close(done func(error)) {
 		done(n.closeFiles())
 		return
 	}
-	n.flushForShutdown(func(flushErr error) {
-		n.writeShutdownCheckpoints(func(checkpointErr error) {
+	n.parts.flushForShutdown(func(flushErr error) {
+		n.parts.writeShutdownCheckpoints(func(checkpointErr error) {
 			n.writeCleanShutdown(errors.Join(flushErr, checkpointErr), done)
 		})
 	})
@@ -89,9 +89,9 @@ func (n *Node) close(done func(error)) {
 
 // flushForShutdown flushes every log to its end and takes the producer
 // snapshots, then runs done with what failed.
-func (n *Node) flushForShutdown(done func(error)) {
+func (pm *partitionManager) flushForShutdown(done func(error)) {
 	all := joinedCompletions(done)
-	for _, p := range n.sortedPartitions() {
+	for _, p := range pm.sortedPartitions() {
 		if err := p.log.Err(); err != nil {
 			// A failed log cannot be flushed: its tail may never reach
 			// the disk, so no marker may say that every log is durable
@@ -100,7 +100,7 @@ func (n *Node) flushForShutdown(done func(error)) {
 		} else {
 			p.log.Flush(p.log.LogEndOffset(), all.add())
 		}
-		if !p.storageFailed() && n.syncProducers(p) == nil {
+		if !p.storageFailed() && pm.syncProducers(p) == nil {
 			// The next start loads this snapshot instead of replaying the
 			// log. It is only an optimisation: a failure is not an
 			// unclean shutdown.
@@ -123,10 +123,10 @@ func (n *Node) flushForShutdown(done func(error)) {
 //   - the high watermarks, as Kafka's ReplicaManager.shutdown does: a node
 //     restarted with older ones hides committed records from consumers
 //     until its followers fetch again.
-func (n *Node) writeShutdownCheckpoints(done func(error)) {
+func (pm *partitionManager) writeShutdownCheckpoints(done func(error)) {
 	all := joinedCompletions(done)
-	hws := n.highWatermarksByManager()
-	for i, m := range n.managers {
+	hws := pm.highWatermarksByManager()
+	for i, m := range pm.managers {
 		m.WriteRecoveryPoints(all.add())
 		m.WriteLogStartOffsets(all.add())
 		m.WriteHighWatermarks(hws[i], all.add())
@@ -193,10 +193,10 @@ func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 // closeFiles closes every log, its producer snapshots, and the controller.
 func (n *Node) closeFiles() error {
 	var err error
-	for _, p := range n.sortedPartitions() {
+	for _, p := range n.parts.sortedPartitions() {
 		p.snapshots.Close()
 	}
-	for _, m := range n.managers {
+	for _, m := range n.parts.managers {
 		err = errors.Join(err, m.Close())
 	}
 	n.controllerRole.close()

@@ -55,7 +55,7 @@ func TestCleanShutdownCheckpointsRecoveryPoints(t *testing.T) {
 	c.start(tn)
 	c.waitRegistered()
 	for tp, leo := range want {
-		p := tn.node.partitions[partitionKey{tp.Topic, tp.Partition}]
+		p := tn.node.parts.partitions[partitionKey{tp.Topic, tp.Partition}]
 		if p == nil {
 			t.Fatalf("%v is not hosted after the restart", tp)
 		}

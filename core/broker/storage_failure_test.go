@@ -56,7 +56,7 @@ func holdAcksOnNode2(t *testing.T, c *cluster) (produce, fetch *asyncAnswer) {
 	if produce.done || fetch.done {
 		t.Fatalf("test premise: acks=all (answered %v) and the fetch at the HW (answered %v) wait", produce.done, fetch.done)
 	}
-	if leo := c.nodes[2].node.partitions[partitionKey{"r", 0}].log.LogEndOffset(); leo != 1 {
+	if leo := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset(); leo != 1 {
 		t.Fatalf("test premise: node 2's r-0 LEO is %d, want 1", leo)
 	}
 	return produce, fetch
@@ -90,7 +90,7 @@ func TestLogDirFailureAnswersWaitingAcksAndFetches(t *testing.T) {
 	c := threeNodes(t)
 	produce, fetch := holdAcksOnNode2(t, c)
 	failedAtMs := c.s.NowNs() / 1e6
-	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	c.nodes[2].node.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
 	c.run(20)
 	if !produce.done || !fetch.done {
 		t.Fatalf("20 ms after the directory went offline: acks=all answered %v, fetch answered %v; want both answered",
@@ -129,7 +129,7 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 	produce := c.sendAlone(2, req)
 	n3 := c.nodes[3].node
 	c.waitFor("node 3 replicates the record", 5000, func() bool {
-		p := n3.partitions[partitionKey{"r", 0}]
+		p := n3.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 1
 	})
 	c.run(1500) // node 3's next fetch tells the leader its LEO; node 1 stops counting as caught up
@@ -137,20 +137,20 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 		t.Fatalf("test premise: acks=all waits for node 1, in the ISR; answered %+v", produce.resp)
 	}
 	n2 := c.nodes[2].node
-	p := n2.partitions[partitionKey{"r", 0}]
+	p := n2.parts.partitions[partitionKey{"r", 0}]
 	state, _ := n2.meta.image.PartitionByName("r", 0)
 	if !slices.Equal(state.ISR, []int32{1, 2, 3}) || p.replica.HighWatermark() != 0 {
 		t.Fatalf("test premise: ISR %v (want [1 2 3]), HW %d (want 0)", state.ISR, p.replica.HighWatermark())
 	}
 
-	n2.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	n2.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
 	shrunk := state
 	shrunk.ISR, shrunk.PartitionEpoch = []int32{2, 3}, state.PartitionEpoch+1
 	// The shrink, committed before the failure was noticed, applied as
 	// reconcilePartitions applies a pushed state.
-	n2.applyPartitionState(p, shrunk)
-	n2.setIneligibleReplicas(p)
-	n2.afterReplicaChange(p)
+	n2.parts.applyPartitionState(p, shrunk)
+	n2.parts.setIneligibleReplicas(p)
+	n2.parts.afterReplicaChange(p)
 	if p.replica.HighWatermark() != 1 {
 		t.Fatalf("test premise: the shrink moved the HW to %d, want 1", p.replica.HighWatermark())
 	}
@@ -172,7 +172,7 @@ func TestFailedSyncAnswersDurableWaitAtOnce(t *testing.T) {
 	c.waitRegistered()
 	c.createTopic(1, "d", 1, 1)
 	n := c.nodes[1]
-	p := n.node.partitions[partitionKey{"d", 0}]
+	p := n.node.parts.partitions[partitionKey{"d", 0}]
 	if p == nil || !p.syncAcks {
 		t.Fatal("test premise: d-0 is hosted with flush.messages=1")
 	}
@@ -238,17 +238,17 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	if err := c.startWithTwoLogDirs(n, nil); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.partitions[partitionKey{"r", 0}] != nil })
-	if n.node.partitions[partitionKey{"r", 0}].manager != n.node.managers[0] {
+	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.parts.partitions[partitionKey{"r", 0}] != nil })
+	if n.node.parts.partitions[partitionKey{"r", 0}].manager != n.node.parts.managers[0] {
 		t.Fatal("test premise: r-0's log, recovered from the first directory, is opened from it")
 	}
 	// The second directory, holding no log, goes offline.
-	n.node.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	n.node.parts.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
 	p, err := openFresh(n.node, 0)
 	if err != nil {
 		t.Fatalf("openPartition with one live directory: %v", err)
 	}
-	if p.manager != n.node.managers[0] {
+	if p.manager != n.node.parts.managers[0] {
 		t.Fatal("the new log went to the offline directory")
 	}
 	if p.log.Err() != nil {
@@ -256,7 +256,7 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	}
 
 	// No directory live: the open fails with a storage error.
-	n.node.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	n.node.parts.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
 	if _, err := openFresh(n.node, 1); errorCodeOf(err) != kerr.KafkaStorageError.Code {
 		t.Fatalf("openPartition with no live directory: %v, want a storage error", err)
 	}
@@ -288,10 +288,10 @@ func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 	n.disk.Writeback() // the removal survives the crash below
 	c.restartWithFailedOpenSync(n)
 	c.run(3000)
-	if n.node.managers[0].Err() == nil {
+	if n.node.parts.managers[0].Err() == nil {
 		t.Fatal("test premise: the directory is not offline")
 	}
-	if n.node.partitions[partitionKey{"r", 0}] != nil {
+	if n.node.parts.partitions[partitionKey{"r", 0}] != nil {
 		t.Fatal("test premise: r-0 opened on node 3")
 	}
 	if f := c.fetch(3, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
@@ -306,14 +306,14 @@ func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 
 	c.deleteTopic(2, "r")
 	c.waitFor("node 3 forgets the deleted topic's offline partition", 10000, func() bool {
-		return !n.node.partitionOffline(partitionKey{"r", 0})
+		return !n.node.parts.partitionOffline(partitionKey{"r", 0})
 	})
 }
 
 // openFresh opens partition index of a topic "fresh" the image does not
 // know, as reconcilePartitions opens an assigned one.
 func openFresh(n *Node, index int32) (*partition, error) {
-	return n.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: index, TopicID: metadata.TopicID{1}})
+	return n.parts.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: index, TopicID: metadata.TopicID{1}})
 }
 
 func mustList(t *testing.T, disk env.Disk, dir string) []string {
@@ -356,8 +356,8 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	}
 	c.waitFor("node 2 registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 	c.run(3000)
-	if n.node.managers[0].Err() != nil || n.node.managers[1].Err() == nil {
-		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.managers[0].Err(), n.node.managers[1].Err())
+	if n.node.parts.managers[0].Err() != nil || n.node.parts.managers[1].Err() == nil {
+		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.parts.managers[0].Err(), n.node.parts.managers[1].Err())
 	}
 	const offline = "storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR"
 	lines := n.logs.matching(slog.LevelError, offline, map[string]string{"log_dir": "/data2/node2"})
@@ -367,7 +367,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
 		t.Error("broker 2, with an offline log dir, is not fenced")
 	}
-	if p := n.node.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.managers[0] || p.log.Err() != nil {
+	if p := n.node.parts.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.parts.managers[0] || p.log.Err() != nil {
 		t.Error("r-0, in the healthy log dir, is not open from it")
 	}
 	_, err := openFresh(n.node, 0)
@@ -418,9 +418,9 @@ func TestFailedLeaderLogProposesNoISRShrink(t *testing.T) {
 	if r := c.produce(2, "r", 0, 1, recordBatch("b")); r.ErrorCode != 0 {
 		t.Fatalf("acks=1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a segment write failed: %w", env.ErrIO))
+	c.nodes[2].node.parts.managers[0].Fail(fmt.Errorf("injected: a segment write failed: %w", env.ErrIO))
 	c.run(10000)
-	p := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	p := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	if !p.storageFailed() || p.replica.Role() != replica.RoleLeader {
 		t.Fatalf("test premise: node 2 still leads r-0 (role %v) with a failed log (%v)", p.replica.Role(), p.storageFailed())
 	}

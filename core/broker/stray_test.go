@@ -26,7 +26,7 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 	oldID, _ := c.nodes[1].node.controllerRole.ctrl.Image().TopicByName("r")
 	tn := c.nodes[3]
 	c.waitFor("node 3 has the old records", 5000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 5
 	})
 	tn.proc.Crash()
@@ -52,11 +52,11 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("node 3 follows the new r-0", 30000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 2
 	})
 	c.run(1000)
-	p := tn.node.partitions[partitionKey{"r", 0}]
+	p := tn.node.parts.partitions[partitionKey{"r", 0}]
 	res, err := p.log.Read(0, math.MaxInt32, p.log.LogEndOffset(), true)
 	if err != nil {
 		t.Fatal(err)
