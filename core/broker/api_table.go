@@ -146,10 +146,12 @@ func serve[P any, R kmsg.Request](part func(*Node) P, handle func(P, env.ConnID,
 }
 
 // The parts of a node that serve APIs, for serve.
-func byNode(n *Node) *Node                   { return n }
-func byController(n *Node) *controllerRole   { return n.controllerRole }
-func byPartitions(n *Node) *partitionManager { return n.parts }
-func byGroups(n *Node) *groupCoordinators    { return n.groups }
+func byNode(n *Node) *Node                     { return n }
+func byController(n *Node) *controllerRole     { return n.controllerRole }
+func byPartitions(n *Node) *partitionManager   { return n.parts }
+func byMetadata(n *Node) *metadataFollower     { return n.meta }
+func byProducerIDs(n *Node) *producerIDManager { return n.producerIDs }
+func byGroups(n *Node) *groupCoordinators      { return n.groups }
 
 // apiTable is every API Strand serves. A key may have two entries, one per
 // kind of listener, when the two serve it differently (Fetch: partitions
@@ -162,7 +164,7 @@ var apiTable = []apiEntry{
 	{key: kmsg.Fetch, versionMin: 4, versionMax: quorumVersionMax(kmsg.Fetch), listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerFetch), requires: clusterAccess},
 	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleListOffsets)},
-	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: serve(byNode, (*Node).handleMetadata)},
+	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleMetadata)},
 	{key: kmsg.OffsetCommit, versionMin: groupVersionMin(kmsg.OffsetCommit), versionMax: groupVersionMax(kmsg.OffsetCommit),
 		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetCommit)},
 	{key: kmsg.OffsetFetch, versionMin: groupVersionMin(kmsg.OffsetFetch), versionMax: groupVersionMax(kmsg.OffsetFetch),
@@ -188,13 +190,13 @@ var apiTable = []apiEntry{
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDeleteRecords)},
-	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byNode, (*Node).handleInitProducerID)},
+	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byProducerIDs, (*producerIDManager).handleInitProducerID)},
 	{key: kmsg.OffsetForLeaderEpoch, versionMin: 0, versionMax: 4, listeners: brokerListener,
 		handle: serve(byPartitions, (*partitionManager).handleOffsetForLeaderEpoch)},
 	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeAcls)},
 	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleCreateAcls)},
 	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteAcls)},
-	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeConfigs)},
+	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleAlterConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
@@ -223,7 +225,7 @@ var apiTable = []apiEntry{
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.FetchSnapshot, versionMin: quorumVersionMin(kmsg.FetchSnapshot), versionMax: quorumVersionMax(kmsg.FetchSnapshot),
 		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
-	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeCluster)},
+	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeCluster)},
 	{key: kmsg.BrokerRegistration, versionMin: 0, versionMax: 3, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.BrokerHeartbeat, versionMin: 0, versionMax: 1, listeners: controllerListener,

@@ -32,7 +32,7 @@ func TestReadyForClientsAfterRestart(t *testing.T) {
 		if b, _ := tn.node.meta.image.Broker(tn.id); b.Fenced {
 			t.Error("OnInitialUnfence while the image shows the broker fenced")
 		}
-		if brokers, controller := tn.node.liveBrokers("PLAINTEXT"); len(brokers) != 3 || controller < 0 {
+		if brokers, controller := tn.node.meta.liveBrokers("PLAINTEXT"); len(brokers) != 3 || controller < 0 {
 			t.Errorf("OnInitialUnfence with Metadata naming %d live brokers and controller %d", len(brokers), controller)
 		}
 		if _, ok := tn.node.meta.image.TopicByName("r"); !ok {

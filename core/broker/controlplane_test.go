@@ -64,7 +64,7 @@ func (f *forger) mustClose(node int32, listener string, req kmsg.Request) {
 // has and another incarnation: what the outside review sent to register
 // two fake brokers.
 func (c *cluster) fakeRegistration(fakeID int32) *kmsg.BrokerRegistrationRequest {
-	req := c.nodes[1].node.registrationRequest()
+	req := c.nodes[1].node.meta.registrationRequest()
 	req.BrokerID, req.IncarnationID = fakeID, [16]byte{0xfa, 0x4e, byte(fakeID)}
 	return req
 }

@@ -15,10 +15,20 @@ import (
 
 // metadataFollower is the broker's side of the metadata log: it fetches
 // __cluster_metadata-0 from the active controller and applies each batch to
-// the node's Image (design-broker.md, metadata fetch). On the controller's
-// own node the controller hands committed batches over directly instead.
+// the node's Image (design-broker.md, metadata fetch), then brings the
+// partitions and group coordinators in line with it. It also keeps the
+// broker's registration in that log (Kafka's BrokerLifecycleManager:
+// register, heartbeats, the controlled shutdown), and answers the APIs
+// read from the image alone (Metadata, DescribeCluster, DescribeConfigs).
 type metadataFollower struct {
 	*nodeEnv
+	// controllerRole carries the fetches, registrations and heartbeats to
+	// the active controller; parts and groups are brought in line with
+	// each metadata change.
+	controllerRole *controllerRole
+	parts          *partitionManager
+	groups         *groupCoordinators
+
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
 	// inFlight is set while a metadata fetch is.
@@ -53,28 +63,28 @@ type metadataFollower struct {
 // startBroker registers this broker with the controller (once the removal
 // of the clean-shutdown marker is durable), starts following the metadata
 // log and arms the ISR-shrink timer.
-func (n *Node) startBroker() {
-	n.disks[0].SyncDir(".", func(err error) {
+func (mf *metadataFollower) startBroker() {
+	mf.disks[0].SyncDir(".", func(err error) {
 		if err != nil {
 			// The marker may come back after a crash: register as unclean.
-			n.meta.previousBrokerEpoch = -1
+			mf.previousBrokerEpoch = -1
 		}
-		n.register()
+		mf.register()
 	})
-	n.fetchMetadata()
-	n.parts.scheduleISRCheck()
+	mf.fetchMetadata()
+	mf.parts.scheduleISRCheck()
 }
 
 // registrationRequest is this broker's BrokerRegistration, with the epoch
 // of the last clean shutdown or -1 (KIP-966: an unclean restart leaves every
 // ELR).
-func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
+func (mf *metadataFollower) registrationRequest() *kmsg.BrokerRegistrationRequest {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.SetVersion(3)
-	req.BrokerID = n.id
-	req.IncarnationID = n.incarnation
-	req.PreviousBrokerEpoch = n.meta.previousBrokerEpoch
-	for _, l := range n.cfg.Broker.AdvertisedListeners {
+	req.BrokerID = mf.id
+	req.IncarnationID = mf.incarnation
+	req.PreviousBrokerEpoch = mf.previousBrokerEpoch
+	for _, l := range mf.cfg.Broker.AdvertisedListeners {
 		rl := kmsg.NewBrokerRegistrationRequestListener()
 		rl.Name, rl.Host, rl.Port, rl.SecurityProtocol = l.Name, l.Host, l.Port, securityProtocolID(l.SecurityProtocol)
 		req.Listeners = append(req.Listeners, rl)
@@ -87,18 +97,18 @@ func (n *Node) registrationRequest() *kmsg.BrokerRegistrationRequest {
 // back off from 100 ms, as Kafka's BrokerLifecycleManager's do, doubling up
 // to 1 s (Kafka goes on to half the session timeout, which would make a
 // restarted broker wait up to 4.5 s past its old session's expiry).
-func (n *Node) register() {
-	n.controllerRole.toController(n.registrationRequest(), func(r kmsg.Response, err error) {
+func (mf *metadataFollower) register() {
+	mf.controllerRole.toController(mf.registrationRequest(), func(r kmsg.Response, err error) {
 		if err != nil || r.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
-			n.meta.registerBackoffMs = min(max(2*n.meta.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
-			n.after(n.meta.registerBackoffMs, n.register)
+			mf.registerBackoffMs = min(max(2*mf.registerBackoffMs, registerBackoffMsMin), registerBackoffMsMax)
+			mf.after(mf.registerBackoffMs, mf.register)
 			return
 		}
-		n.meta.registerBackoffMs = 0
-		n.meta.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
-		n.meta.previousBrokerEpoch = -1 // spent: a later registration follows a crash
-		n.reconcilePartitions()
-		n.heartbeat()
+		mf.registerBackoffMs = 0
+		mf.brokerEpoch = r.(*kmsg.BrokerRegistrationResponse).BrokerEpoch
+		mf.previousBrokerEpoch = -1 // spent: a later registration follows a crash
+		mf.reconcilePartitions()
+		mf.heartbeat()
 	})
 }
 
@@ -106,17 +116,17 @@ func (n *Node) register() {
 // epoch (the controller lost or replaced our registration) registers again.
 // A broker with a failed log directory asks to be fenced, so that its
 // leaderships move (CLARIFICATIONS.md, "Disk faults in the broker").
-func (n *Node) heartbeat() {
-	epoch := n.meta.brokerEpoch
+func (mf *metadataFollower) heartbeat() {
+	epoch := mf.brokerEpoch
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(1)
-	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = n.id, epoch, n.meta.image.Offset()
-	req.WantFence = n.storageFailed()
-	req.WantShutdown = n.meta.shutdownDone != nil
-	n.meta.heartbeatSeq++
-	seq := n.meta.heartbeatSeq
-	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
-		if n.meta.brokerEpoch != epoch || n.meta.heartbeatSeq != seq {
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = mf.id, epoch, mf.image.Offset()
+	req.WantFence = mf.parts.storageFailed()
+	req.WantShutdown = mf.shutdownDone != nil
+	mf.heartbeatSeq++
+	seq := mf.heartbeatSeq
+	mf.controllerRole.toController(req, func(r kmsg.Response, err error) {
+		if mf.brokerEpoch != epoch || mf.heartbeatSeq != seq {
 			return // superseded by a newer heartbeat or registration
 		}
 		var resp *kmsg.BrokerHeartbeatResponse
@@ -125,23 +135,23 @@ func (n *Node) heartbeat() {
 		}
 		switch {
 		case resp != nil && resp.ErrorCode == kerr.StaleBrokerEpoch.Code:
-			n.meta.brokerEpoch = -1
-			n.register()
+			mf.brokerEpoch = -1
+			mf.register()
 			return
-		case resp != nil && resp.ErrorCode == 0 && resp.ShouldShutdown && n.meta.shutdownDone != nil:
-			done := n.meta.shutdownDone
-			n.meta.shutdownDone = nil
+		case resp != nil && resp.ErrorCode == 0 && resp.ShouldShutdown && mf.shutdownDone != nil:
+			done := mf.shutdownDone
+			mf.shutdownDone = nil
 			done()
 			return
 		}
-		interval := int64(n.cfg.Broker.BrokerHeartbeatIntervalMs)
-		if n.meta.shutdownDone != nil {
+		interval := int64(mf.cfg.Broker.BrokerHeartbeatIntervalMs)
+		if mf.shutdownDone != nil {
 			interval = min(interval, shutdownHeartbeatIntervalMs)
 		}
 		if resp != nil && resp.ErrorCode == 0 && !resp.IsCaughtUp {
 			interval = min(interval, startingHeartbeatIntervalMs)
 		}
-		n.after(interval, n.heartbeat)
+		mf.after(interval, mf.heartbeat)
 	})
 }
 
@@ -151,13 +161,13 @@ func (n *Node) heartbeat() {
 // leadership away. An offline directory counts even while it holds no
 // log: it refuses new ones, so a broker left unfenced would be given
 // replicas, and leaderships, it cannot host.
-func (n *Node) storageFailed() bool {
-	for _, m := range n.parts.managers {
+func (pm *partitionManager) storageFailed() bool {
+	for _, m := range pm.managers {
 		if m.Err() != nil {
 			return true
 		}
 	}
-	for _, p := range n.parts.sortedPartitions() {
+	for _, p := range pm.sortedPartitions() {
 		if p.storageFailed() {
 			return true
 		}
@@ -167,34 +177,33 @@ func (n *Node) storageFailed() bool {
 
 // fetchMetadata sends the next metadata-log fetch to the controller (the
 // local one in process when this node is it).
-func (n *Node) fetchMetadata() {
-	f := n.meta
-	if f.inFlight || f.err != nil {
+func (mf *metadataFollower) fetchMetadata() {
+	if mf.inFlight || mf.err != nil {
 		return
 	}
-	f.inFlight = true
+	mf.inFlight = true
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
-	req.ReplicaID = n.id
+	req.ReplicaID = mf.id
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
 	t := kmsg.NewFetchRequestTopic()
 	t.Topic = controller.MetadataTopic
 	p := kmsg.NewFetchRequestTopicPartition()
-	p.FetchOffset = n.meta.image.Offset() + 1
+	p.FetchOffset = mf.image.Offset() + 1
 	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
-		f.inFlight = false
-		if err != nil || !n.onMetadataFetched(r.(*kmsg.FetchResponse)) {
-			if !f.inFlight { // unless a snapshot fetch took over
-				n.after(metadataFetchBackoffMs, n.fetchMetadata)
+	mf.controllerRole.toController(req, func(r kmsg.Response, err error) {
+		mf.inFlight = false
+		if err != nil || !mf.onMetadataFetched(r.(*kmsg.FetchResponse)) {
+			if !mf.inFlight { // unless a snapshot fetch took over
+				mf.after(metadataFetchBackoffMs, mf.fetchMetadata)
 			}
 			return
 		}
-		n.fetchMetadata()
+		mf.fetchMetadata()
 	})
 }
 
@@ -204,65 +213,64 @@ func (n *Node) fetchMetadata() {
 // log from there (KIP-630, as a broker behind the log start does). Any
 // failure starts over with a metadata fetch, which names the current
 // snapshot.
-func (n *Node) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch int32, data []byte) {
-	f := n.meta
-	f.inFlight = true
+func (mf *metadataFollower) fetchMetadataSnapshot(endOffset int64, snapshotEpoch, leaderEpoch int32, data []byte) {
+	mf.inFlight = true
 	req := kmsg.NewPtrFetchSnapshotRequest()
 	req.SetVersion(0)
-	req.ReplicaID, req.MaxBytes = n.id, replicaFetchResponseMaxBytes
+	req.ReplicaID, req.MaxBytes = mf.id, replicaFetchResponseMaxBytes
 	p := kmsg.NewFetchSnapshotRequestTopicPartition()
 	p.CurrentLeaderEpoch, p.Position = leaderEpoch, int64(len(data))
 	p.SnapshotID.EndOffset, p.SnapshotID.Epoch = endOffset, snapshotEpoch
 	t := kmsg.NewFetchSnapshotRequestTopic()
 	t.Topic, t.Partitions = controller.MetadataTopic, []kmsg.FetchSnapshotRequestTopicPartition{p}
 	req.Topics = []kmsg.FetchSnapshotRequestTopic{t}
-	n.controllerRole.toController(req, func(r kmsg.Response, err error) {
-		f.inFlight = false
+	mf.controllerRole.toController(req, func(r kmsg.Response, err error) {
+		mf.inFlight = false
 		resp, _ := r.(*kmsg.FetchSnapshotResponse)
 		if err != nil || resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			n.after(metadataFetchBackoffMs, n.fetchMetadata)
+			mf.after(metadataFetchBackoffMs, mf.fetchMetadata)
 			return
 		}
 		rp := resp.Topics[0].Partitions[0]
 		if rp.ErrorCode != 0 || rp.Position != int64(len(data)) || rp.Size < rp.Position+int64(len(rp.Bytes)) {
-			n.after(metadataFetchBackoffMs, n.fetchMetadata)
+			mf.after(metadataFetchBackoffMs, mf.fetchMetadata)
 			return
 		}
 		data = append(data, rp.Bytes...)
 		if int64(len(data)) < rp.Size {
 			if len(rp.Bytes) == 0 {
-				n.after(metadataFetchBackoffMs, n.fetchMetadata) // no progress
+				mf.after(metadataFetchBackoffMs, mf.fetchMetadata) // no progress
 				return
 			}
-			n.fetchMetadataSnapshot(endOffset, snapshotEpoch, leaderEpoch, data)
+			mf.fetchMetadataSnapshot(endOffset, snapshotEpoch, leaderEpoch, data)
 			return
 		}
 		im, err := metadata.DecodeSnapshot(data)
 		if err != nil || im.Offset() != endOffset-1 {
-			n.after(metadataFetchBackoffMs, n.fetchMetadata)
+			mf.after(metadataFetchBackoffMs, mf.fetchMetadata)
 			return
 		}
-		usableBefore := n.meta.usableBrokers()
-		deleted := topicsDeletedBetween(n.meta.image, im)
-		n.meta.image = im
-		n.groups.onTopicsDeleted(deleted)
-		n.reconcilePartitions()
-		n.parts.updateIneligibleReplicas(usableBefore)
-		n.parts.reconsiderUnfenced(usableBefore)
-		n.fetchMetadata()
+		usableBefore := mf.usableBrokers()
+		deleted := topicsDeletedBetween(mf.image, im)
+		mf.image = im
+		mf.groups.onTopicsDeleted(deleted)
+		mf.reconcilePartitions()
+		mf.parts.updateIneligibleReplicas(usableBefore)
+		mf.parts.reconsiderUnfenced(usableBefore)
+		mf.fetchMetadata()
 	})
 }
 
 // onMetadataFetched applies a metadata fetch response; it reports whether
 // the next fetch may go at once.
-func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
+func (mf *metadataFollower) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		return false
 	}
 	part := resp.Topics[0].Partitions[0]
-	if part.ErrorCode == kerr.OffsetOutOfRange.Code && part.SnapshotID.EndOffset > n.meta.image.Offset()+1 {
+	if part.ErrorCode == kerr.OffsetOutOfRange.Code && part.SnapshotID.EndOffset > mf.image.Offset()+1 {
 		// Behind the metadata log's start: read the snapshot instead.
-		n.fetchMetadataSnapshot(part.SnapshotID.EndOffset, part.SnapshotID.Epoch, part.CurrentLeader.LeaderEpoch, nil)
+		mf.fetchMetadataSnapshot(part.SnapshotID.EndOffset, part.SnapshotID.Epoch, part.CurrentLeader.LeaderEpoch, nil)
 		return false
 	}
 	if part.ErrorCode != 0 {
@@ -272,29 +280,29 @@ func (n *Node) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 	if err != nil {
 		return false
 	}
-	n.applyMetadata(batches)
-	return n.meta.err == nil
+	mf.applyMetadata(batches)
+	return mf.err == nil
 }
 
 // applyMetadata applies committed metadata batches to the image, tells the
 // group coordinators which topics were deleted, then brings the hosted
 // partitions in line with it.
-func (n *Node) applyMetadata(batches []metadata.Batch) {
-	usableBefore := n.meta.usableBrokers()
+func (mf *metadataFollower) applyMetadata(batches []metadata.Batch) {
+	usableBefore := mf.usableBrokers()
 	var deleted []string // topic names, in the log's order
 apply:
 	for _, b := range batches {
 		for i, rec := range b.Records {
 			offset := b.BaseOffset + int64(i)
-			if offset <= n.meta.image.Offset() {
+			if offset <= mf.image.Offset() {
 				continue
 			}
 			var removed metadata.Topic
 			if r, ok := rec.(*metadata.RemoveTopicRecord); ok {
-				removed, _ = n.meta.image.TopicByID(r.TopicID)
+				removed, _ = mf.image.TopicByID(r.TopicID)
 			}
-			if err := n.meta.image.Apply(offset, rec); err != nil {
-				n.meta.err = err
+			if err := mf.image.Apply(offset, rec); err != nil {
+				mf.err = err
 				break apply
 			}
 			if removed.Name != "" {
@@ -302,10 +310,10 @@ apply:
 			}
 		}
 	}
-	n.groups.onTopicsDeleted(deleted)
-	n.reconcilePartitions()
-	n.parts.updateIneligibleReplicas(usableBefore)
-	n.parts.reconsiderUnfenced(usableBefore)
+	mf.groups.onTopicsDeleted(deleted)
+	mf.reconcilePartitions()
+	mf.parts.updateIneligibleReplicas(usableBefore)
+	mf.parts.reconsiderUnfenced(usableBefore)
 }
 
 // updateIneligibleReplicas hands every hosted partition the replicas the
@@ -380,15 +388,15 @@ func (pm *partitionManager) reconsiderUnfenced(usableBefore map[int32]bool) {
 // behalf of its previous incarnation, whose log a power loss may have
 // emptied. The registration takes the new incarnation out of every ISR
 // and leadership, so it starts as a follower.
-func (n *Node) reconcilePartitions() {
-	if !n.cfg.Broker.Roles.Broker || !n.meta.caughtUpWithRegistration() {
+func (mf *metadataFollower) reconcilePartitions() {
+	if !mf.cfg.Broker.Roles.Broker || !mf.caughtUpWithRegistration() {
 		return
 	}
-	if !n.meta.initialCatchUpDone {
-		n.parts.deleteStrayLogs()
+	if !mf.initialCatchUpDone {
+		mf.parts.deleteStrayLogs()
 	}
-	n.meta.noticeInitialCatchUp()
-	n.parts.reconcilePartitions()
+	mf.noticeInitialCatchUp()
+	mf.parts.reconcilePartitions()
 }
 
 // reconcilePartitions opens the partitions the image assigns to this broker

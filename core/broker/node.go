@@ -10,7 +10,6 @@ import (
 	"strand/core/env"
 	"strand/core/group"
 	"strand/core/metadata"
-	"strand/core/producer"
 	"strand/core/quorum"
 	"strand/core/replica"
 	"strand/core/wire"
@@ -162,12 +161,8 @@ type Node struct {
 	// parts are the partitions this node hosts and what waits on them.
 	parts *partitionManager
 
-	// producerIDs are the producer ids the controller allocated to this
-	// broker (AllocateProducerIds), for InitProducerId; initProducerWaits
-	// are the InitProducerId requests waiting for a block.
-	producerIDs               producer.IDBlock
-	producerIDRequestInFlight bool
-	initProducerWaits         []initProducerWait
+	// producerIDs hands out idempotent producers' ids (InitProducerId).
+	producerIDs *producerIDManager
 
 	// groups are the group coordinators of the __consumer_offsets
 	// partitions this broker leads.
@@ -216,7 +211,9 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	n.meta = &metadataFollower{nodeEnv: e, image: metadata.NewImage(), brokerEpoch: -1}
 	n.parts = newPartitionManager(e, n.meta, nil, produceListeners)
 	n.groups = &groupCoordinators{nodeEnv: e, meta: n.meta, parts: n.parts, coordinators: map[int32]*coordinatorSlot{}}
+	n.producerIDs = &producerIDManager{nodeEnv: e, meta: n.meta}
 	n.parts.groups = n.groups
+	n.meta.parts, n.meta.groups = n.parts, n.groups
 	if err := n.parts.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
@@ -227,7 +224,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	if err != nil {
 		return nil, err
 	}
-	n.controllerRole, n.parts.controllerRole, n.groups.controllerRole = cr, cr, cr
+	n.controllerRole, n.meta.controllerRole, n.parts.controllerRole, n.groups.controllerRole, n.producerIDs.controllerRole = cr, cr, cr, cr, cr
 	if b.Roles.Broker {
 		previous, err := takeCleanShutdown(disks[0])
 		if err != nil {
@@ -240,7 +237,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		n.parts.scheduleCheckpoints(0)
 		n.parts.scheduleProducerExpiry()
 		n.parts.scheduleCleaner(logCleanerBackoffMs)
-		n.startBroker()
+		n.meta.startBroker()
 	}
 	return n, nil
 }

@@ -26,16 +26,19 @@ const cleanShutdownBytesMax = 32
 // ShouldShutdown once it leads nothing. Then done runs, and the caller stops
 // the process with Close. A node without the broker role, or not registered
 // yet, is done at once.
-func (n *Node) BeginShutdown(done func()) {
-	if !n.cfg.Broker.Roles.Broker || n.meta.brokerEpoch < 0 {
+func (n *Node) BeginShutdown(done func()) { n.meta.beginShutdown(done) }
+
+// beginShutdown is BeginShutdown.
+func (mf *metadataFollower) beginShutdown(done func()) {
+	if !mf.cfg.Broker.Roles.Broker || mf.brokerEpoch < 0 {
 		done()
 		return
 	}
-	n.meta.shutdownDone = func() {
-		n.meta.shutdownClean = true
+	mf.shutdownDone = func() {
+		mf.shutdownClean = true
 		done()
 	}
-	n.heartbeat()
+	mf.heartbeat()
 }
 
 // AbandonControlledShutdown ends a controlled shutdown that no controller
@@ -46,12 +49,15 @@ func (n *Node) BeginShutdown(done func()) {
 // the controlled shutdown, since the marker says only that the logs lost
 // nothing. The node's leaderships stay in the metadata for the controller
 // to move once a quorum is back.
-func (n *Node) AbandonControlledShutdown() bool {
-	done := n.meta.shutdownDone
+func (n *Node) AbandonControlledShutdown() bool { return n.meta.abandonControlledShutdown() }
+
+// abandonControlledShutdown is AbandonControlledShutdown.
+func (mf *metadataFollower) abandonControlledShutdown() bool {
+	done := mf.shutdownDone
 	if done == nil {
 		return false
 	}
-	n.meta.shutdownDone = nil
+	mf.shutdownDone = nil
 	done()
 	return true
 }
