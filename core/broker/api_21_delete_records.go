@@ -155,11 +155,3 @@ func (pm *partitionManager) completeDeleteRecords(p *partition) {
 		return true
 	})
 }
-
-// brokerAlive reports whether broker id is registered and unfenced: only
-// such followers hold a DeleteRecords low watermark back (Kafka's
-// metadataCache.hasAliveBroker).
-func (mf *metadataFollower) brokerAlive(id int32) bool {
-	b, ok := mf.image.Broker(id)
-	return ok && !b.Fenced
-}

@@ -1,16 +1,11 @@
 package broker
 
 import (
-	"log/slog"
-	"maps"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/controller"
-	"strand/core/log"
 	"strand/core/metadata"
-	"strand/core/replica"
 )
 
 // metadataFollower is the broker's side of the metadata log: it fetches
@@ -155,26 +150,6 @@ func (mf *metadataFollower) heartbeat() {
 	})
 }
 
-// storageFailed reports whether a log directory is offline or a hosted
-// partition's log has failed. Until log directories have ids, one failed
-// directory fences the whole broker: coarse, but it moves every affected
-// leadership away. An offline directory counts even while it holds no
-// log: it refuses new ones, so a broker left unfenced would be given
-// replicas, and leaderships, it cannot host.
-func (pm *partitionManager) storageFailed() bool {
-	for _, m := range pm.managers {
-		if m.Err() != nil {
-			return true
-		}
-	}
-	for _, p := range pm.sortedPartitions() {
-		if p.storageFailed() {
-			return true
-		}
-	}
-	return false
-}
-
 // fetchMetadata sends the next metadata-log fetch to the controller (the
 // local one in process when this node is it).
 func (mf *metadataFollower) fetchMetadata() {
@@ -316,33 +291,6 @@ apply:
 	mf.parts.reconsiderUnfenced(usableBefore)
 }
 
-// updateIneligibleReplicas hands every hosted partition the replicas the
-// image shows unusable (fenced, shutting down, unregistered), when that set
-// changed: a leader neither adds them to the ISR nor lets them hold its HW
-// back (replica.SetIneligibleReplicas, Kafka's isReplicaIsrEligible).
-func (pm *partitionManager) updateIneligibleReplicas(usableBefore map[int32]bool) {
-	if maps.Equal(usableBefore, pm.meta.usableBrokers()) {
-		return
-	}
-	for _, p := range pm.sortedPartitions() {
-		pm.setIneligibleReplicas(p)
-		pm.afterReplicaChange(p)
-	}
-}
-
-// setIneligibleReplicas tells p's replica which of its replicas the image
-// shows unusable.
-func (pm *partitionManager) setIneligibleReplicas(p *partition) {
-	usable := pm.meta.usableBrokers()
-	var ineligible []int32
-	for _, r := range p.replica.State().Replicas {
-		if !usable[r] {
-			ineligible = append(ineligible, r)
-		}
-	}
-	p.replica.SetIneligibleReplicas(ineligible, pm.nowMs())
-}
-
 // usableBrokers is the set of registered, unfenced brokers not shutting
 // down: those a leader may add to an ISR (KIP-841).
 func (mf *metadataFollower) usableBrokers() map[int32]bool {
@@ -353,30 +301,6 @@ func (mf *metadataFollower) usableBrokers() map[int32]bool {
 		}
 	}
 	return usable
-}
-
-// reconsiderUnfenced hands the current state again to every partition this
-// node leads that has a replica which just became usable. A leader whose
-// ISR expansion the controller refused (INELIGIBLE_REPLICA, the replica was
-// still fenced) proposes that replica again only after a pushed state, and
-// unfencing is a broker record, not a partition change: Kafka's leader
-// reads the fenced flag from its metadata cache instead.
-func (pm *partitionManager) reconsiderUnfenced(usableBefore map[int32]bool) {
-	usableNow := pm.meta.usableBrokers()
-	for _, p := range pm.sortedPartitions() {
-		if p.replica.Role() != replica.RoleLeader {
-			continue
-		}
-		s := p.replica.State()
-		for _, r := range s.Replicas {
-			if usableNow[r] && !usableBefore[r] {
-				if _, err := p.replica.ApplyState(s, pm.nowMs()); err == nil {
-					pm.afterReplicaChange(p)
-				}
-				break
-			}
-		}
-	}
 }
 
 // reconcilePartitions brings the hosted partitions in line with the image
@@ -399,60 +323,6 @@ func (mf *metadataFollower) reconcilePartitions() {
 	mf.parts.reconcilePartitions()
 }
 
-// reconcilePartitions opens the partitions the image assigns to this broker
-// and hands each its new state (become leader or follower, with the epoch),
-// and retires the replicas of deleted topics.
-func (pm *partitionManager) reconcilePartitions() {
-	for _, p := range pm.sortedPartitions() {
-		if t, ok := pm.meta.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
-			pm.retirePartition(p)
-		}
-	}
-	for _, tp := range pm.meta.image.PartitionsOf(pm.id) {
-		state, ok := pm.meta.image.Partition(tp.TopicID, tp.Partition)
-		if !ok {
-			continue
-		}
-		key := partitionKey{tp.Topic, tp.Partition}
-		p := pm.partitions[key]
-		if p == nil {
-			var err error
-			if p, err = pm.openPartition(tp); err != nil {
-				pm.markPartitionOffline(tp, err)
-				continue // the partition stays offline here
-			}
-			pm.partitions[key] = p
-		}
-		if p.appliedPartitionEpoch == state.PartitionEpoch && p.appliedLeaderEpoch == state.LeaderEpoch {
-			continue
-		}
-		pm.applyPartitionState(p, state)
-		pm.setIneligibleReplicas(p)
-		pm.afterReplicaChange(p)
-	}
-	pm.forgetOfflinePartitions()
-	pm.applyTopicConfigs()
-	pm.wakeAllFetchWaiters()
-}
-
-// retirePartition stops serving a replica of a deleted topic and deletes
-// its log. What waits on it is answered at once, as Kafka's stopPartitions
-// completes the delayed operations of a partition it stops hosting: the
-// produces waiting on it are taken from their purgatories in this step, so
-// that nothing acknowledges them, and answered on the next turn
-// (answerRetired); parked fetches notice at the wake that follows
-// reconcilePartitions.
-func (pm *partitionManager) retirePartition(p *partition) {
-	pm.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
-		slog.Int("partition", int(p.key.index)), slog.Int64("log_end_offset", p.log.LogEndOffset()))
-	delete(pm.partitions, p.key)
-	p.retired = true
-	waits := pm.takeProduceWaits(p)
-	pm.after(0, func() { pm.answerRetired(p, waits) })
-	pm.unfollow(p)
-	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
-}
-
 // caughtUpWithRegistration reports whether this incarnation's
 // registration is in the image it has applied.
 func (mf *metadataFollower) caughtUpWithRegistration() bool {
@@ -461,34 +331,6 @@ func (mf *metadataFollower) caughtUpWithRegistration() bool {
 	}
 	b, ok := mf.image.Broker(mf.id)
 	return ok && b.Epoch == mf.brokerEpoch && b.IncarnationID == mf.incarnation
-}
-
-// applyPartitionState performs what ApplyState decides.
-func (pm *partitionManager) applyPartitionState(p *partition, state metadata.PartitionState) {
-	tr, err := p.replica.ApplyState(replicaStateOf(state), pm.nowMs())
-	if err != nil {
-		return // older than what the replica already holds
-	}
-	if state.LeaderEpoch != p.appliedLeaderEpoch {
-		pm.endFetchBackoff(p)
-	}
-	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
-	if tr.TruncateToOffset != replica.NoOffset {
-		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls
-	}
-	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != pm.id {
-		pm.follow(p, state.Leader)
-	} else {
-		pm.unfollow(p)
-	}
-	pm.afterReplicaChange(p)
-}
-
-func replicaStateOf(s metadata.PartitionState) replica.PartitionState {
-	return replica.PartitionState{
-		LeaderID: s.Leader, LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch,
-		Replicas: s.Replicas, ISR: s.ISR, ELR: s.ELR, LastKnownELR: s.LastKnownELR,
-	}
 }
 
 // securityProtocolID is Kafka's SecurityProtocol id.
@@ -502,4 +344,35 @@ func securityProtocolID(name string) int16 {
 		return 3
 	}
 	return 0
+}
+
+// brokerAlive reports whether broker id is registered and unfenced: only
+// such followers hold a DeleteRecords low watermark back (Kafka's
+// metadataCache.hasAliveBroker).
+func (mf *metadataFollower) brokerAlive(id int32) bool {
+	b, ok := mf.image.Broker(id)
+	return ok && !b.Fenced
+}
+
+// noticeInitialCatchUp runs where the image has caught up with this
+// incarnation's registration.
+func (mf *metadataFollower) noticeInitialCatchUp() {
+	mf.initialCatchUpDone = true
+	mf.noticeReady()
+}
+
+// noticeReady reports the broker ready for clients (Config.OnInitialUnfence)
+// the first time its image, which Metadata answers from, has caught up and
+// shows this incarnation unfenced.
+func (mf *metadataFollower) noticeReady() {
+	if mf.initialUnfenceDone || !mf.initialCatchUpDone || !mf.caughtUpWithRegistration() {
+		return
+	}
+	if b, _ := mf.image.Broker(mf.id); b.Fenced {
+		return
+	}
+	mf.initialUnfenceDone = true
+	if mf.cfg.OnInitialUnfence != nil {
+		mf.cfg.OnInitialUnfence()
+	}
 }

@@ -251,29 +251,6 @@ func (n *Node) InitialCatchUpDone() bool { return n.meta.initialCatchUpDone }
 // clients (Config.OnInitialUnfence). It stays true once set.
 func (n *Node) InitialUnfenceDone() bool { return n.meta.initialUnfenceDone }
 
-// noticeInitialCatchUp runs where the image has caught up with this
-// incarnation's registration.
-func (mf *metadataFollower) noticeInitialCatchUp() {
-	mf.initialCatchUpDone = true
-	mf.noticeReady()
-}
-
-// noticeReady reports the broker ready for clients (Config.OnInitialUnfence)
-// the first time its image, which Metadata answers from, has caught up and
-// shows this incarnation unfenced.
-func (mf *metadataFollower) noticeReady() {
-	if mf.initialUnfenceDone || !mf.initialCatchUpDone || !mf.caughtUpWithRegistration() {
-		return
-	}
-	if b, _ := mf.image.Broker(mf.id); b.Fenced {
-		return
-	}
-	mf.initialUnfenceDone = true
-	if mf.cfg.OnInitialUnfence != nil {
-		mf.cfg.OnInitialUnfence()
-	}
-}
-
 // ID is the node's node.id.
 func (n *Node) ID() int32 { return n.id }
 

@@ -1,8 +1,13 @@
 package broker
 
 import (
+	"log/slog"
+	"maps"
+
 	"strand/core/config"
 	"strand/core/log"
+	"strand/core/metadata"
+	"strand/core/replica"
 )
 
 // partitionManager is the broker's side of the partitions it hosts
@@ -86,4 +91,137 @@ func newPartitionManager(e *nodeEnv, meta *metadataFollower, cr *controllerRole,
 	pm.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, e.incarnation)
 	pm.fetchSessions.logStartUntold = e.cfg.Bugs.SessionLogStartUntold
 	return pm
+}
+
+// updateIneligibleReplicas hands every hosted partition the replicas the
+// image shows unusable (fenced, shutting down, unregistered), when that set
+// changed: a leader neither adds them to the ISR nor lets them hold its HW
+// back (replica.SetIneligibleReplicas, Kafka's isReplicaIsrEligible).
+func (pm *partitionManager) updateIneligibleReplicas(usableBefore map[int32]bool) {
+	if maps.Equal(usableBefore, pm.meta.usableBrokers()) {
+		return
+	}
+	for _, p := range pm.sortedPartitions() {
+		pm.setIneligibleReplicas(p)
+		pm.afterReplicaChange(p)
+	}
+}
+
+// setIneligibleReplicas tells p's replica which of its replicas the image
+// shows unusable.
+func (pm *partitionManager) setIneligibleReplicas(p *partition) {
+	usable := pm.meta.usableBrokers()
+	var ineligible []int32
+	for _, r := range p.replica.State().Replicas {
+		if !usable[r] {
+			ineligible = append(ineligible, r)
+		}
+	}
+	p.replica.SetIneligibleReplicas(ineligible, pm.nowMs())
+}
+
+// reconsiderUnfenced hands the current state again to every partition this
+// node leads that has a replica which just became usable. A leader whose
+// ISR expansion the controller refused (INELIGIBLE_REPLICA, the replica was
+// still fenced) proposes that replica again only after a pushed state, and
+// unfencing is a broker record, not a partition change: Kafka's leader
+// reads the fenced flag from its metadata cache instead.
+func (pm *partitionManager) reconsiderUnfenced(usableBefore map[int32]bool) {
+	usableNow := pm.meta.usableBrokers()
+	for _, p := range pm.sortedPartitions() {
+		if p.replica.Role() != replica.RoleLeader {
+			continue
+		}
+		s := p.replica.State()
+		for _, r := range s.Replicas {
+			if usableNow[r] && !usableBefore[r] {
+				if _, err := p.replica.ApplyState(s, pm.nowMs()); err == nil {
+					pm.afterReplicaChange(p)
+				}
+				break
+			}
+		}
+	}
+}
+
+// reconcilePartitions opens the partitions the image assigns to this broker
+// and hands each its new state (become leader or follower, with the epoch),
+// and retires the replicas of deleted topics.
+func (pm *partitionManager) reconcilePartitions() {
+	for _, p := range pm.sortedPartitions() {
+		if t, ok := pm.meta.image.TopicByName(p.key.topic); !ok || t.ID != p.topicID {
+			pm.retirePartition(p)
+		}
+	}
+	for _, tp := range pm.meta.image.PartitionsOf(pm.id) {
+		state, ok := pm.meta.image.Partition(tp.TopicID, tp.Partition)
+		if !ok {
+			continue
+		}
+		key := partitionKey{tp.Topic, tp.Partition}
+		p := pm.partitions[key]
+		if p == nil {
+			var err error
+			if p, err = pm.openPartition(tp); err != nil {
+				pm.markPartitionOffline(tp, err)
+				continue // the partition stays offline here
+			}
+			pm.partitions[key] = p
+		}
+		if p.appliedPartitionEpoch == state.PartitionEpoch && p.appliedLeaderEpoch == state.LeaderEpoch {
+			continue
+		}
+		pm.applyPartitionState(p, state)
+		pm.setIneligibleReplicas(p)
+		pm.afterReplicaChange(p)
+	}
+	pm.forgetOfflinePartitions()
+	pm.applyTopicConfigs()
+	pm.wakeAllFetchWaiters()
+}
+
+// retirePartition stops serving a replica of a deleted topic and deletes
+// its log. What waits on it is answered at once, as Kafka's stopPartitions
+// completes the delayed operations of a partition it stops hosting: the
+// produces waiting on it are taken from their purgatories in this step, so
+// that nothing acknowledges them, and answered on the next turn
+// (answerRetired); parked fetches notice at the wake that follows
+// reconcilePartitions.
+func (pm *partitionManager) retirePartition(p *partition) {
+	pm.cfg.Log.Info("deleting the log of a deleted topic's partition", slog.String("topic", p.key.topic),
+		slog.Int("partition", int(p.key.index)), slog.Int64("log_end_offset", p.log.LogEndOffset()))
+	delete(pm.partitions, p.key)
+	p.retired = true
+	waits := pm.takeProduceWaits(p)
+	pm.after(0, func() { pm.answerRetired(p, waits) })
+	pm.unfollow(p)
+	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
+}
+
+// applyPartitionState performs what ApplyState decides.
+func (pm *partitionManager) applyPartitionState(p *partition, state metadata.PartitionState) {
+	tr, err := p.replica.ApplyState(replicaStateOf(state), pm.nowMs())
+	if err != nil {
+		return // older than what the replica already holds
+	}
+	if state.LeaderEpoch != p.appliedLeaderEpoch {
+		pm.endFetchBackoff(p)
+	}
+	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
+	if tr.TruncateToOffset != replica.NoOffset {
+		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls
+	}
+	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != pm.id {
+		pm.follow(p, state.Leader)
+	} else {
+		pm.unfollow(p)
+	}
+	pm.afterReplicaChange(p)
+}
+
+func replicaStateOf(s metadata.PartitionState) replica.PartitionState {
+	return replica.PartitionState{
+		LeaderID: s.Leader, LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch,
+		Replicas: s.Replicas, ISR: s.ISR, ELR: s.ELR, LastKnownELR: s.LastKnownELR,
+	}
 }

@@ -158,3 +158,23 @@ func (pm *partitionManager) forgetOfflinePartitions() {
 // partitionOffline reports whether key is assigned to this broker but
 // could not be opened (markPartitionOffline).
 func (pm *partitionManager) partitionOffline(key partitionKey) bool { return pm.offlinePartitions[key] }
+
+// storageFailed reports whether a log directory is offline or a hosted
+// partition's log has failed. Until log directories have ids, one failed
+// directory fences the whole broker: coarse, but it moves every affected
+// leadership away. An offline directory counts even while it holds no
+// log: it refuses new ones, so a broker left unfenced would be given
+// replicas, and leaderships, it cannot host.
+func (pm *partitionManager) storageFailed() bool {
+	for _, m := range pm.managers {
+		if m.Err() != nil {
+			return true
+		}
+	}
+	for _, p := range pm.sortedPartitions() {
+		if p.storageFailed() {
+			return true
+		}
+	}
+	return false
+}
