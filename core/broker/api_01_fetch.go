@@ -328,6 +328,20 @@ func (pm *partitionManager) removeFetchWaiter(w *fetchWaiter) bool {
 	return true
 }
 
+// handleClosed takes the fetches parked for conn out of the purgatory.
+func (pm *partitionManager) handleClosed(conn env.ConnID) {
+	var closed []*fetchWaiter
+	for _, w := range pm.fetchWaiters {
+		if w.conn == conn {
+			closed = append(closed, w)
+		}
+	}
+	for _, w := range closed {
+		w.timer.Stop()
+		pm.removeFetchWaiter(w)
+	}
+}
+
 // removeWaiter removes w from list, keeping the order of the others.
 func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 	for i, x := range list {

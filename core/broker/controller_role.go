@@ -337,6 +337,13 @@ func (cr *controllerRole) resignQuorum(done func()) {
 	poll()
 }
 
+// handleClosed forgets the voter's requests parked for conn.
+func (cr *controllerRole) handleClosed(conn env.ConnID) {
+	if cr.quorumNode != nil {
+		cr.quorumNode.HandleClosed(conn)
+	}
+}
+
 // close stops the controller and its voter, if this node has them.
 func (cr *controllerRole) close() {
 	if cr.ctrl != nil {

@@ -230,10 +230,14 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		if err != nil {
 			return nil, err
 		}
-		n.meta.previousBrokerEpoch = previous
-		if err := n.parts.openManagers(); err != nil {
+		someOffline, err := n.parts.openManagers()
+		if err != nil {
 			return nil, err
 		}
+		if someOffline {
+			previous = -1 // the logs of the offline directory were not recovered
+		}
+		n.meta.previousBrokerEpoch = previous
 		n.parts.scheduleCheckpoints(0)
 		n.parts.scheduleProducerExpiry()
 		n.parts.scheduleCleaner(logCleanerBackoffMs)
@@ -298,19 +302,8 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 // HandleClosed forgets the requests parked for conn. Replies to it would be
 // dropped by the Network anyway; parked fetches would only hold memory.
 func (n *Node) HandleClosed(conn env.ConnID) {
-	if q := n.controllerRole.quorumNode; q != nil {
-		q.HandleClosed(conn)
-	}
-	var closed []*fetchWaiter
-	for _, w := range n.parts.fetchWaiters {
-		if w.conn == conn {
-			closed = append(closed, w)
-		}
-	}
-	for _, w := range closed {
-		w.timer.Stop()
-		n.parts.removeFetchWaiter(w)
-	}
+	n.controllerRole.handleClosed(conn)
+	n.parts.handleClosed(conn)
 }
 
 // nowMs is monotonic time in milliseconds: what timeouts, lag and

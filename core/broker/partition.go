@@ -154,8 +154,9 @@ func (pm *partitionManager) openPartition(tp metadata.TopicPartition) (*partitio
 // start, as Kafka stops when its metadata log directory fails: it holds
 // the metadata log and the clean-shutdown marker. An offline directory
 // makes the restart unclean, as Kafka reads no clean-shutdown epoch when
-// a directory is offline: its logs were not recovered.
-func (pm *partitionManager) openManagers() error {
+// a directory is offline: its logs were not recovered; openManagers
+// reports whether one is.
+func (pm *partitionManager) openManagers() (someOffline bool, err error) {
 	for i, d := range pm.disks {
 		logger := pm.cfg.Log.With(pm.logDirAttr(i))
 		m, err := log.OpenManager(d, "", pm.logConfigFor, pm.wallMs())
@@ -163,14 +164,14 @@ func (pm *partitionManager) openManagers() error {
 		case err == nil:
 			m.SetLogger(logger)
 		case i == 0:
-			return fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
+			return false, fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
 		default:
 			m = log.FailedManager(d, "", pm.logConfigFor, logger, fmt.Errorf("open the log directory: %w", err))
-			pm.meta.previousBrokerEpoch = -1
+			someOffline = true
 		}
 		pm.managers = append(pm.managers, m)
 	}
-	return nil
+	return someOffline, nil
 }
 
 // logDirAttr names log directory i in a log line: its log.dirs path, or
