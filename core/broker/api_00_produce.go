@@ -34,16 +34,11 @@ package broker
 // Kafka since 2.x only Metadata does.
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
 	"strand/core/env"
-	"strand/core/log"
-	"strand/core/producer"
 	"strand/core/replica"
 )
 
@@ -174,123 +169,58 @@ func (pm *partitionManager) releaseProduce(pending *pendingProduce) {
 	}
 }
 
-// produceOne validates and appends one partition's batch. For acks=all
-// the slot is registered and answered later (pending.remaining counts it);
-// otherwise the slot is filled now. It returns the partition's error code.
-// The cheap checks (hosted, storage, size, leadership and acks) come
-// before the batch's own; a batch checked here, not by the pre-check,
-// decompresses within the request's budget.
+// produceOne hands one partition's batch to its leader
+// (partition.appendRecordsToLeader) and keeps where its answer goes. For
+// acks=all the slot is registered and answered later (pending.remaining
+// counts it); otherwise the slot is filled now. It returns the partition's
+// error code. A batch checked here, not by the pre-check, decompresses
+// within the request's budget.
 func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
 	p := pm.partitions[key]
 	if p == nil {
 		return pm.notHostedCode(key)
 	}
-	if p.storageFailed() {
-		return kerr.KafkaStorageError.Code
-	}
-	limits := pm.produceLimits(key.topic)
-	if len(records) > limits.BatchBytesMax {
-		return kerr.MessageTooLarge.Code
-	}
-	epoch, err := p.replica.AdmitProduce(req.Acks)
-	if err != nil {
-		return errorCodeOf(err)
-	}
-	var info batch.ProducedInfo
 	precheck := slot.precheck
 	// A waiting slot keeps nothing of the request (handleProduce).
 	slot.precheck = nil
-	if precheck != nil {
-		info, err = precheck.check.Finish(records, limits, budget)
-	} else {
-		info, err = batch.CheckProducedWithin(records, limits, budget)
+	codec, recompress := storedCodec(pm.topicConfig(key.topic).CompressionType)
+	pm.nextRequestID++
+	now := pm.nowMs()
+	in := leaderAppend{
+		records: records, acks: req.Acks,
+		limits: pm.produceLimits(key.topic), storageCodec: codec, recompress: recompress,
+		precheck: precheck, budget: budget,
+		requestID: pm.nextRequestID, deadlineMs: now + slot.pending.timeoutMs, nowMs: now,
 	}
-	if err != nil {
-		var berr *batch.Error
-		if errors.As(err, &berr) {
-			if berr.Code == kerr.InvalidRecord.Code || berr.Code == kerr.InvalidTimestamp.Code || berr.Code == kerr.MessageTooLarge.Code {
-				// Kafka explains a record that failed validation (its
-				// RecordValidationException) in ErrorMessage, v8+; a
-				// batch too large says which bound it passed, the
-				// request's decompression budget (Strand's own) included.
-				msg := berr.Error()
-				slot.part.ErrorMessage = &msg
-			}
-			return berr.Code
-		}
-		return kerr.CorruptMessage.Code
+	out, refused, recompressedOnLoop := p.appendRecordsToLeader(in)
+	if recompressedOnLoop {
+		pm.loopRecompressions++
 	}
-	if err := pm.syncProducers(p); err != nil {
-		return kerr.KafkaStorageError.Code
+	if refused != nil {
+		if refused.message != "" {
+			slot.part.ErrorMessage = &refused.message
+		}
+		return refused.code
 	}
-	verdict, err := p.producers.Check(info.Header)
-	if err != nil {
-		var perr *producer.Error
-		if errors.As(err, &perr) {
-			return perr.Code.Code
-		}
-		return kerr.UnknownServerError.Code
-	}
-	var res log.AppendResult
-	if verdict.Kind == producer.Duplicate {
-		// A retry of a batch already in the log: nothing is appended, the
-		// answer carries the original offsets (Kafka's
-		// DUPLICATE_SEQUENCE_NUMBER is internal), and acks=all waits for
-		// the original batch to commit.
-		original := verdict.Original
-		res = log.AppendResult{BaseOffset: original.FirstOffset(), LastOffset: original.LastOffset,
-			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
-	} else {
-		stored, code := pm.storedForm(key.topic, records, info.Header.Codec(), precheck, limits)
-		if code != 0 {
-			return code
-		}
-		batch.SetMaxTimestamp(stored, limits.TimestampType, info.MaxTimestamp)
-		// CheckProduced or Finish verified the CRC, recompressed computes
-		// its own, and SetMaxTimestamp recomputes it if it changes the batch.
-		if res, err = p.log.AppendCheckedAsLeader(stored, epoch, limits.NowMs); err != nil {
-			return errorCodeOf(err)
-		}
-		if res.Rolled {
-			// A roll: snapshot the state as it was before this batch, at
-			// the new segment's base offset, as Kafka does.
-			p.snapshots.Take(p.producers, nil)
-		}
-		h := info.Header
-		h.MaxTimestamp = info.MaxTimestamp
-		if err := p.producers.Update(h, res.BaseOffset); err != nil {
-			panic("broker: producer state behind the log after an append: " + err.Error())
-		}
-	}
+	res := out.result
 	slot.part.BaseOffset, slot.part.LogStartOffset = res.BaseOffset, res.LogStartOffset
 	slot.p, slot.lastOffset = p, res.LastOffset
-	if limits.TimestampType == batch.LogAppendTime {
+	if in.limits.TimestampType == batch.LogAppendTime {
 		slot.part.LogAppendTime = res.AppendTimeMs
 	}
-	if verdict.Kind == producer.Duplicate && (req.Acks != replica.AcksAll || res.LastOffset < p.replica.HighWatermark()) {
-		if req.Acks == replica.AcksLeader {
-			pm.awaitDurable(slot)
-		}
-		return 0 // nothing appended, nothing more to wait for
-	}
-	pm.nextRequestID++
-	id := pm.nextRequestID
-	now := pm.nowMs()
-	timeoutMs := slot.pending.timeoutMs
-	if req.Acks == replica.AcksAll {
-		pm.produceWaits[id] = slot
+	if out.awaitsHW {
+		pm.produceWaits[in.requestID] = slot
 		slot.pending.remaining++
-		slot.timeout = pm.after(timeoutMs, func() {
+		slot.timeout = pm.after(slot.pending.timeoutMs, func() {
 			p.replica.ExpireAcks(pm.nowMs())
 			pm.afterReplicaChange(p)
 		})
 	}
-	leaderAppend := replica.LeaderAppend{LastOffset: res.LastOffset, Acks: req.Acks, RequestID: id, DeadlineMs: now + timeoutMs}
-	if err := p.replica.OnLeaderAppend(leaderAppend, now); err != nil {
-		panic("broker: OnLeaderAppend refused an admitted append: " + err.Error())
-	}
 	if req.Acks == replica.AcksLeader {
 		pm.awaitDurable(slot)
+	}
+	if out.duplicate && !out.awaitsHW {
+		return 0 // nothing appended, nothing more to wait for
 	}
 	pm.afterReplicaChange(p)
 	return 0
@@ -349,63 +279,4 @@ func (pm *partitionManager) settleReplicaChange(p *partition, wake bool) {
 		pm.wakeFetchWaiters(p)
 	}
 	pm.completeDeleteRecords(p)
-}
-
-// storedForm returns the checked batch records as the topic stores it: in
-// the codec its compression.type names now, at append time. That is
-// records itself when the topic keeps the producer's codec or names the
-// one sent (sentCodec); otherwise the pre-check's recompressed copy when it
-// is in that codec, or a copy recompressed here on the loop (the request
-// was not pre-checked, or the topic's codec changed since its pre-check).
-// A recompressed batch must fit max.message.bytes too, as Kafka re-checks
-// the size after recompressing; the answer is then an error code. The
-// pre-check's size decides without its copy, which it keeps only within
-// the broker's message.max.bytes.
-func (pm *partitionManager) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
-	codec, ok := storedCodec(pm.topicConfig(topic).CompressionType)
-	if !ok || codec == sentCodec {
-		return records, 0
-	}
-	if r := precheck.recompressionTo(codec); r != nil {
-		if r.batchBytes > limits.BatchBytesMax {
-			return nil, kerr.MessageTooLarge.Code
-		}
-		if r.stored != nil {
-			return r.stored, 0
-		}
-	}
-	pm.loopRecompressions++
-	stored, err := recompressed(records, codec, limits.DecompressedBytesMax)
-	if err != nil {
-		return nil, kerr.CorruptMessage.Code
-	}
-	if len(stored) > limits.BatchBytesMax {
-		return nil, kerr.MessageTooLarge.Code
-	}
-	return stored, 0
-}
-
-// recompressed returns a copy of the checked batch b with its records stored
-// under codec, as Kafka's LogValidator rewrites a batch whose codec differs
-// from the topic's compression.type: every header field but the codec bits,
-// the length and the CRC is kept, so offsets, timestamps and the producer's
-// sequence are unchanged. b was decompressed within decompressedBytesMax
-// when it was checked, so decompressing again fails only on a broken
-// invariant, reported as an error.
-func recompressed(b []byte, codec batch.Codec, decompressedBytesMax int) ([]byte, error) {
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return nil, fmt.Errorf("recompress: %w", err)
-	}
-	raw, err := batch.Decompress(h.Codec(), b[batch.HeaderBytes:], decompressedBytesMax)
-	if err != nil {
-		return nil, fmt.Errorf("recompress from %s: %w", h.Codec(), err)
-	}
-	packed, err := batch.Compress(codec, raw)
-	if err != nil {
-		return nil, fmt.Errorf("recompress to %s: %w", codec, err)
-	}
-	h.Attributes = h.Attributes&^batch.AttrCodecMask | int16(codec)
-	out := batch.Assemble(h, packed)
-	return out, nil
 }

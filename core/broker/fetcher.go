@@ -434,7 +434,7 @@ func (pm *partitionManager) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponse
 	action := p.replica.OnFetchResponse(s.req, decision)
 	// The producer state must describe the log before it changes here (a
 	// truncation by the metadata follower is noticed now).
-	_ = pm.syncProducers(p) // on failure it stays nil and is reloaded later
+	_ = p.syncProducers() // on failure it stays nil and is reloaded later
 	var err error
 	switch action.Kind {
 	case replica.ActionAppend:
@@ -452,7 +452,7 @@ func (pm *partitionManager) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponse
 		}
 	case replica.ActionTruncate:
 		if err = p.log.TruncateTo(action.Offset); err == nil {
-			_ = pm.syncProducers(p) // reloads from the newest snapshot at or below the new end
+			_ = p.syncProducers() // reloads from the newest snapshot at or below the new end
 		}
 	case replica.ActionTruncateFullyAndStartAt:
 		err = pm.restartFollowerLogAt(p, action.Offset)
@@ -490,7 +490,7 @@ func (pm *partitionManager) appendAsFollower(p *partition, records []byte) error
 		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
 			if h.BaseOffset > p.log.LogStartOffset() {
 				if err = p.log.TruncateTo(h.BaseOffset); err == nil {
-					_ = pm.syncProducers(p) // reloads from the newest snapshot at or below the new end
+					_ = p.syncProducers() // reloads from the newest snapshot at or below the new end
 				}
 			} else {
 				err = pm.restartFollowerLogAt(p, h.BaseOffset)
@@ -514,7 +514,7 @@ func (pm *partitionManager) restartFollowerLogAt(p *partition, offset int64) err
 		return err
 	}
 	// Every snapshot goes, also when the state had failed.
-	p.producers = producer.NewState(pm.producerConfig(), offset)
+	p.producers = producer.NewState(p.producerConfig, offset)
 	if p.producers.TruncateFullyAndStartAt(offset, p.snapshots) != nil {
 		p.producers = nil // reloaded by the next syncProducers
 	}

@@ -34,9 +34,11 @@ type partition struct {
 	manager *log.Manager
 	replica *replica.Partition
 	// producers is the idempotent producers' state (producer_state.go),
-	// nil while it could not be loaded; snapshots are its .snapshot files.
-	producers *producer.State
-	snapshots *producer.Snapshots
+	// nil while it could not be loaded; snapshots are its .snapshot files,
+	// and producerConfig what it is loaded with.
+	producers      *producer.State
+	snapshots      *producer.Snapshots
+	producerConfig producer.Config
 	// syncAcks is set for topics with flush.messages=1: an acknowledged
 	// record must be durable, so acks wait for the leader's Sync and
 	// followers fetch again only once their appends are synced (durable.go).
@@ -133,11 +135,11 @@ func (pm *partitionManager) openPartition(tp metadata.TopicPartition) (*partitio
 	}
 	l.SetLogger(rcfg.Log)
 	p := &partition{
-		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots,
+		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots, producerConfig: pm.producerConfig(),
 		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,
 		syncAcks: pm.topicConfig(tp.Topic).FlushMessages == 1,
 	}
-	_ = pm.loadProducers(p) // on failure the state stays nil and syncProducers retries
+	_ = p.loadProducers() // on failure the state stays nil and syncProducers retries
 	l.SetRecoveryPointListener(func(int64) { pm.onDurable(p) })
 	l.SetFailureListener(func(error) { pm.onLogFailure(p) })
 	return p, nil

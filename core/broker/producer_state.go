@@ -31,9 +31,9 @@ func (pm *partitionManager) producerConfig() producer.Config {
 }
 
 // loadProducers rebuilds p's producer state from its snapshots and log.
-func (pm *partitionManager) loadProducers(p *partition) error {
+func (p *partition) loadProducers() error {
 	l := p.log
-	state, err := producer.Load(pm.producerConfig(), p.snapshots, l.LogStartOffset(), l.LogEndOffset(), producer.LogReader(l))
+	state, err := producer.Load(p.producerConfig, p.snapshots, l.LogStartOffset(), l.LogEndOffset(), producer.LogReader(l))
 	if err != nil {
 		return fmt.Errorf("load producer state of %s: %w", p.key, err)
 	}
@@ -46,10 +46,10 @@ func (pm *partitionManager) loadProducers(p *partition) error {
 // failed earlier is loaded again. A state that cannot be brought in line is
 // dropped (nil), so that it is never trusted while stale; the caller
 // answers KAFKA_STORAGE_ERROR.
-func (pm *partitionManager) syncProducers(p *partition) error {
+func (p *partition) syncProducers() error {
 	l := p.log
 	if p.producers == nil {
-		return pm.loadProducers(p)
+		return p.loadProducers()
 	}
 	var err error
 	switch end := l.LogEndOffset(); {

@@ -106,7 +106,7 @@ func (pm *partitionManager) flushForShutdown(done func(error)) {
 		} else {
 			p.log.Flush(p.log.LogEndOffset(), all.add())
 		}
-		if !p.storageFailed() && pm.syncProducers(p) == nil {
+		if !p.storageFailed() && p.syncProducers() == nil {
 			// The next start loads this snapshot instead of replaying the
 			// log. It is only an optimisation: a failure is not an
 			// unclean shutdown.
