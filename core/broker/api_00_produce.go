@@ -42,26 +42,29 @@ import (
 	"strand/core/replica"
 )
 
-// pendingProduce is a produce request whose acks=all partitions wait for
-// the HW.
+// pendingProduce is a produce request some of whose partitions wait: the
+// completion record of the request, answered once none waits.
 type pendingProduce struct {
-	conn      env.ConnID
-	corr      int32
-	timeoutMs int64
-	resp      *kmsg.ProduceResponse
-	remaining int
+	conn env.ConnID
+	corr int32
+	// deadlineMs is when the request's TimeoutMillis runs out, in
+	// monotonic ms: the one deadline of each of its partitions that waits,
+	// for the HW or for durability (produce_waits.go).
+	deadlineMs int64
+	resp       *kmsg.ProduceResponse
+	remaining  int
 	// onDone, when set, takes the place of the reply: the produce is a
 	// group coordinator's append (coordinators.go), not a client's.
 	onDone func()
 }
 
-// produceSlot is one waiting partition of a pendingProduce: where its answer
-// goes.
+// produceSlot is one partition of a pendingProduce: where its answer goes.
+// While it waits it is in exactly one place: the replica's acks=all waiters
+// (its partition's ackWaits names it by the waiter's request id), or the
+// partition's durableWaits.
 type produceSlot struct {
 	pending *pendingProduce
 	part    *kmsg.ProduceResponseTopicPartition
-	// timeout expires the wait after the request's TimeoutMillis.
-	timeout env.Timer
 	// p and lastOffset are the partition and the batch's last offset, for
 	// waits on durability (durable.go).
 	p          *partition
@@ -98,7 +101,8 @@ func (pm *partitionManager) handleProduce(conn env.ConnID, hdr env.RequestHeader
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	// remaining starts at 1, held while the request is being handled, so that
 	// acks completed during the loop (an ISR of one) cannot answer early.
-	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1, timeoutMs: int64(max(req.TimeoutMillis, 0))}
+	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1,
+		deadlineMs: pm.deadlineMs(int64(max(req.TimeoutMillis, 0)))}
 	acksValid := validAcks(req.Acks)
 	budget := prechecked.decompressionBudget(pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
 	for i, t := range req.Topics {
@@ -190,7 +194,7 @@ func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceReques
 		records: records, acks: req.Acks,
 		limits: pm.produceLimits(key.topic), storageCodec: codec, recompress: recompress,
 		precheck: precheck, budget: budget,
-		requestID: pm.nextRequestID, deadlineMs: now + slot.pending.timeoutMs, nowMs: now,
+		requestID: pm.nextRequestID, deadlineMs: slot.pending.deadlineMs, nowMs: now,
 	}
 	out, refused, recompressedOnLoop := p.appendRecordsToLeader(in)
 	if recompressedOnLoop {
@@ -209,12 +213,8 @@ func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceReques
 		slot.part.LogAppendTime = res.AppendTimeMs
 	}
 	if out.awaitsHW {
-		pm.produceWaits[in.requestID] = slot
+		p.ackWaits[in.requestID] = slot
 		slot.pending.remaining++
-		slot.timeout = pm.after(slot.pending.timeoutMs, func() {
-			p.replica.ExpireAcks(pm.nowMs())
-			pm.afterReplicaChange(p)
-		})
 	}
 	if req.Acks == replica.AcksLeader {
 		pm.awaitDurable(slot)
@@ -223,6 +223,7 @@ func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceReques
 		return 0 // nothing appended, nothing more to wait for
 	}
 	pm.afterReplicaChange(p)
+	pm.armProduceExpiry(p)
 	return 0
 }
 
@@ -241,22 +242,21 @@ func (pm *partitionManager) notHostedCode(key partitionKey) int16 {
 	return kerr.UnknownTopicOrPartition.Code
 }
 
-// completeAcks answers the acks=all produces the replica has completed.
-func (pm *partitionManager) completeAcks(results []replica.AckResult) {
-	for _, r := range results {
-		slot, ok := pm.produceWaits[r.RequestID]
+// completeAcks answers the acks=all produces p's replica has completed.
+func (pm *partitionManager) completeAcks(p *partition) {
+	for _, r := range p.replica.TakeAckResults() {
+		slot, ok := p.ackWaits[r.RequestID]
 		if !ok {
 			continue
 		}
-		delete(pm.produceWaits, r.RequestID)
+		delete(p.ackWaits, r.RequestID)
 		if r.Error != 0 {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1
 		}
 		if r.Error == 0 && pm.parkUntilDurable(slot) {
-			continue // the same timeout still runs
+			continue // waits on, under the same deadline
 		}
-		slot.timeout.Stop()
 		pm.releaseProduce(slot.pending)
 	}
 }
@@ -270,7 +270,7 @@ func (pm *partitionManager) afterReplicaChange(p *partition) { pm.settleReplicaC
 // parked fetches alone, for a caller that knows nothing they watch has
 // moved (afterFollowerFetch).
 func (pm *partitionManager) settleReplicaChange(p *partition, wake bool) {
-	pm.completeAcks(p.replica.TakeAckResults())
+	pm.completeAcks(p)
 	pm.groups.syncCoordinator(p)
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
 		pm.sendAlterPartition(p, ap)

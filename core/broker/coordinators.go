@@ -95,7 +95,7 @@ func (gc *groupCoordinators) appendOffsets(index int32, b []byte, done func(erro
 	req.Acks, req.TimeoutMillis = replica.AcksAll, offsetCommitTimeoutMs
 	part := kmsg.NewProduceResponseTopicPartition()
 	part.Partition = index
-	pending := &pendingProduce{remaining: 1, timeoutMs: offsetCommitTimeoutMs}
+	pending := &pendingProduce{remaining: 1, deadlineMs: gc.deadlineMs(offsetCommitTimeoutMs)}
 	pending.onDone = func() {
 		code := part.ErrorCode
 		gc.after(0, func() {

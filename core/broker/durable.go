@@ -19,28 +19,27 @@ import (
 // ISR member.
 
 // awaitDurable holds an acks=1 produce until the batch is durable, when
-// the topic asks for it.
+// the topic asks for it, at most until the request's deadline.
 func (pm *partitionManager) awaitDurable(slot *produceSlot) {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return
 	}
 	slot.pending.remaining++
-	slot.timeout = pm.after(slot.pending.timeoutMs, func() { pm.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
+	pm.armProduceExpiry(p)
 }
 
 // parkUntilDurable holds a committed acks=all produce until the leader's
-// copy is durable, for at most another request timeout. It reports whether
-// the slot was parked.
+// copy is durable, at most until the request's deadline, the one its wait
+// for the HW had. It reports whether the slot was parked.
 func (pm *partitionManager) parkUntilDurable(slot *produceSlot) bool {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return false
 	}
-	slot.timeout.Stop()
-	slot.timeout = pm.after(slot.pending.timeoutMs, func() { pm.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
+	pm.armProduceExpiry(p)
 	return true
 }
 
@@ -50,7 +49,6 @@ func (pm *partitionManager) onDurable(p *partition) {
 	kept := p.durableWaits[:0]
 	for _, slot := range p.durableWaits {
 		if p.log.RecoveryPoint() > slot.lastOffset {
-			slot.timeout.Stop()
 			pm.releaseProduce(slot.pending)
 			continue
 		}
@@ -62,22 +60,26 @@ func (pm *partitionManager) onDurable(p *partition) {
 	}
 }
 
-// expireDurable answers a produce whose batch did not become durable within
-// the request timeout: the log failed (KAFKA_STORAGE_ERROR) or its Sync is
-// slow (REQUEST_TIMED_OUT).
-func (pm *partitionManager) expireDurable(slot *produceSlot) {
-	p := slot.p
-	for i, s := range p.durableWaits {
-		if s != slot {
+// expireDurableWaits answers the produces whose batch did not become
+// durable by their deadline (at or before nowMs): the log failed
+// (KAFKA_STORAGE_ERROR) or its Sync is slow (REQUEST_TIMED_OUT).
+func (pm *partitionManager) expireDurableWaits(p *partition, nowMs int64) {
+	kept := p.durableWaits[:0]
+	var expired []*produceSlot
+	for _, slot := range p.durableWaits {
+		if slot.pending.deadlineMs <= nowMs {
+			expired = append(expired, slot)
 			continue
 		}
-		p.durableWaits = append(p.durableWaits[:i], p.durableWaits[i+1:]...)
+		kept = append(kept, slot)
+	}
+	p.durableWaits = kept
+	for _, slot := range expired {
 		slot.part.ErrorCode, slot.part.BaseOffset = kerr.RequestTimedOut.Code, -1
 		if p.storageFailed() {
 			slot.part.ErrorCode = kerr.KafkaStorageError.Code
 		}
 		pm.releaseProduce(slot.pending)
-		return
 	}
 }
 

@@ -43,9 +43,16 @@ type partition struct {
 	// record must be durable, so acks wait for the leader's Sync and
 	// followers fetch again only once their appends are synced (durable.go).
 	syncAcks bool
-	// durableWaits are produces answered once the recovery point passes
-	// them, oldest first.
-	durableWaits []*produceSlot
+	// ackWaits are where the answers of the acks=all produces waiting in
+	// the replica (its ack tracker, the one purgatory of the HW wait) go,
+	// by the request id of their waiter. durableWaits are produces
+	// answered once the recovery point passes them, oldest first.
+	// produceExpiry is the one timer of both, at produceExpiryAtMs, the
+	// earliest deadline among them (produce_waits.go).
+	ackWaits          map[uint64]*produceSlot
+	durableWaits      []*produceSlot
+	produceExpiry     env.Timer
+	produceExpiryAtMs int64
 	// flushRequested is set while a flush a follower asked for is pending.
 	flushRequested bool
 	// appliedPartitionEpoch and appliedLeaderEpoch are the metadata state
@@ -136,7 +143,7 @@ func (pm *partitionManager) openPartition(tp metadata.TopicPartition) (*partitio
 	l.SetLogger(rcfg.Log)
 	p := &partition{
 		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots, producerConfig: pm.producerConfig(),
-		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,
+		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1, ackWaits: map[uint64]*produceSlot{},
 		syncAcks: pm.topicConfig(tp.Topic).FlushMessages == 1,
 	}
 	_ = p.loadProducers() // on failure the state stays nil and syncProducers retries

@@ -45,10 +45,9 @@ type partitionManager struct {
 	// fetchers are the replica fetchers, by leader (fetcher.go).
 	fetchers map[int32]*fetcher
 
-	// produceWaits are the acks=all produces waiting for the HW, by the id
-	// the replica's waiter carries; nextRequestID numbers them.
+	// nextRequestID numbers the replicas' acks=all waiters
+	// (partition.ackWaits).
 	nextRequestID uint64
-	produceWaits  map[uint64]*produceSlot
 	// fetchWaiters are the parked fetches, oldest first; each partition
 	// also lists those waiting on it.
 	fetchWaiters []*fetchWaiter
@@ -85,7 +84,6 @@ func newPartitionManager(e *nodeEnv, meta *metadataFollower, cr *controllerRole,
 		logConfig:        logConfigOf(b.TopicDefaults()),
 		partitions:       map[partitionKey]*partition{},
 		fetchers:         map[int32]*fetcher{},
-		produceWaits:     map[uint64]*produceSlot{},
 		produceListeners: produceListeners,
 	}
 	pm.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, e.incarnation)

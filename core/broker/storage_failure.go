@@ -44,22 +44,20 @@ func (pm *partitionManager) onLogFailure(p *partition) {
 
 // takeProduceWaits removes from their purgatories the produces waiting on
 // p (acks=all for the HW, oldest first, then those waiting for the
-// recovery point) and stops their timeouts. The replica's own waiters are
-// expired with them, so that they hold no purgatory room.
+// recovery point) and stops the partition's produce timer. The replica's
+// own waiters are expired with them, so that they hold no purgatory room.
 func (pm *partitionManager) takeProduceWaits(p *partition) []*produceSlot {
 	var slots []*produceSlot
 	p.replica.ExpireAcks(math.MaxInt64) // every waiter, whatever its deadline
 	for _, r := range p.replica.TakeAckResults() {
-		if slot, ok := pm.produceWaits[r.RequestID]; ok {
-			delete(pm.produceWaits, r.RequestID)
+		if slot, ok := p.ackWaits[r.RequestID]; ok {
+			delete(p.ackWaits, r.RequestID)
 			slots = append(slots, slot)
 		}
 	}
 	slots = append(slots, p.durableWaits...)
 	p.durableWaits = nil
-	for _, slot := range slots {
-		slot.timeout.Stop()
-	}
+	p.stopProduceExpiry()
 	return slots
 }
 
