@@ -3,7 +3,9 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -407,3 +409,34 @@ func readVarint(b []byte) (varint, error) {
 }
 
 func joined(v []string) string { return strings.Join(v, ",") }
+
+// createAssigned creates a one-partition topic with the given replicas
+// (the first leads) and configs.
+func (c *cluster) createAssigned(name string, replicas []int32, configs map[string]string) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Partition, a.Replicas = 0, replicas
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		v := configs[k]
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, &v
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		c.t.Fatalf("create %s: %v", name, kerr.ErrorForCode(code))
+	}
+	c.waitFor(name+" on every replica", 10000, func() bool {
+		for _, id := range replicas {
+			if c.nodes[id].node.parts.partitions[partitionKey{name, 0}] == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
