@@ -175,17 +175,8 @@ type Node struct {
 // log.dirs order; partition logs are opened as metadata assigns them.
 func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDSource) (*Node, error) {
 	b := cfg.Broker
-	if !b.Roles.Broker && !b.Roles.Controller {
-		return nil, errors.New("broker: process.roles is empty")
-	}
-	if len(disks) == 0 {
-		return nil, errors.New("broker: no log directory (log.dirs)")
-	}
-	if len(b.QuorumVoters) == 0 {
-		return nil, errors.New("broker: controller.quorum.voters is empty")
-	}
-	if ids == nil {
-		return nil, errors.New("broker: no id source")
+	if err := checkStartable(b, disks, ids); err != nil {
+		return nil, err
 	}
 	n := &Node{
 		nodeEnv: nodeEnv{
@@ -244,6 +235,21 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		n.meta.startBroker()
 	}
 	return n, nil
+}
+
+// checkStartable refuses what New cannot start a node with.
+func checkStartable(b config.Broker, disks []env.Disk, ids IDSource) error {
+	switch {
+	case !b.Roles.Broker && !b.Roles.Controller:
+		return errors.New("broker: process.roles is empty")
+	case len(disks) == 0:
+		return errors.New("broker: no log directory (log.dirs)")
+	case len(b.QuorumVoters) == 0:
+		return errors.New("broker: controller.quorum.voters is empty")
+	case ids == nil:
+		return errors.New("broker: no id source")
+	}
+	return nil
 }
 
 // InitialCatchUpDone reports whether this broker has completed its initial
