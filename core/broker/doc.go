@@ -13,9 +13,11 @@
 // sharing the configuration and the environment's handles (nodeEnv):
 //
 //   - partitionManager (partition_manager.go; Kafka's ReplicaManager): the
-//     log directories and hosted partitions, the replica fetchers, what
-//     waits on the partitions (produces, parked fetches, DeleteRecords),
-//     and the partition APIs;
+//     log directories and hosted partitions, what waits on the partitions
+//     (produces, parked fetches, DeleteRecords), and the partition APIs;
+//     each hosted partition owns its leader's append (leader_append.go);
+//   - replicaFetchers (fetcher.go; Kafka's ReplicaFetcherManager): one
+//     fetcher per leader, copying what this node follows;
 //   - metadataFollower (metadata_follower.go): the applied metadata image,
 //     the broker's registration, heartbeats and controlled shutdown, and
 //     the APIs answered from the image;

@@ -55,8 +55,8 @@ func (pm *partitionManager) onDurable(p *partition) {
 		kept = append(kept, slot)
 	}
 	p.durableWaits = kept
-	if f := pm.fetcherOf(p); f != nil {
-		pm.runFetcher(f)
+	if f := pm.fetchers.fetcherOf(p); f != nil {
+		pm.fetchers.runFetcher(f)
 	}
 }
 
@@ -87,7 +87,7 @@ func (pm *partitionManager) expireDurableWaits(p *partition, nowMs int64) {
 // fetching again. After a restart the recovered records are not yet known
 // to be durable (the recovery point is the checkpointed one), and no append
 // will flush them: it asks for the flush itself, once.
-func (pm *partitionManager) awaitingSync(p *partition) bool {
+func (rf *replicaFetchers) awaitingSync(p *partition) bool {
 	if !p.syncAcks || p.log.RecoveryPoint() >= p.log.LogEndOffset() {
 		return false
 	}
@@ -97,7 +97,7 @@ func (pm *partitionManager) awaitingSync(p *partition) bool {
 			// A truncation meanwhile keeps the recovery point where it
 			// was: ask again on the next fetch round.
 			p.flushRequested = false
-			pm.onDurable(p)
+			rf.parts.onDurable(p)
 		})
 	}
 	// The Flush may have completed at once, with nothing left to sync:

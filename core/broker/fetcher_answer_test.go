@@ -76,7 +76,7 @@ func TestReplicaFetcherDelaysOnlyTheFailingPartition(t *testing.T) {
 // the same name.
 func TestReplicaAnswerOfARetiredPartitionResetsTheSession(t *testing.T) {
 	_, _, follower, f := idleSessionCluster(t, 12)
-	_, sent := follower.parts.buildReplicaFetch(f)
+	_, sent := follower.parts.fetchers.buildReplicaFetch(f)
 	if len(sent) == 0 {
 		t.Fatalf("node 3's fetcher of node 2 fetches nothing")
 	}
@@ -89,7 +89,7 @@ func TestReplicaAnswerOfARetiredPartitionResetsTheSession(t *testing.T) {
 	rp.Partition, rp.HighWatermark, rp.LogStartOffset = gone.key.index, 7, 0
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
-	follower.parts.onReplicaFetched(f, sent, resp)
+	follower.parts.fetchers.onReplicaFetched(f, sent, resp)
 	if f.session.incremental() {
 		t.Fatalf("after an answer for retired %v the next fetch is incremental (session %d epoch %d); want full", gone.key, f.session.id, f.session.epoch)
 	}

@@ -11,7 +11,7 @@ import (
 // requestedPartitions lists the partitions a replica fetch built now would
 // name and forget, and counts those it fetches.
 func requestedPartitions(f *fetcher, n *Node) (named []partitionKey, fetched int, forgotten []partitionKey) {
-	req, all := n.parts.buildReplicaFetch(f)
+	req, all := n.parts.fetchers.buildReplicaFetch(f)
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			named = append(named, partitionKey{t.Topic, p.Partition})
@@ -44,7 +44,7 @@ func idleSessionCluster(t *testing.T, idlePartitions int32) (c *cluster, leader,
 	c.createTopic(1, "idle", idlePartitions, 3)
 	c.run(3000)
 	leader, follower = c.nodes[2].node, c.nodes[3].node
-	f = follower.parts.fetchers[2]
+	f = follower.parts.fetchers.byLeader[2]
 	if f == nil || f.session.id == 0 || !f.session.incremental() {
 		t.Fatalf("after 3 s node 3 has no incremental fetch session with node 2 (fetcher %v)", f != nil)
 	}
@@ -99,7 +99,7 @@ func TestReplicaFetcherUsesIncrementalSessions(t *testing.T) {
 	if inLeaderSession() {
 		t.Fatalf("%v is still in the leader's session %d after the fetcher forgot it", gone, f.session.id)
 	}
-	follower.parts.follow(follower.parts.partitions[gone], 2)
+	follower.parts.fetchers.follow(follower.parts.partitions[gone], 2)
 	c.run(1500)
 	if !inLeaderSession() {
 		t.Fatalf("%v did not join the leader's session %d again", gone, f.session.id)

@@ -200,7 +200,7 @@ func TestFetchDelayOfAFetchersOnlyPartition(t *testing.T) {
 		followerID = 2
 	}
 	follower := c.nodes[followerID].node
-	f := follower.parts.fetchers[lead]
+	f := follower.parts.fetchers.byLeader[lead]
 	key := partitionKey{"other", 0}
 	if f == nil || len(f.keys) != 1 || f.keys[0] != key || !f.session.incremental() {
 		t.Fatalf("node %d's fetcher of node %d: want other-0 alone, in an incremental session", followerID, lead)
@@ -243,8 +243,8 @@ func TestFetchDelayEndsWhenRetiredOrLeading(t *testing.T) {
 	lead := state
 	lead.Leader, lead.LeaderEpoch, lead.PartitionEpoch = 3, state.LeaderEpoch+1, state.PartitionEpoch+1
 	follower.parts.applyPartitionState(victim, lead)
-	if victim.fetchBackoff != nil || follower.parts.fetcherOf(victim) != nil {
-		t.Fatalf("%v leads on node 3 but is still delayed (%v) or fetched (%v)", key, victim.fetchBackoff != nil, follower.parts.fetcherOf(victim) != nil)
+	if victim.fetchBackoff != nil || follower.parts.fetchers.fetcherOf(victim) != nil {
+		t.Fatalf("%v leads on node 3 but is still delayed (%v) or fetched (%v)", key, victim.fetchBackoff != nil, follower.parts.fetchers.fetcherOf(victim) != nil)
 	}
 
 	// Another partition of the same topic, delayed, then its topic deleted.
@@ -323,7 +323,7 @@ func TestFetchDelayedPartitionLearnsLogStartAndHWWhenNamedAgain(t *testing.T) {
 // that full fetch leaves the delayed partition out.
 func TestFetchDelayOnAMalformedDivergingEpochResetsTheSession(t *testing.T) {
 	_, _, follower, f := idleSessionCluster(t, 12)
-	_, sent := follower.parts.buildReplicaFetch(f)
+	_, sent := follower.parts.fetchers.buildReplicaFetch(f)
 	var s sentFetch
 	for _, sf := range sent {
 		if sf.p.key != (partitionKey{"r", 0}) {
@@ -343,14 +343,14 @@ func TestFetchDelayOnAMalformedDivergingEpochResetsTheSession(t *testing.T) {
 	rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = s.req.LastFetchedEpoch+5, -5
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
-	follower.parts.onReplicaFetched(f, sent, resp)
+	follower.parts.fetchers.onReplicaFetched(f, sent, resp)
 	if s.p.fetchBackoff == nil {
 		t.Fatalf("%v is not delayed after a malformed diverging epoch", s.p.key)
 	}
 	if f.session.incremental() {
 		t.Fatalf("after a malformed diverging epoch for %v the next fetch is incremental; want full", s.p.key)
 	}
-	req, all := follower.parts.buildReplicaFetch(f)
+	req, all := follower.parts.fetchers.buildReplicaFetch(f)
 	for _, t2 := range req.Topics {
 		for _, p := range t2.Partitions {
 			if (partitionKey{t2.Topic, p.Partition}) == s.p.key {
@@ -371,7 +371,7 @@ func TestFetchDelayOnAMalformedDivergingEpochResetsTheSession(t *testing.T) {
 func TestFetchDelayWithFlushEveryMessage(t *testing.T) {
 	c := flushEveryMessageCluster(t)
 	follower := c.nodes[3].node
-	f := follower.parts.fetchers[2]
+	f := follower.parts.fetchers.byLeader[2]
 	if f == nil || !f.session.incremental() {
 		t.Fatalf("node 3 has no incremental fetch session with node 2")
 	}

@@ -62,7 +62,7 @@ func TestFollowerTakesALeaderBatchStraddlingItsEnd(t *testing.T) {
 	p := n.parts.partitions[partitionKey{"s", 0}]
 	leaders := batch.Build(batch.BuildSpec{BaseOffset: 2, PartitionLeaderEpoch: p.replica.LeaderEpoch(), FirstTimestamp: 1_767_225_600_000,
 		Records: []batch.Record{{Value: []byte("C")}, {Value: []byte("D")}, {Value: []byte("E")}}}) // offsets 2-4
-	if err := n.parts.appendAsFollower(p, leaders); err != nil {
+	if err := n.parts.fetchers.appendAsFollower(p, leaders); err != nil {
 		t.Fatalf("appending the leader's batch 2-4 to a log ending at 3: %v", err)
 	}
 	res, err := p.log.Read(0, 1<<20, p.log.LogEndOffset(), true)

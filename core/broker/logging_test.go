@@ -116,7 +116,7 @@ func TestFollowerAppendErrorLoggedOncePerDistinctError(t *testing.T) {
 	appendAction := replica.FollowerAction{Kind: replica.ActionAppend}
 	first, second := errors.New("first failure"), errors.New("second failure")
 	for _, err := range []error{first, first, first, second, second, nil, first, first} {
-		n.node.parts.logFollowerAppendError(p, appendAction, err)
+		n.node.parts.fetchers.logFollowerAppendError(p, appendAction, err)
 	}
 	var got []string
 	for _, l := range n.logs.matching(slog.LevelError, "error processing fetched data for partition; retrying after replica.fetch.backoff.ms", nil) {

@@ -16,9 +16,9 @@ import (
 // producers' state, and what waits on them: acks=all produces for the HW,
 // produces for the recovery point, parked fetches, DeleteRecords. It
 // serves the partitions' APIs (Produce, Fetch, ListOffsets, DeleteRecords,
-// OffsetForLeaderEpoch, DescribeLogDirs), copies records from leaders
-// (fetcher.go), brings the partitions in line with the metadata
-// (reconcilePartitions) and performs every replica decision
+// OffsetForLeaderEpoch, DescribeLogDirs), has its replica fetchers copy
+// records from leaders (fetcher.go), brings the partitions in line with the
+// metadata (reconcilePartitions) and performs every replica decision
 // (afterReplicaChange).
 type partitionManager struct {
 	*nodeEnv
@@ -42,8 +42,9 @@ type partitionManager struct {
 	// offset topicConfigsAt (topic_config.go).
 	topicConfigs   map[string]config.TopicConfig
 	topicConfigsAt int64
-	// fetchers are the replica fetchers, by leader (fetcher.go).
-	fetchers map[int32]*fetcher
+	// fetchers copy the partitions this node follows from their leaders
+	// (fetcher.go).
+	fetchers *replicaFetchers
 
 	// nextRequestID numbers the replicas' acks=all waiters
 	// (partition.ackWaits).
@@ -83,9 +84,9 @@ func newPartitionManager(e *nodeEnv, meta *metadataFollower, cr *controllerRole,
 		controllerRole:   cr,
 		logConfig:        logConfigOf(b.TopicDefaults()),
 		partitions:       map[partitionKey]*partition{},
-		fetchers:         map[int32]*fetcher{},
 		produceListeners: produceListeners,
 	}
+	pm.fetchers = &replicaFetchers{nodeEnv: e, parts: pm, byLeader: map[int32]*fetcher{}}
 	pm.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, e.incarnation)
 	pm.fetchSessions.logStartUntold = e.cfg.Bugs.SessionLogStartUntold
 	return pm
@@ -192,7 +193,7 @@ func (pm *partitionManager) retirePartition(p *partition) {
 	p.retired = true
 	waits := pm.takeProduceWaits(p)
 	pm.after(0, func() { pm.answerRetired(p, waits) })
-	pm.unfollow(p)
+	pm.fetchers.unfollow(p)
 	_ = p.manager.DeleteLog(log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}, nil) // a failure leaves files behind only
 }
 
@@ -203,16 +204,16 @@ func (pm *partitionManager) applyPartitionState(p *partition, state metadata.Par
 		return // older than what the replica already holds
 	}
 	if state.LeaderEpoch != p.appliedLeaderEpoch {
-		pm.endFetchBackoff(p)
+		pm.fetchers.endFetchBackoff(p)
 	}
 	p.appliedPartitionEpoch, p.appliedLeaderEpoch = state.PartitionEpoch, state.LeaderEpoch
 	if tr.TruncateToOffset != replica.NoOffset {
 		_ = p.log.TruncateTo(tr.TruncateToOffset) // a failed log fails later calls
 	}
 	if tr.Role == replica.RoleFollower && state.Leader >= 0 && state.Leader != pm.id {
-		pm.follow(p, state.Leader)
+		pm.fetchers.follow(p, state.Leader)
 	} else {
-		pm.unfollow(p)
+		pm.fetchers.unfollow(p)
 	}
 	pm.afterReplicaChange(p)
 }
