@@ -61,8 +61,8 @@ type fetchWaiter struct {
 	parts []parkedPartition
 	// session is what the fetch does with fetch sessions once answered.
 	session fetchSessionUse
-	// parked is set while w is in the purgatory (Node.fetchWaiters and its
-	// partitions' fetchWaiters).
+	// parked is set while w is in the purgatory (the partition manager's
+	// fetchWaiters and its partitions').
 	parked bool
 }
 

@@ -63,12 +63,13 @@ type partition struct {
 	// low watermark (api_21_delete_records.go), oldest first.
 	deleteRecordsWaits []deleteRecordsWait
 	// fetchWaiters are the parked fetches waiting on this partition,
-	// oldest first; wakeQueued is set while it is in Node.wakeQueue.
+	// oldest first; wakeQueued is set while it is in the partition
+	// manager's wakeQueue.
 	fetchWaiters []*fetchWaiter
 	wakeQueued   bool
-	// retired is set once the partition has left Node.partitions (its
-	// topic was deleted): holders of p, such as parked fetches, check it
-	// instead of looking the key up again.
+	// retired is set once the partition has left the partition manager's
+	// partitions (its topic was deleted): holders of p, such as parked
+	// fetches, check it instead of looking the key up again.
 	retired bool
 	// followerAppendErrLogged is the text of the last follower append
 	// error logged (fetcher.go logFollowerAppendError), "" after a
