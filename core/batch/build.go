@@ -56,7 +56,7 @@ func Build(spec BuildSpec) []byte {
 	if err != nil {
 		panic(fmt.Sprintf("batch: Build with codec %v: %v", spec.Codec, err))
 	}
-	attributes := uint16(spec.Codec)
+	attributes := int16(spec.Codec)
 	if spec.Transactional {
 		attributes |= AttrTransactional
 	}
@@ -64,21 +64,18 @@ func Build(spec BuildSpec) []byte {
 	if spec.Idempotent {
 		producerID, producerEpoch, baseSequence = spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence
 	}
-	b := make([]byte, HeaderBytes, HeaderBytes+len(records))
-	binary.BigEndian.PutUint64(b[offsetBaseOffset:], uint64(spec.BaseOffset))
-	binary.BigEndian.PutUint32(b[offsetLength:], uint32(HeaderBytes-LogOverheadBytes+len(records)))
-	binary.BigEndian.PutUint32(b[offsetPartitionLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
-	b[offsetMagic] = Magic
-	binary.BigEndian.PutUint16(b[offsetAttributes:], attributes)
-	binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], uint32(len(spec.Records)-1))
-	binary.BigEndian.PutUint64(b[offsetFirstTimestamp:], uint64(spec.FirstTimestamp))
-	binary.BigEndian.PutUint64(b[offsetMaxTimestamp:], uint64(spec.FirstTimestamp+maxDelta))
-	binary.BigEndian.PutUint64(b[offsetProducerID:], uint64(producerID))
-	binary.BigEndian.PutUint16(b[offsetProducerEpoch:], uint16(producerEpoch))
-	binary.BigEndian.PutUint32(b[offsetBaseSequence:], uint32(baseSequence))
-	binary.BigEndian.PutUint32(b[offsetRecordCount:], uint32(len(spec.Records)))
-	b = append(b, records...)
-	binary.BigEndian.PutUint32(b[offsetCRC:], ComputeCRC(b))
+	b := Assemble(Header{
+		BaseOffset:           spec.BaseOffset,
+		PartitionLeaderEpoch: spec.PartitionLeaderEpoch,
+		Attributes:           attributes,
+		LastOffsetDelta:      int32(len(spec.Records) - 1),
+		FirstTimestamp:       spec.FirstTimestamp,
+		MaxTimestamp:         spec.FirstTimestamp + maxDelta,
+		ProducerID:           producerID,
+		ProducerEpoch:        producerEpoch,
+		BaseSequence:         baseSequence,
+		RecordCount:          int32(len(spec.Records)),
+	}, records)
 	if _, err := Verify(b); err != nil {
 		panic(fmt.Sprintf("batch: Build produced a batch Verify rejects: %v", err))
 	}

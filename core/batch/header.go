@@ -18,6 +18,9 @@
 // Ownership: functions that take a []byte never retain it, except where the
 // result is documented to alias it. SetBaseOffset, SetPartitionLeaderEpoch
 // and SetMaxTimestamp write into the caller's batch.
+//
+// Every header field is written here, by name (Assemble and the Set
+// functions): callers never write a batch header at a byte offset.
 package batch
 
 import (
@@ -114,6 +117,32 @@ func ParseHeader(b []byte) (Header, error) {
 		BaseSequence:         int32(binary.BigEndian.Uint32(b[offsetBaseSequence:])),
 		RecordCount:          int32(binary.BigEndian.Uint32(b[offsetRecordCount:])),
 	}, nil
+}
+
+// Assemble encodes a new batch of header h followed by records, which are
+// already encoded (and compressed) in h's codec. Every field of h is written
+// but three that the result decides: Length (from records), Magic (always
+// Magic) and the CRC (computed over the result). It is how a batch is built
+// or rebuilt with some of its header fields changed: the cleaner keeping
+// some records, the broker recompressing into a topic's codec. Neither h
+// nor records is retained.
+func Assemble(h Header, records []byte) []byte {
+	b := make([]byte, HeaderBytes, HeaderBytes+len(records))
+	binary.BigEndian.PutUint64(b[offsetBaseOffset:], uint64(h.BaseOffset))
+	binary.BigEndian.PutUint32(b[offsetLength:], uint32(HeaderBytes-LogOverheadBytes+len(records)))
+	binary.BigEndian.PutUint32(b[offsetPartitionLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
+	b[offsetMagic] = Magic
+	binary.BigEndian.PutUint16(b[offsetAttributes:], uint16(h.Attributes))
+	binary.BigEndian.PutUint32(b[offsetLastOffsetDelta:], uint32(h.LastOffsetDelta))
+	binary.BigEndian.PutUint64(b[offsetFirstTimestamp:], uint64(h.FirstTimestamp))
+	binary.BigEndian.PutUint64(b[offsetMaxTimestamp:], uint64(h.MaxTimestamp))
+	binary.BigEndian.PutUint64(b[offsetProducerID:], uint64(h.ProducerID))
+	binary.BigEndian.PutUint16(b[offsetProducerEpoch:], uint16(h.ProducerEpoch))
+	binary.BigEndian.PutUint32(b[offsetBaseSequence:], uint32(h.BaseSequence))
+	binary.BigEndian.PutUint32(b[offsetRecordCount:], uint32(h.RecordCount))
+	b = append(b, records...)
+	binary.BigEndian.PutUint32(b[offsetCRC:], ComputeCRC(b))
+	return b
 }
 
 // ComputeCRC returns the CRC-32C of a whole batch, over Attributes to the end.

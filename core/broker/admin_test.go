@@ -46,7 +46,7 @@ func TestDeleteRecordsMovesLogStartOnEveryReplica(t *testing.T) {
 	c.produce(2, "r", 0, -1, recordBatch("d")) // followers' next fetch carries the log start
 	c.waitFor("followers move their log start", 5000, func() bool {
 		for _, id := range []int32{1, 3} {
-			if c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogStartOffset() != 2 {
+			if c.nodes[id].node.parts.partitions[partitionKey{"r", 0}].log.LogStartOffset() != 2 {
 				return false
 			}
 		}
@@ -69,7 +69,9 @@ func TestDeleteRecordsWaitsForLiveFollowers(t *testing.T) {
 	del := func(offset int64, timeoutMs int32) kmsg.DeleteRecordsResponseTopicPartition {
 		return c.deleteRecords(2, "r", offset, timeoutMs)
 	}
-	logStart := func(id int32) int64 { return c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogStartOffset() }
+	logStart := func(id int32) int64 {
+		return c.nodes[id].node.parts.partitions[partitionKey{"r", 0}].log.LogStartOffset()
+	}
 
 	if r := del(1, 10000); r.ErrorCode != 0 || r.LowWatermark != 1 {
 		t.Fatalf("delete to 1: %v, low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
@@ -95,7 +97,7 @@ func TestDeleteRecordsWaitsForLiveFollowers(t *testing.T) {
 
 	c.nodes[3].proc.Crash()
 	c.waitFor("node 3 fenced", 30000, func() bool {
-		b, _ := c.nodes[2].node.image.Broker(3)
+		b, _ := c.nodes[2].node.meta.image.Broker(3)
 		return b.Fenced
 	})
 	if r := del(3, 10000); r.ErrorCode != 0 || r.LowWatermark != 3 {

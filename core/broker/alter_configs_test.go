@@ -100,7 +100,7 @@ func TestAlterConfigsRetentionActsOnOpenLog(t *testing.T) {
 	c := newCluster(t, 1, map[string]string{"log.retention.check.interval.ms": "1000"})
 	c.waitRegistered()
 	c.createTopic(1, "ret", 1, 1)
-	p := c.nodes[1].node.partitions[partitionKey{"ret", 0}]
+	p := c.nodes[1].node.parts.partitions[partitionKey{"ret", 0}]
 
 	// segment.ms reaches the open log: every append after 100 ms rolls.
 	c.mustAlter(1, "ret", set("segment.ms", "100"))
@@ -137,7 +137,7 @@ func TestIncrementalAlterConfigsListOperations(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
 	c.createTopic(1, "lst", 1, 1)
-	p := c.nodes[1].node.partitions[partitionKey{"lst", 0}]
+	p := c.nodes[1].node.parts.partitions[partitionKey{"lst", 0}]
 
 	steps := []struct {
 		op   op
@@ -152,7 +152,7 @@ func TestIncrementalAlterConfigsListOperations(t *testing.T) {
 	}
 	// The override keeps the order operations built; DescribeConfigs shows
 	// the parsed policy.
-	override := func() string { return c.nodes[1].node.image.Configs(topicResource("lst"))["cleanup.policy"] }
+	override := func() string { return c.nodes[1].node.meta.image.Configs(topicResource("lst"))["cleanup.policy"] }
 	for _, s := range steps {
 		c.mustAlter(1, "lst", s.op)
 		if got := override(); got != s.want {
@@ -218,7 +218,7 @@ func TestAlterConfigsErrorsNameTheField(t *testing.T) {
 		}
 	}
 	// Nothing above changed the topic.
-	if got := c.nodes[1].node.image.Configs(topicResource("e")); len(got) != 0 {
+	if got := c.nodes[1].node.meta.image.Configs(topicResource("e")); len(got) != 0 {
 		t.Fatalf("failed alters left overrides %v", got)
 	}
 
@@ -239,7 +239,7 @@ func TestAlterConfigsReplacesForwardsAndReachesEveryReplica(t *testing.T) {
 	c.mustAlter(2, "r", set("retention.ms", "60000"), set("segment.ms", "5000"), set("min.insync.replicas", "3"))
 	c.waitFor("min.insync.replicas=3 on every replica", 5000, func() bool {
 		for _, id := range []int32{1, 2, 3} {
-			if c.nodes[id].node.partitions[partitionKey{"r", 0}].replica.MinInsyncReplicas() != 3 {
+			if c.nodes[id].node.parts.partitions[partitionKey{"r", 0}].replica.MinInsyncReplicas() != 3 {
 				return false
 			}
 		}
@@ -266,7 +266,7 @@ func TestAlterConfigsReplacesForwardsAndReachesEveryReplica(t *testing.T) {
 	}
 	c.waitFor("the replaced configs on every replica", 5000, func() bool {
 		for _, id := range []int32{1, 2, 3} {
-			p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+			p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 			if p.replica.MinInsyncReplicas() != 2 || p.log.Config().RetentionMs != 7*24*3600*1000 {
 				return false
 			}
@@ -299,21 +299,21 @@ func TestAlterMinInsyncReplicasGatesAcksAll(t *testing.T) {
 	}
 	c.nodes[victim].proc.Crash()
 	c.waitFor("the leader's ISR shrinks to 2", 20000, func() bool {
-		return len(c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.State().ISR) == 2
+		return len(c.nodes[leader].node.parts.partitions[partitionKey{"m", 0}].replica.State().ISR) == 2
 	})
 	if r := c.produce(leader, "m", 0, -1, recordBatch("two of three")); r.ErrorCode != 0 {
 		t.Fatalf("acks=all, ISR 2, min.insync.replicas 1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	c.mustAlter(1, "m", set("min.insync.replicas", "3"))
 	c.waitFor("the leader applies min.insync.replicas=3", 5000, func() bool {
-		return c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 3
+		return c.nodes[leader].node.parts.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 3
 	})
 	if r := c.produce(leader, "m", 0, -1, recordBatch("refused")); r.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=all, ISR 2, min.insync.replicas 3: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(r.ErrorCode))
 	}
 	c.mustAlter(1, "m", del("min.insync.replicas"))
 	c.waitFor("the leader falls back to the broker's min.insync.replicas", 5000, func() bool {
-		return c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 1
+		return c.nodes[leader].node.parts.partitions[partitionKey{"m", 0}].replica.MinInsyncReplicas() == 1
 	})
 	if r := c.produce(leader, "m", 0, -1, recordBatch("accepted again")); r.ErrorCode != 0 {
 		t.Fatalf("acks=all after deleting the override: %v", kerr.ErrorForCode(r.ErrorCode))

@@ -34,40 +34,37 @@ package broker
 // Kafka since 2.x only Metadata does.
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
 	"strand/core/env"
-	"strand/core/log"
-	"strand/core/producer"
 	"strand/core/replica"
 )
 
-// pendingProduce is a produce request whose acks=all partitions wait for
-// the HW.
+// pendingProduce is a produce request some of whose partitions wait: the
+// completion record of the request, answered once none waits.
 type pendingProduce struct {
-	conn      env.ConnID
-	corr      int32
-	timeoutMs int64
-	resp      *kmsg.ProduceResponse
-	remaining int
+	conn env.ConnID
+	corr int32
+	// deadlineMs is when the request's TimeoutMillis runs out, in
+	// monotonic ms: the one deadline of each of its partitions that waits,
+	// for the HW or for durability (produce_waits.go).
+	deadlineMs int64
+	resp       *kmsg.ProduceResponse
+	remaining  int
 	// onDone, when set, takes the place of the reply: the produce is a
 	// group coordinator's append (coordinators.go), not a client's.
 	onDone func()
 }
 
-// produceSlot is one waiting partition of a pendingProduce: where its answer
-// goes.
+// produceSlot is one partition of a pendingProduce: where its answer goes.
+// While it waits it is in exactly one place: the replica's acks=all waiters
+// (its partition's ackWaits names it by the waiter's request id), or the
+// partition's durableWaits.
 type produceSlot struct {
 	pending *pendingProduce
 	part    *kmsg.ProduceResponseTopicPartition
-	// timeout expires the wait after the request's TimeoutMillis.
-	timeout env.Timer
 	// p and lastOffset are the partition and the batch's last offset, for
 	// waits on durability (durable.go).
 	p          *partition
@@ -80,14 +77,14 @@ type produceSlot struct {
 
 // handleProduceRequest serves a Produce as decoded or as pre-checked on a
 // connection goroutine (api_00_produce_precheck.go).
-func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+func (pm *partitionManager) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	switch r := req.(type) {
 	case *PrecheckedProduce:
-		n.handleProduce(conn, hdr, r.ProduceRequest, r)
+		pm.handleProduce(conn, hdr, r.ProduceRequest, r)
 	case *kmsg.ProduceRequest:
-		n.handleProduce(conn, hdr, r, nil)
+		pm.handleProduce(conn, hdr, r, nil)
 	default:
-		n.net.Close(conn, hdr.CorrelationID)
+		pm.net.Close(conn, hdr.CorrelationID)
 	}
 }
 
@@ -99,14 +96,15 @@ func (n *Node) handleProduceRequest(conn env.ConnID, hdr env.RequestHeader, req 
 // (env.File's ownership rule then applies): responses, delayed ones too,
 // are built from copies. realnet relies on this to recycle the request's
 // frame (realnet/framepool.go); keep it so.
-func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
+func (pm *partitionManager) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ProduceRequest, prechecked *PrecheckedProduce) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	// remaining starts at 1, held while the request is being handled, so that
 	// acks completed during the loop (an ISR of one) cannot answer early.
-	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1, timeoutMs: int64(max(req.TimeoutMillis, 0))}
+	pending := &pendingProduce{conn: conn, corr: hdr.CorrelationID, resp: resp, remaining: 1,
+		deadlineMs: pm.deadlineMs(int64(max(req.TimeoutMillis, 0)))}
 	acksValid := validAcks(req.Acks)
-	budget := prechecked.decompressionBudget(n.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
+	budget := prechecked.decompressionBudget(pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
@@ -129,17 +127,17 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 			}
 			slot := &produceSlot{pending: pending, part: rp}
 			slot.precheck = prechecked.precheckOf(i, j, tp.Records)
-			if code := n.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot, budget); code != 0 {
+			if code := pm.produceOne(partitionKey{t.Topic, tp.Partition}, req, tp.Records, slot, budget); code != 0 {
 				rp.ErrorCode = code
 				rp.BaseOffset = -1
 			}
 		}
 	}
 	if req.Acks == replica.AcksNone {
-		n.answerNoAcks(conn, hdr.CorrelationID, resp)
+		pm.answerNoAcks(conn, hdr.CorrelationID, resp)
 		return
 	}
-	n.releaseProduce(pending)
+	pm.releaseProduce(pending)
 }
 
 // answerNoAcks settles an acks=0 produce, which gets no response. If any
@@ -152,149 +150,80 @@ func (n *Node) handleProduce(conn env.ConnID, hdr env.RequestHeader, req *kmsg.P
 // still waiting for the ISR, are answered first, as Kafka, which reads
 // one request at a time, has answered them; those pipelined after it are
 // not executed.
-func (n *Node) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
+func (pm *partitionManager) answerNoAcks(conn env.ConnID, correlationID int32, resp *kmsg.ProduceResponse) {
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				n.net.Close(conn, correlationID)
+				pm.net.Close(conn, correlationID)
 				return
 			}
 		}
 	}
-	n.net.Skip(conn, correlationID)
+	pm.net.Skip(conn, correlationID)
 }
 
 // releaseProduce drops one hold on a pending produce and answers it when
 // none is left.
-func (n *Node) releaseProduce(pending *pendingProduce) {
+func (pm *partitionManager) releaseProduce(pending *pendingProduce) {
 	pending.remaining--
 	if pending.remaining == 0 && pending.onDone != nil {
 		pending.onDone()
 	} else if pending.remaining == 0 {
-		n.net.Reply(pending.conn, pending.corr, pending.resp)
+		pm.net.Reply(pending.conn, pending.corr, pending.resp)
 	}
 }
 
-// produceOne validates and appends one partition's batch. For acks=all
-// the slot is registered and answered later (pending.remaining counts it);
-// otherwise the slot is filled now. It returns the partition's error code.
-// The cheap checks (hosted, storage, size, leadership and acks) come
-// before the batch's own; a batch checked here, not by the pre-check,
-// decompresses within the request's budget.
-func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
-	p := n.partitions[key]
+// produceOne hands one partition's batch to its leader
+// (partition.appendRecordsToLeader) and keeps where its answer goes. For
+// acks=all the slot is registered and answered later (pending.remaining
+// counts it); otherwise the slot is filled now. It returns the partition's
+// error code. A batch checked here, not by the pre-check, decompresses
+// within the request's budget.
+func (pm *partitionManager) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []byte, slot *produceSlot, budget *batch.DecompressionBudget) int16 {
+	p := pm.partitions[key]
 	if p == nil {
-		return n.notHostedCode(key)
+		return pm.notHostedCode(key)
 	}
-	if p.storageFailed() {
-		return kerr.KafkaStorageError.Code
-	}
-	limits := n.produceLimits(key.topic)
-	if len(records) > limits.BatchBytesMax {
-		return kerr.MessageTooLarge.Code
-	}
-	epoch, err := p.replica.AdmitProduce(req.Acks)
-	if err != nil {
-		return errorCodeOf(err)
-	}
-	var info batch.ProducedInfo
 	precheck := slot.precheck
 	// A waiting slot keeps nothing of the request (handleProduce).
 	slot.precheck = nil
-	if precheck != nil {
-		info, err = precheck.check.Finish(records, limits, budget)
-	} else {
-		info, err = batch.CheckProducedWithin(records, limits, budget)
+	codec, recompress := storedCodec(pm.topicConfig(key.topic).CompressionType)
+	pm.nextRequestID++
+	now := pm.nowMs()
+	in := leaderAppend{
+		records: records, acks: req.Acks,
+		limits: pm.produceLimits(key.topic), storageCodec: codec, recompress: recompress,
+		precheck: precheck, budget: budget,
+		requestID: pm.nextRequestID, deadlineMs: slot.pending.deadlineMs, nowMs: now,
 	}
-	if err != nil {
-		var berr *batch.Error
-		if errors.As(err, &berr) {
-			if berr.Code == kerr.InvalidRecord.Code || berr.Code == kerr.InvalidTimestamp.Code || berr.Code == kerr.MessageTooLarge.Code {
-				// Kafka explains a record that failed validation (its
-				// RecordValidationException) in ErrorMessage, v8+; a
-				// batch too large says which bound it passed, the
-				// request's decompression budget (Strand's own) included.
-				msg := berr.Error()
-				slot.part.ErrorMessage = &msg
-			}
-			return berr.Code
-		}
-		return kerr.CorruptMessage.Code
+	out, refused, recompressedOnLoop := p.appendRecordsToLeader(in)
+	if recompressedOnLoop {
+		pm.loopRecompressions++
 	}
-	if err := n.syncProducers(p); err != nil {
-		return kerr.KafkaStorageError.Code
+	if refused != nil {
+		if refused.message != "" {
+			slot.part.ErrorMessage = &refused.message
+		}
+		return refused.code
 	}
-	verdict, err := p.producers.Check(info.Header)
-	if err != nil {
-		var perr *producer.Error
-		if errors.As(err, &perr) {
-			return perr.Code.Code
-		}
-		return kerr.UnknownServerError.Code
-	}
-	var res log.AppendResult
-	if verdict.Kind == producer.Duplicate {
-		// A retry of a batch already in the log: nothing is appended, the
-		// answer carries the original offsets (Kafka's
-		// DUPLICATE_SEQUENCE_NUMBER is internal), and acks=all waits for
-		// the original batch to commit.
-		original := verdict.Original
-		res = log.AppendResult{BaseOffset: original.FirstOffset(), LastOffset: original.LastOffset,
-			AppendTimeMs: original.TimestampMs, LogStartOffset: p.log.LogStartOffset()}
-	} else {
-		stored, code := n.storedForm(key.topic, records, info.Header.Codec(), precheck, limits)
-		if code != 0 {
-			return code
-		}
-		batch.SetMaxTimestamp(stored, limits.TimestampType, info.MaxTimestamp)
-		segments := p.log.SegmentCount()
-		// CheckProduced or Finish verified the CRC, recompressed computes
-		// its own, and SetMaxTimestamp recomputes it if it changes the batch.
-		if res, err = p.log.AppendCheckedAsLeader(stored, epoch, limits.NowMs); err != nil {
-			return errorCodeOf(err)
-		}
-		if p.log.SegmentCount() != segments {
-			// A roll: snapshot the state as it was before this batch, at
-			// the new segment's base offset, as Kafka does.
-			p.snapshots.Take(p.producers, nil)
-		}
-		h := info.Header
-		h.MaxTimestamp = info.MaxTimestamp
-		if err := p.producers.Update(h, res.BaseOffset); err != nil {
-			panic("broker: producer state behind the log after an append: " + err.Error())
-		}
-	}
+	res := out.result
 	slot.part.BaseOffset, slot.part.LogStartOffset = res.BaseOffset, res.LogStartOffset
 	slot.p, slot.lastOffset = p, res.LastOffset
-	if limits.TimestampType == batch.LogAppendTime {
+	if in.limits.TimestampType == batch.LogAppendTime {
 		slot.part.LogAppendTime = res.AppendTimeMs
 	}
-	if verdict.Kind == producer.Duplicate && (req.Acks != replica.AcksAll || res.LastOffset < p.replica.HighWatermark()) {
-		if req.Acks == replica.AcksLeader {
-			n.awaitDurable(slot)
-		}
-		return 0 // nothing appended, nothing more to wait for
-	}
-	n.nextRequestID++
-	id := n.nextRequestID
-	now := n.nowMs()
-	timeoutMs := slot.pending.timeoutMs
-	if req.Acks == replica.AcksAll {
-		n.produceWaits[id] = slot
+	if out.awaitsHW {
+		p.ackWaits[in.requestID] = slot
 		slot.pending.remaining++
-		slot.timeout = n.after(timeoutMs, func() {
-			p.replica.ExpireAcks(n.nowMs())
-			n.afterReplicaChange(p)
-		})
-	}
-	leaderAppend := replica.LeaderAppend{LastOffset: res.LastOffset, Acks: req.Acks, RequestID: id, DeadlineMs: now + timeoutMs}
-	if err := p.replica.OnLeaderAppend(leaderAppend, now); err != nil {
-		panic("broker: OnLeaderAppend refused an admitted append: " + err.Error())
 	}
 	if req.Acks == replica.AcksLeader {
-		n.awaitDurable(slot)
+		pm.awaitDurable(slot)
 	}
-	n.afterReplicaChange(p)
+	if out.duplicate && !out.awaitsHW {
+		return 0 // nothing appended, nothing more to wait for
+	}
+	pm.afterReplicaChange(p)
+	pm.armProduceExpiry(p)
 	return 0
 }
 
@@ -303,115 +232,51 @@ func (n *Node) produceOne(key partitionKey, req *kmsg.ProduceRequest, records []
 // opened (storage_failure.go), NOT_LEADER_OR_FOLLOWER if the partition
 // exists in the cluster (the client's metadata is stale),
 // UNKNOWN_TOPIC_OR_PARTITION otherwise.
-func (n *Node) notHostedCode(key partitionKey) int16 {
-	if n.partitionOffline(key) {
+func (pm *partitionManager) notHostedCode(key partitionKey) int16 {
+	if pm.partitionOffline(key) {
 		return kerr.KafkaStorageError.Code
 	}
-	if _, ok := n.image.PartitionByName(key.topic, key.index); ok {
+	if _, ok := pm.meta.image.PartitionByName(key.topic, key.index); ok {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code
 }
 
-// completeAcks answers the acks=all produces the replica has completed.
-func (n *Node) completeAcks(results []replica.AckResult) {
-	for _, r := range results {
-		slot, ok := n.produceWaits[r.RequestID]
+// completeAcks answers the acks=all produces p's replica has completed.
+func (pm *partitionManager) completeAcks(p *partition) {
+	for _, r := range p.replica.TakeAckResults() {
+		slot, ok := p.ackWaits[r.RequestID]
 		if !ok {
 			continue
 		}
-		delete(n.produceWaits, r.RequestID)
+		delete(p.ackWaits, r.RequestID)
 		if r.Error != 0 {
 			slot.part.ErrorCode = r.Error
 			slot.part.BaseOffset = -1
 		}
-		if r.Error == 0 && n.parkUntilDurable(slot) {
-			continue // the same timeout still runs
+		if r.Error == 0 && pm.parkUntilDurable(slot) {
+			continue // waits on, under the same deadline
 		}
-		slot.timeout.Stop()
-		n.releaseProduce(slot.pending)
+		pm.releaseProduce(slot.pending)
 	}
 }
 
 // afterReplicaChange performs what a replica decided as a side effect of any
 // input: answer completed acks, send an ISR change to the controller, and
 // re-check parked fetches (the HW or LEO may have moved).
-func (n *Node) afterReplicaChange(p *partition) { n.settleReplicaChange(p, true) }
+func (pm *partitionManager) afterReplicaChange(p *partition) { pm.settleReplicaChange(p, true) }
 
 // settleReplicaChange is afterReplicaChange; with wake false it leaves the
 // parked fetches alone, for a caller that knows nothing they watch has
 // moved (afterFollowerFetch).
-func (n *Node) settleReplicaChange(p *partition, wake bool) {
-	n.completeAcks(p.replica.TakeAckResults())
-	n.syncCoordinator(p)
+func (pm *partitionManager) settleReplicaChange(p *partition, wake bool) {
+	pm.completeAcks(p)
+	pm.groups.syncCoordinator(p)
 	if ap, ok := p.replica.PendingAlterPartition(); ok {
-		n.sendAlterPartition(p, ap)
+		pm.sendAlterPartition(p, ap)
 	}
 	if wake {
-		n.wakeFetchWaiters(p)
+		pm.wakeFetchWaiters(p)
 	}
-	n.completeDeleteRecords(p)
-}
-
-// storedForm returns the checked batch records as the topic stores it: in
-// the codec its compression.type names now, at append time. That is
-// records itself when the topic keeps the producer's codec or names the
-// one sent (sentCodec); otherwise the pre-check's recompressed copy when it
-// is in that codec, or a copy recompressed here on the loop (the request
-// was not pre-checked, or the topic's codec changed since its pre-check).
-// A recompressed batch must fit max.message.bytes too, as Kafka re-checks
-// the size after recompressing; the answer is then an error code. The
-// pre-check's size decides without its copy, which it keeps only within
-// the broker's message.max.bytes.
-func (n *Node) storedForm(topic string, records []byte, sentCodec batch.Codec, precheck *batchPrecheck, limits batch.ProduceLimits) ([]byte, int16) {
-	codec, ok := storedCodec(n.topicConfig(topic).CompressionType)
-	if !ok || codec == sentCodec {
-		return records, 0
-	}
-	if r := precheck.recompressionTo(codec); r != nil {
-		if r.batchBytes > limits.BatchBytesMax {
-			return nil, kerr.MessageTooLarge.Code
-		}
-		if r.stored != nil {
-			return r.stored, 0
-		}
-	}
-	n.loopRecompressions++
-	stored, err := recompressed(records, codec, limits.DecompressedBytesMax)
-	if err != nil {
-		return nil, kerr.CorruptMessage.Code
-	}
-	if len(stored) > limits.BatchBytesMax {
-		return nil, kerr.MessageTooLarge.Code
-	}
-	return stored, 0
-}
-
-// recompressed returns a copy of the checked batch b with its records stored
-// under codec, as Kafka's LogValidator rewrites a batch whose codec differs
-// from the topic's compression.type: every header field but the codec bits,
-// the length and the CRC is kept, so offsets, timestamps and the producer's
-// sequence are unchanged. b was decompressed within decompressedBytesMax
-// when it was checked, so decompressing again fails only on a broken
-// invariant, reported as an error.
-func recompressed(b []byte, codec batch.Codec, decompressedBytesMax int) ([]byte, error) {
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return nil, fmt.Errorf("recompress: %w", err)
-	}
-	raw, err := batch.Decompress(h.Codec(), b[batch.HeaderBytes:], decompressedBytesMax)
-	if err != nil {
-		return nil, fmt.Errorf("recompress from %s: %w", h.Codec(), err)
-	}
-	packed, err := batch.Compress(codec, raw)
-	if err != nil {
-		return nil, fmt.Errorf("recompress to %s: %w", codec, err)
-	}
-	out := make([]byte, 0, batch.HeaderBytes+len(packed))
-	out = append(append(out, b[:batch.HeaderBytes]...), packed...)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-batch.LogOverheadBytes))
-	attributes := h.Attributes&^batch.AttrCodecMask | int16(codec)
-	binary.BigEndian.PutUint16(out[21:], uint16(attributes))
-	binary.BigEndian.PutUint32(out[17:], batch.ComputeCRC(out))
-	return out, nil
+	pm.completeDeleteRecords(p)
 }

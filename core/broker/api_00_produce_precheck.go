@@ -211,36 +211,34 @@ func (v *PrecheckView) precheckRecompression(records []byte, codec batch.Codec, 
 // costs only work: a batch it wrongly admits was decompressed for an
 // answer the loop gives anyway, one it wrongly leaves out is checked on
 // the loop, and a topic whose rules changed is checked again there.
-func (n *Node) publishPrecheckView() {
+func (pm *partitionManager) publishPrecheckView() {
 	view := &PrecheckView{
-		clock:                       n.clock,
-		batchBytesMax:               int(n.cfg.Broker.MessageMaxBytes),
-		requestDecompressedBytesMax: n.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax,
+		clock:                       pm.clock,
+		batchBytesMax:               int(pm.cfg.Broker.MessageMaxBytes),
+		requestDecompressedBytesMax: pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax,
 		produceListeners:            map[string]bool{},
 		topics:                      map[string]*precheckTopic{},
 	}
-	for _, l := range n.cfg.Broker.Listeners {
-		view.produceListeners[l.Name] = n.listenerServes(l.Name, kmsg.Produce.Int16())
-	}
-	for key, p := range n.partitions { // order-independent: fills a map
+	maps.Copy(view.produceListeners, pm.produceListeners)
+	for key, p := range pm.partitions { // order-independent: fills a map
 		if key.topic == offsetsTopic || p.replica.Role() != replica.RoleLeader || p.storageFailed() {
 			continue
 		}
 		topic := view.topics[key.topic]
 		if topic == nil {
-			rules := n.produceLimits(key.topic)
+			rules := pm.produceLimits(key.topic)
 			rules.NowMs = 0
-			codec, recompress := storedCodec(n.topicConfig(key.topic).CompressionType)
+			codec, recompress := storedCodec(pm.topicConfig(key.topic).CompressionType)
 			topic = &precheckTopic{rules: rules, codec: codec, recompress: recompress, led: map[int32]bool{}}
 			view.topics[key.topic] = topic
 		}
 		topic.led[key.index] = true
 	}
-	if n.precheckView != nil && n.precheckView.equal(view) {
+	if pm.precheckView != nil && pm.precheckView.equal(view) {
 		return
 	}
-	n.precheckView = view
-	n.net.SetPrechecker(view)
+	pm.precheckView = view
+	pm.net.SetPrechecker(view)
 }
 
 // equal reports whether v and o decide every pre-check alike.
@@ -297,4 +295,4 @@ func decompressedBytesMaxOf(messageMaxBytes int32) int {
 // its event loop (storedForm) since it started, for tests and diagnostics:
 // with realnet's pre-check it grows only when a topic's compression.type
 // changed between a batch's pre-check and its append.
-func (n *Node) LoopRecompressions() int64 { return n.loopRecompressions }
+func (n *Node) LoopRecompressions() int64 { return n.parts.loopRecompressions }

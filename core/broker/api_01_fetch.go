@@ -61,8 +61,8 @@ type fetchWaiter struct {
 	parts []parkedPartition
 	// session is what the fetch does with fetch sessions once answered.
 	session fetchSessionUse
-	// parked is set while w is in the purgatory (Node.fetchWaiters and its
-	// partitions' fetchWaiters).
+	// parked is set while w is in the purgatory (the partition manager's
+	// fetchWaiters and its partitions').
 	parked bool
 }
 
@@ -84,24 +84,24 @@ type parkedPartition struct {
 // its rack id.
 const followerReadVersionMin = 11
 
-func (n *Node) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
+func (pm *partitionManager) handleFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
 	if req.Version >= 15 {
 		req.ReplicaID = req.ReplicaState.ID // v15 moved it (KIP-903)
 	}
-	n.resolveTopicIDs(req)
-	use, exec, errorCode := n.openFetchSession(hdr.ClientID, req)
+	pm.resolveTopicIDs(req)
+	use, exec, errorCode := pm.openFetchSession(hdr.ClientID, req)
 	if errorCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = errorCode
-		n.replyFetch(conn, hdr.CorrelationID, fetchAnswer{resp: resp})
+		pm.replyFetch(conn, hdr.CorrelationID, fetchAnswer{resp: resp})
 		return
 	}
-	answer, bytes, answerNow := n.executeFetch(exec, true)
-	if answerNow || exec.MaxWaitMillis <= 0 || bytes >= int64(exec.MinBytes) || n.purgatoryFull(answer.partitions) {
-		n.replyFetch(conn, hdr.CorrelationID, n.closeFetchSession(use, exec, answer))
+	answer, bytes, answerNow := pm.executeFetch(exec, true)
+	if answerNow || exec.MaxWaitMillis <= 0 || bytes >= int64(exec.MinBytes) || pm.purgatoryFull(answer.partitions) {
+		pm.replyFetch(conn, hdr.CorrelationID, pm.closeFetchSession(use, exec, answer))
 		return
 	}
-	n.parkFetch(conn, hdr.CorrelationID, exec, use, answer.partitions)
+	pm.parkFetch(conn, hdr.CorrelationID, exec, use, answer.partitions)
 }
 
 // fetchAnswer is a Fetch response whose record batches are still regions:
@@ -116,7 +116,7 @@ type fetchAnswer struct {
 
 // replyFetch pins the answer's regions, encodes it and hands the frame to
 // the network, which releases the pins once the regions are sent.
-func (n *Node) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
+func (pm *partitionManager) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
 	var releases []func()
 	for _, r := range a.records {
 		if len(r.regions) > 0 {
@@ -131,7 +131,7 @@ func (n *Node) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
 			}
 		}
 	}
-	n.net.ReplyFrame(conn, corr, frame)
+	pm.net.ReplyFrame(conn, corr, frame)
 }
 
 // executeFetch builds the answer to req from the logs as they are now; it
@@ -139,7 +139,7 @@ func (n *Node) replyFetch(conn env.ConnID, corr int32, a fetchAnswer) {
 // answerNow is set when some partition failed or diverged: Kafka answers
 // those without waiting. keepPartitions fills answer.partitions, for a
 // fetch that may park.
-func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer fetchAnswer, bytes int64, answerNow bool) {
+func (pm *partitionManager) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer fetchAnswer, bytes int64, answerNow bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	answer.resp = resp
 	remaining := int64(req.MaxBytes)
@@ -165,7 +165,7 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 		start := len(partitions)
 		byID := req.Version >= fetchTopicIDVersionMin
 		for _, fp := range t.Partitions {
-			p := n.partitions[partitionKey{t.Topic, fp.Partition}]
+			p := pm.partitions[partitionKey{t.Topic, fp.Partition}]
 			var rp kmsg.FetchResponseTopicPartition
 			var records partitionRecords
 			switch {
@@ -176,7 +176,7 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 				rp = fetchPartitionError(fp.Partition, kerr.InconsistentTopicID.Code)
 				p = nil
 			default:
-				rp, records = n.fetchPartition(req, p, t.Topic, fp, &remaining, &minOneBatch)
+				rp, records = pm.fetchPartition(req, p, t.Topic, fp, &remaining, &minOneBatch)
 			}
 			if rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 {
 				answerNow = true
@@ -197,7 +197,7 @@ func (n *Node) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer
 // fetchPartition answers one partition of req and finds its records, as
 // regions of the partition's log; p is the hosted partition fp names, nil
 // if none.
-func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
+func (pm *partitionManager) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string, fp kmsg.FetchRequestTopicPartition, remaining *int64, minOneBatch *bool) (kmsg.FetchResponseTopicPartition, partitionRecords) {
 	replicaID := req.ReplicaID
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = fp.Partition
@@ -207,7 +207,7 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 	rp.RecordBatches = []byte{}
 	switch {
 	case p == nil:
-		rp.ErrorCode = n.notHostedCode(partitionKey{topic, fp.Partition})
+		rp.ErrorCode = pm.notHostedCode(partitionKey{topic, fp.Partition})
 		return rp, partitionRecords{}
 	case p.storageFailed():
 		rp.ErrorCode = kerr.KafkaStorageError.Code
@@ -220,8 +220,8 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 			// Fetch v12 carries no broker epoch (ReplicaState is v15+).
 			ReplicaID: replicaID, ReplicaEpoch: -1, FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
 			LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
-		}, n.nowMs())
-		defer n.afterFollowerFetch(p, hwBefore)
+		}, pm.nowMs())
+		defer pm.afterFollowerFetch(p, hwBefore)
 	} else if req.Version >= followerReadVersionMin {
 		d = p.replica.OnConsumerFetchAnyReplica(fp.FetchOffset, fp.CurrentLeaderEpoch)
 	} else {
@@ -261,20 +261,20 @@ func (n *Node) fetchPartition(req *kmsg.FetchRequest, p *partition, topic string
 // two brokers share; waking each one re-checked the other followers'
 // parked fetches, each walking its own partitions: with 333 idle
 // partitions, about 10^5 partition checks per fetch.
-func (n *Node) afterFollowerFetch(p *partition, hwBefore int64) {
-	n.settleReplicaChange(p, p.replica.HighWatermark() != hwBefore || p.storageFailed())
+func (pm *partitionManager) afterFollowerFetch(p *partition, hwBefore int64) {
+	pm.settleReplicaChange(p, p.replica.HighWatermark() != hwBefore || p.storageFailed())
 }
 
 // parkFetch waits for data, for at most MaxWaitMillis; partitions are the
 // hosted partitions req names, in order (fetchAnswer.partitions).
-func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, use fetchSessionUse, partitions []*partition) {
+func (pm *partitionManager) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, use fetchSessionUse, partitions []*partition) {
 	w := &fetchWaiter{conn: conn, corr: corr, req: req, session: use, parked: true}
 	i := 0
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
 			p := partitions[i]
 			if p != nil && p.retired { // retired while the fetch ran
-				p = n.partitions[p.key]
+				p = pm.partitions[p.key]
 			}
 			if p != nil {
 				// A partition named twice is watched once: w is then the
@@ -288,12 +288,12 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, us
 			i++
 		}
 	}
-	w.timer = n.after(int64(req.MaxWaitMillis), func() {
-		if n.removeFetchWaiter(w) {
-			n.answerFetch(w)
+	w.timer = pm.after(int64(req.MaxWaitMillis), func() {
+		if pm.removeFetchWaiter(w) {
+			pm.answerFetch(w)
 		}
 	})
-	n.fetchWaiters = append(n.fetchWaiters, w)
+	pm.fetchWaiters = append(pm.fetchWaiters, w)
 }
 
 // purgatoryFull reports whether parking a fetch of partitions (the hosted
@@ -301,9 +301,9 @@ func (n *Node) parkFetch(conn env.ConnID, corr int32, req *kmsg.FetchRequest, us
 // strand.purgatory.requests.max, or strand.purgatory.requests.per.partition.max
 // on one of its partitions (CLARIFICATIONS.md, "Validation and limits").
 // Acks=all produces are bounded per partition by core/replica.
-func (n *Node) purgatoryFull(partitions []*partition) bool {
-	limits := n.cfg.Broker.Limits
-	if len(n.fetchWaiters) >= int(limits.PurgatoryRequestsMax) {
+func (pm *partitionManager) purgatoryFull(partitions []*partition) bool {
+	limits := pm.cfg.Broker.Limits
+	if len(pm.fetchWaiters) >= int(limits.PurgatoryRequestsMax) {
 		return true
 	}
 	for _, p := range partitions {
@@ -316,16 +316,30 @@ func (n *Node) purgatoryFull(partitions []*partition) bool {
 
 // removeFetchWaiter takes w out of the purgatory; it reports false when w
 // had already left it (answered, timed out or its connection closed).
-func (n *Node) removeFetchWaiter(w *fetchWaiter) bool {
+func (pm *partitionManager) removeFetchWaiter(w *fetchWaiter) bool {
 	if !w.parked {
 		return false
 	}
 	w.parked = false
-	n.fetchWaiters = removeWaiter(n.fetchWaiters, w)
+	pm.fetchWaiters = removeWaiter(pm.fetchWaiters, w)
 	for _, pp := range w.parts {
 		pp.p.fetchWaiters = removeWaiter(pp.p.fetchWaiters, w)
 	}
 	return true
+}
+
+// handleClosed takes the fetches parked for conn out of the purgatory.
+func (pm *partitionManager) handleClosed(conn env.ConnID) {
+	var closed []*fetchWaiter
+	for _, w := range pm.fetchWaiters {
+		if w.conn == conn {
+			closed = append(closed, w)
+		}
+	}
+	for _, w := range closed {
+		w.timer.Stop()
+		pm.removeFetchWaiter(w)
+	}
 }
 
 // removeWaiter removes w from list, keeping the order of the others.
@@ -338,9 +352,9 @@ func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 	return list
 }
 
-func (n *Node) answerFetch(w *fetchWaiter) {
-	answer, _, _ := n.executeFetch(w.req, false)
-	n.replyFetch(w.conn, w.corr, n.closeFetchSession(w.session, w.req, answer))
+func (pm *partitionManager) answerFetch(w *fetchWaiter) {
+	answer, _, _ := pm.executeFetch(w.req, false)
+	pm.replyFetch(w.conn, w.corr, pm.closeFetchSession(w.session, w.req, answer))
 }
 
 // wakeFetchWaiters re-checks the parked fetches waiting on p, whose HW, LEO,
@@ -348,48 +362,48 @@ func (n *Node) answerFetch(w *fetchWaiter) {
 // purgatory keys its watchers by partition the same way). Answering a
 // replica's fetch may itself move another partition's HW and call back
 // here; the nested call only queues that partition for the running pass.
-func (n *Node) wakeFetchWaiters(p *partition) {
+func (pm *partitionManager) wakeFetchWaiters(p *partition) {
 	if !p.wakeQueued {
 		p.wakeQueued = true
-		n.wakeQueue = append(n.wakeQueue, p)
+		pm.wakeQueue = append(pm.wakeQueue, p)
 	}
-	n.drainWakes()
+	pm.drainWakes()
 }
 
 // wakeAllFetchWaiters re-checks every parked fetch, for changes that may
 // touch partitions without waking them one by one (metadata applied,
 // partitions retired or replaced).
-func (n *Node) wakeAllFetchWaiters() {
-	n.wakeAll = true
-	n.drainWakes()
+func (pm *partitionManager) wakeAllFetchWaiters() {
+	pm.wakeAll = true
+	pm.drainWakes()
 }
 
 // drainWakes answers the ready parked fetches among those asked for, until
 // no more are asked for. Within a partition, fetches are checked in the
 // order they were parked.
-func (n *Node) drainWakes() {
-	if n.waking {
+func (pm *partitionManager) drainWakes() {
+	if pm.waking {
 		return // the running pass picks the new request up
 	}
-	n.waking = true
-	defer func() { n.waking = false }()
+	pm.waking = true
+	defer func() { pm.waking = false }()
 	for {
 		var candidates []*fetchWaiter
 		var woken *partition
 		switch {
-		case n.wakeAll:
-			n.wakeAll = false
+		case pm.wakeAll:
+			pm.wakeAll = false
 			// The full pass covers every queued partition.
-			for _, p := range n.wakeQueue {
+			for _, p := range pm.wakeQueue {
 				p.wakeQueued = false
 			}
-			n.wakeQueue = n.wakeQueue[:0]
-			candidates = append(candidates, n.fetchWaiters...)
-		case len(n.wakeQueue) > 0:
-			p := n.wakeQueue[0]
-			n.wakeQueue = n.wakeQueue[1:]
-			if len(n.wakeQueue) == 0 {
-				n.wakeQueue = n.wakeQueue[:0:cap(n.wakeQueue)]
+			pm.wakeQueue = pm.wakeQueue[:0]
+			candidates = append(candidates, pm.fetchWaiters...)
+		case len(pm.wakeQueue) > 0:
+			p := pm.wakeQueue[0]
+			pm.wakeQueue = pm.wakeQueue[1:]
+			if len(pm.wakeQueue) == 0 {
+				pm.wakeQueue = pm.wakeQueue[:0:cap(pm.wakeQueue)]
 			}
 			p.wakeQueued = false
 			woken = p
@@ -398,9 +412,9 @@ func (n *Node) drainWakes() {
 			return
 		}
 		for _, w := range candidates {
-			if w.parked && n.fetchReady(w, woken) && n.removeFetchWaiter(w) {
+			if w.parked && pm.fetchReady(w, woken) && pm.removeFetchWaiter(w) {
 				w.timer.Stop()
-				n.answerFetch(w)
+				pm.answerFetch(w)
 			}
 		}
 	}
@@ -414,14 +428,14 @@ func (n *Node) drainWakes() {
 // at first, as it is the one likely to have become ready. Only the cost
 // depends on the order: every partition that settles the answer settles
 // it as ready, and the bytes only add up.
-func (n *Node) fetchReady(w *fetchWaiter, woken *partition) bool {
+func (pm *partitionManager) fetchReady(w *fetchWaiter, woken *partition) bool {
 	minBytes := max(int64(w.req.MinBytes), 1) // an empty answer never counts
 	var bytes int64
 	first := -1
 	if woken != nil {
 		for i, pp := range w.parts {
 			if pp.p == woken {
-				ready, b := n.partitionReady(w, pp, minBytes)
+				ready, b := pm.partitionReady(w, pp, minBytes)
 				if ready || b >= minBytes {
 					return true
 				}
@@ -434,7 +448,7 @@ func (n *Node) fetchReady(w *fetchWaiter, woken *partition) bool {
 		if i == first {
 			continue // counted above
 		}
-		ready, b := n.partitionReady(w, pp, minBytes)
+		ready, b := pm.partitionReady(w, pp, minBytes)
 		if bytes += b; ready || bytes >= minBytes {
 			return true
 		}
@@ -448,7 +462,7 @@ func (n *Node) fetchReady(w *fetchWaiter, woken *partition) bool {
 // return now (0 when nothing is above the fetch offset). Only a leader's
 // partitions park, and a follower's for a consumer (only those are served
 // without an error).
-func (n *Node) partitionReady(w *fetchWaiter, pp parkedPartition, minBytes int64) (ready bool, bytes int64) {
+func (pm *partitionManager) partitionReady(w *fetchWaiter, pp parkedPartition, minBytes int64) (ready bool, bytes int64) {
 	p := pp.p
 	if p.retired || p.storageFailed() || p.replica.LeaderEpoch() != pp.leaderEpoch || p.replica.Role() != pp.role {
 		return true, 0

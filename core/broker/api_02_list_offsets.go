@@ -40,7 +40,7 @@ const (
 	listMaxTimestamp = -3
 )
 
-func (n *Node) handleListOffsets(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ListOffsetsRequest) {
+func (pm *partitionManager) handleListOffsets(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ListOffsetsRequest) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	named := map[partitionKey]int{}
 	for _, t := range req.Topics {
@@ -62,13 +62,13 @@ func (n *Node) handleListOffsets(conn env.ConnID, hdr env.RequestHeader, req *km
 			case !listTimestampServed(lp.Timestamp, req.Version):
 				rp = listOffsetError(lp, kerr.UnsupportedVersion.Code)
 			default:
-				rp = n.listOffset(key, lp, req.Version)
+				rp = pm.listOffset(key, lp, req.Version)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	pm.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
 // listTimestampServed reports whether a ListOffsets timestamp is one the
@@ -93,11 +93,11 @@ func listOffsetError(lp kmsg.ListOffsetsRequestTopicPartition, code int16) kmsg.
 	return rp
 }
 
-func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition, version int16) kmsg.ListOffsetsResponseTopicPartition {
+func (pm *partitionManager) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicPartition, version int16) kmsg.ListOffsetsResponseTopicPartition {
 	rp := listOffsetError(lp, 0)
-	p := n.partitions[key]
+	p := pm.partitions[key]
 	if p == nil {
-		rp.ErrorCode = n.notHostedCode(key)
+		rp.ErrorCode = pm.notHostedCode(key)
 		return rp
 	}
 	if p.storageFailed() {
@@ -125,7 +125,7 @@ func (n *Node) listOffset(key partitionKey, lp kmsg.ListOffsetsRequestTopicParti
 	default:
 		// Records are decompressed within the bound produce used for this
 		// topic; a batch beyond it is answered at batch granularity.
-		decompressedBytesMax := decompressedBytesMaxOf(n.topicConfig(key.topic).MaxMessageBytes)
+		decompressedBytesMax := decompressedBytesMaxOf(pm.topicConfig(key.topic).MaxMessageBytes)
 		var found log.TimestampOffset
 		var ok bool
 		var err error

@@ -39,17 +39,17 @@ import (
 	"strand/core/metadata"
 )
 
-func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
+func (mf *metadataFollower) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.MetadataRequest) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers, resp.ControllerID = n.liveBrokers(n.clientListener(hdr))
-	clusterID := n.clusterID()
+	resp.Brokers, resp.ControllerID = mf.liveBrokers(mf.clientListener(hdr))
+	clusterID := mf.clusterID()
 	resp.ClusterID = &clusterID
 	// All topics: a null list, or in v0 (which has no null) an empty one.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		for _, t := range n.image.Topics() {
-			resp.Topics = append(resp.Topics, n.topicMetadata(t))
+		for _, t := range mf.image.Topics() {
+			resp.Topics = append(resp.Topics, mf.topicMetadata(t))
 		}
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		mf.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
 	var create []string
@@ -60,9 +60,9 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 			continue
 		}
 		answered[key] = true
-		t, ok := n.lookupTopic(rt)
+		t, ok := mf.lookupTopic(rt)
 		if ok {
-			resp.Topics = append(resp.Topics, n.topicMetadata(t))
+			resp.Topics = append(resp.Topics, mf.topicMetadata(t))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -74,7 +74,7 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 			// Kafka's getTopicMetadata and AutoTopicCreationManager: a name
 			// no topic can have fails at once, so the client does not retry.
 			mt.ErrorCode = kerr.InvalidTopicException.Code
-		} else if n.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
+		} else if mf.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
 			*rt.Topic != controller.MetadataTopic && *rt.Topic != offsetsTopic {
 			mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			create = append(create, *rt.Topic)
@@ -82,9 +82,9 @@ func (n *Node) handleMetadata(conn env.ConnID, hdr env.RequestHeader, req *kmsg.
 		resp.Topics = append(resp.Topics, mt)
 	}
 	if len(create) > 0 {
-		n.autoCreate(create)
+		mf.autoCreate(create)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	mf.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
 // metadataTopicKey is a requested topic as Metadata deduplicates it: by
@@ -108,8 +108,8 @@ func metadataTopicKeyOf(rt kmsg.MetadataRequestTopic) metadataTopicKey {
 // the endpoints of the request's listener (a client of an SSL listener
 // must be sent to SSL listeners); else the first advertised one (a request
 // with no listener, or on the controller listener).
-func (n *Node) clientListener(hdr env.RequestHeader) string {
-	advertised := n.cfg.Broker.AdvertisedListeners
+func (e *nodeEnv) clientListener(hdr env.RequestHeader) string {
+	advertised := e.cfg.Broker.AdvertisedListeners
 	for _, l := range advertised {
 		if l.Name == hdr.Listener {
 			return l.Name
@@ -127,19 +127,19 @@ func (n *Node) clientListener(hdr env.RequestHeader) string {
 // requests (clients send admin requests to the id they get, so it must be
 // a reachable broker). A broker without that listener is left out, as in
 // Kafka.
-func (n *Node) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int32) {
+func (mf *metadataFollower) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int32) {
 	var brokers []kmsg.MetadataResponseBroker
 	controllerID := int32(-1)
-	for _, id := range n.image.BrokerIDs() {
-		b, _ := n.image.Broker(id)
-		e, ok := n.image.BrokerEndpoint(id, listener)
+	for _, id := range mf.image.BrokerIDs() {
+		b, _ := mf.image.Broker(id)
+		e, ok := mf.image.BrokerEndpoint(id, listener)
 		if b.Fenced || !ok {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = id, e.Host, int32(e.Port)
 		brokers = append(brokers, mb)
-		if controllerID == -1 || id == n.controllerTarget() {
+		if controllerID == -1 || id == mf.controllerRole.controllerTarget() {
 			controllerID = id
 		}
 	}
@@ -149,29 +149,29 @@ func (n *Node) liveBrokers(listener string) ([]kmsg.MetadataResponseBroker, int3
 // clusterID is the id Metadata and DescribeCluster report: Config.ClusterID,
 // else the one derived from the quorum voters, as `strand serve` formats
 // directories when given none.
-func (n *Node) clusterID() string {
-	if n.cfg.ClusterID != "" {
-		return n.cfg.ClusterID
+func (mf *metadataFollower) clusterID() string {
+	if mf.cfg.ClusterID != "" {
+		return mf.cfg.ClusterID
 	}
-	return config.DeriveClusterID(n.cfg.Broker.QuorumVoters)
+	return config.DeriveClusterID(mf.cfg.Broker.QuorumVoters)
 }
 
 // lookupTopic finds a requested topic by name, or by id when no name is
 // given (v10+).
-func (n *Node) lookupTopic(rt kmsg.MetadataRequestTopic) (metadata.Topic, bool) {
+func (mf *metadataFollower) lookupTopic(rt kmsg.MetadataRequestTopic) (metadata.Topic, bool) {
 	if rt.Topic != nil {
-		return n.image.TopicByName(*rt.Topic)
+		return mf.image.TopicByName(*rt.Topic)
 	}
-	return n.image.TopicByID(metadata.TopicID(rt.TopicID))
+	return mf.image.TopicByID(metadata.TopicID(rt.TopicID))
 }
 
-func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
+func (mf *metadataFollower) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID = &name, t.ID
 	mt.IsInternal = name == offsetsTopic
 	for p := range t.Partitions {
-		s, ok := n.image.Partition(t.ID, p)
+		s, ok := mf.image.Partition(t.ID, p)
 		if !ok {
 			continue
 		}
@@ -179,7 +179,7 @@ func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Partition, mp.Leader, mp.LeaderEpoch = p, s.Leader, s.LeaderEpoch
 		mp.Replicas, mp.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
 		for _, r := range s.Replicas {
-			if b, ok := n.image.Broker(r); !ok || b.Fenced {
+			if b, ok := mf.image.Broker(r); !ok || b.Fenced {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}
@@ -193,7 +193,7 @@ func (n *Node) topicMetadata(t metadata.Topic) kmsg.MetadataResponseTopic {
 
 // autoCreate asks the controller to create topics with the defaults.
 // The outcome is not awaited: the client retries Metadata.
-func (n *Node) autoCreate(names []string) {
+func (mf *metadataFollower) autoCreate(names []string) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(7)
 	req.TimeoutMillis = 30000
@@ -202,5 +202,5 @@ func (n *Node) autoCreate(names []string) {
 		t.Topic, t.NumPartitions, t.ReplicationFactor = name, -1, -1
 		req.Topics = append(req.Topics, t)
 	}
-	n.toController(req, func(kmsg.Response, error) {})
+	mf.controllerRole.toController(req, func(kmsg.Response, error) {})
 }

@@ -10,6 +10,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleOffsetCommit(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetCommitRequest) {
-	n.handleGroupRequest(conn, hdr, req, req.Group)
+func (gc *groupCoordinators) handleOffsetCommit(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetCommitRequest) {
+	gc.handleGroupRequest(conn, hdr, req, req.Group)
 }

@@ -16,20 +16,20 @@ import (
 // batchedOffsetFetchVersion is the first version naming several groups.
 const batchedOffsetFetchVersion = 8
 
-func (n *Node) handleOffsetFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetFetchRequest) {
+func (gc *groupCoordinators) handleOffsetFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetFetchRequest) {
 	if req.Version < batchedOffsetFetchVersion {
-		n.handleGroupRequest(conn, hdr, req, req.Group)
+		gc.handleGroupRequest(conn, hdr, req, req.Group)
 		return
 	}
 	groups := make([]string, len(req.Groups))
 	for i, g := range req.Groups {
 		groups[i] = g.Group
 	}
-	n.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, groups, func(answers []kmsg.Response) {
+	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, groups, func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 		for i := range groups {
 			resp.Groups = append(resp.Groups, answers[i].(*kmsg.OffsetFetchResponse).Groups[i])
 		}
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 	})
 }

@@ -37,24 +37,24 @@ const transactionsUnsupported = "transactions are not supported: Strand has no t
 // batchedCoordinatorKeysVersion is the first version with CoordinatorKeys.
 const batchedCoordinatorKeysVersion = 4
 
-func (n *Node) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FindCoordinatorRequest) {
+func (gc *groupCoordinators) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FindCoordinatorRequest) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < batchedCoordinatorKeysVersion {
-		c := n.findCoordinator(n.clientListener(hdr), req.CoordinatorType, req.CoordinatorKey)
+		c := gc.findCoordinator(gc.clientListener(hdr), req.CoordinatorType, req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
 	for _, key := range req.CoordinatorKeys {
-		resp.Coordinators = append(resp.Coordinators, n.findCoordinator(n.clientListener(hdr), req.CoordinatorType, key))
+		resp.Coordinators = append(resp.Coordinators, gc.findCoordinator(gc.clientListener(hdr), req.CoordinatorType, key))
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	gc.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
 // findCoordinator answers for one key, with the coordinator's endpoint on
 // listener.
-func (n *Node) findCoordinator(listener string, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+func (gc *groupCoordinators) findCoordinator(listener string, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key, c.NodeID, c.Port = key, -1, -1
 	failWith := func(err *kerr.Error, msg string) kmsg.FindCoordinatorResponseCoordinator {
@@ -72,16 +72,16 @@ func (n *Node) findCoordinator(listener string, keyType int8, key string) kmsg.F
 	default:
 		return failWith(kerr.InvalidRequest, fmt.Sprintf("FindCoordinator: unknown key_type %d (0 is a group, 1 a transaction)", keyType))
 	}
-	if _, ok := n.image.TopicByName(offsetsTopic); !ok {
-		n.ensureOffsetsTopic()
+	if _, ok := gc.meta.image.TopicByName(offsetsTopic); !ok {
+		gc.ensureOffsetsTopic()
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	s, ok := n.image.PartitionByName(offsetsTopic, group.PartitionFor(key, n.offsetsPartitions()))
+	s, ok := gc.meta.image.PartitionByName(offsetsTopic, group.PartitionFor(key, gc.offsetsPartitions()))
 	if !ok || s.Leader < 0 {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	b, ok := n.image.Broker(s.Leader)
-	e, hasEndpoint := n.image.BrokerEndpoint(s.Leader, listener)
+	b, ok := gc.meta.image.Broker(s.Leader)
+	e, hasEndpoint := gc.meta.image.BrokerEndpoint(s.Leader, listener)
 	if !ok || b.Fenced || !hasEndpoint {
 		return fail(kerr.CoordinatorNotAvailable)
 	}

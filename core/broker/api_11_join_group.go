@@ -10,6 +10,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleJoinGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.JoinGroupRequest) {
-	n.handleGroupRequest(conn, hdr, req, req.Group)
+func (gc *groupCoordinators) handleJoinGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.JoinGroupRequest) {
+	gc.handleGroupRequest(conn, hdr, req, req.Group)
 }

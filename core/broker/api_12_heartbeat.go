@@ -10,6 +10,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleHeartbeat(conn env.ConnID, hdr env.RequestHeader, req *kmsg.HeartbeatRequest) {
-	n.handleGroupRequest(conn, hdr, req, req.Group)
+func (gc *groupCoordinators) handleHeartbeat(conn env.ConnID, hdr env.RequestHeader, req *kmsg.HeartbeatRequest) {
+	gc.handleGroupRequest(conn, hdr, req, req.Group)
 }

@@ -10,6 +10,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleLeaveGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.LeaveGroupRequest) {
-	n.handleGroupRequest(conn, hdr, req, req.Group)
+func (gc *groupCoordinators) handleLeaveGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.LeaveGroupRequest) {
+	gc.handleGroupRequest(conn, hdr, req, req.Group)
 }

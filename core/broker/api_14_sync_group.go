@@ -10,6 +10,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleSyncGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.SyncGroupRequest) {
-	n.handleGroupRequest(conn, hdr, req, req.Group)
+func (gc *groupCoordinators) handleSyncGroup(conn env.ConnID, hdr env.RequestHeader, req *kmsg.SyncGroupRequest) {
+	gc.handleGroupRequest(conn, hdr, req, req.Group)
 }

@@ -12,12 +12,12 @@ import (
 	"strand/core/group"
 )
 
-func (n *Node) handleDescribeGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeGroupsRequest) {
-	n.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
+func (gc *groupCoordinators) handleDescribeGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeGroupsRequest) {
+	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 		for i := range req.Groups {
 			resp.Groups = append(resp.Groups, answers[i].(*kmsg.DescribeGroupsResponse).Groups[i])
 		}
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 	})
 }

@@ -16,9 +16,9 @@ import (
 	"strand/core/group"
 )
 
-func (n *Node) handleListGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ListGroupsRequest) {
-	indexes := make([]int32, 0, len(n.coordinators))
-	for index := range n.coordinators { // order-independent: sorted below
+func (gc *groupCoordinators) handleListGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ListGroupsRequest) {
+	indexes := make([]int32, 0, len(gc.coordinators))
+	for index := range gc.coordinators { // order-independent: sorted below
 		indexes = append(indexes, index)
 	}
 	sort.Slice(indexes, func(i, j int) bool { return indexes[i] < indexes[j] })
@@ -38,10 +38,10 @@ func (n *Node) handleListGroups(conn env.ConnID, hdr env.RequestHeader, req *kms
 				resp.Groups = append(resp.Groups, a.Groups...)
 			}
 		}
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 	}
 	for i, index := range indexes {
-		n.coordinators[index].c.Handle(req, group.Client{ClientID: hdr.ClientID}, func(r kmsg.Response) {
+		gc.coordinators[index].c.Handle(req, group.Client{ClientID: hdr.ClientID}, func(r kmsg.Response) {
 			answers[i] = r.(*kmsg.ListGroupsResponse)
 			release()
 		})

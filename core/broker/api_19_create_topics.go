@@ -16,6 +16,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleCreateTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreateTopicsRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleCreateTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreateTopicsRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

@@ -20,6 +20,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleDeleteTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteTopicsRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleDeleteTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteTopicsRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

@@ -47,7 +47,7 @@ type deleteRecordsWait struct {
 	leaderEpoch int32
 }
 
-func (n *Node) handleDeleteRecords(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteRecordsRequest) {
+func (pm *partitionManager) handleDeleteRecords(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteRecordsRequest) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
@@ -65,11 +65,11 @@ func (n *Node) handleDeleteRecords(conn env.ConnID, hdr env.RequestHeader, req *
 	for i, t := range req.Topics {
 		for j, dp := range t.Partitions {
 			answer := &resp.Topics[i].Partitions[j]
-			p, offset, code := n.deleteRecords(partitionKey{t.Topic, dp.Partition}, dp.Offset)
+			p, offset, code := pm.deleteRecords(partitionKey{t.Topic, dp.Partition}, dp.Offset)
 			if answer.ErrorCode = code; code != 0 {
 				continue
 			}
-			if lw, _ := p.replica.LowWatermark(n.brokerAlive); lw >= offset {
+			if lw, _ := p.replica.LowWatermark(pm.meta.brokerAlive); lw >= offset {
 				answer.LowWatermark = lw
 				continue
 			}
@@ -80,32 +80,32 @@ func (n *Node) handleDeleteRecords(conn env.ConnID, hdr env.RequestHeader, req *
 		}
 	}
 	if dr.waiting == 0 {
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		pm.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	dr.timer = n.clock.SetTimer(int64(max(req.TimeoutMillis, 0))*1e6, func() {
+	dr.timer = pm.clock.SetTimer(int64(max(req.TimeoutMillis, 0))*1e6, func() {
 		for _, p := range waits {
 			p.deleteRecordsWaits = slices.DeleteFunc(p.deleteRecordsWaits, func(w deleteRecordsWait) bool { return w.req == dr })
 		}
-		n.net.Reply(dr.conn, dr.corr, dr.resp)
+		pm.net.Reply(dr.conn, dr.corr, dr.resp)
 	})
 }
 
 // deleteRecords moves one partition's log start offset to offset (-1: the
 // HW); it returns the partition and the offset the low watermark must reach,
 // or an error code.
-func (n *Node) deleteRecords(key partitionKey, offset int64) (*partition, int64, int16) {
-	p := n.partitions[key]
+func (pm *partitionManager) deleteRecords(key partitionKey, offset int64) (*partition, int64, int16) {
+	p := pm.partitions[key]
 	switch {
 	case p == nil:
-		return nil, -1, n.notHostedCode(key)
+		return nil, -1, pm.notHostedCode(key)
 	case p.storageFailed():
 		return nil, -1, kerr.KafkaStorageError.Code
 	}
 	if d := p.replica.OnConsumerFetch(p.log.LogStartOffset(), -1); d.Error != 0 {
 		return nil, -1, d.Error
 	}
-	if !n.topicConfig(key.topic).CleanupPolicy.Delete {
+	if !pm.topicConfig(key.topic).CleanupPolicy.Delete {
 		// Kafka's Partition.deleteRecordsOnLeader: only a topic whose
 		// cleanup.policy includes delete may lose records on request.
 		return nil, -1, kerr.PolicyViolation.Code
@@ -117,7 +117,7 @@ func (n *Node) deleteRecords(key partitionKey, offset int64) (*partition, int64,
 	if offset < 0 || offset > hw {
 		return nil, -1, kerr.OffsetOutOfRange.Code
 	}
-	if len(p.deleteRecordsWaits) >= int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax) {
+	if len(p.deleteRecordsWaits) >= int(pm.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax) {
 		return nil, -1, kerr.RequestTimedOut.Code
 	}
 	if err := p.log.AdvanceStartOffset(offset); err != nil {
@@ -130,11 +130,11 @@ func (n *Node) deleteRecords(key partitionKey, offset int64) (*partition, int64,
 // completeDeleteRecords answers the waits on p that are settled: the low
 // watermark reached their offset, or the partition's leadership, storage or
 // topic went away. A request is answered once its last wait is.
-func (n *Node) completeDeleteRecords(p *partition) {
+func (pm *partitionManager) completeDeleteRecords(p *partition) {
 	if len(p.deleteRecordsWaits) == 0 {
 		return
 	}
-	lw, leader := p.replica.LowWatermark(n.brokerAlive)
+	lw, leader := p.replica.LowWatermark(pm.meta.brokerAlive)
 	p.deleteRecordsWaits = slices.DeleteFunc(p.deleteRecordsWaits, func(w deleteRecordsWait) bool {
 		switch {
 		case p.retired:
@@ -150,16 +150,8 @@ func (n *Node) completeDeleteRecords(p *partition) {
 		}
 		if w.req.waiting--; w.req.waiting == 0 {
 			w.req.timer.Stop()
-			n.net.Reply(w.req.conn, w.req.corr, w.req.resp)
+			pm.net.Reply(w.req.conn, w.req.corr, w.req.resp)
 		}
 		return true
 	})
-}
-
-// brokerAlive reports whether broker id is registered and unfenced: only
-// such followers hold a DeleteRecords low watermark back (Kafka's
-// metadataCache.hasAliveBroker).
-func (n *Node) brokerAlive(id int32) bool {
-	b, ok := n.image.Broker(id)
-	return ok && !b.Fenced
 }

@@ -27,11 +27,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/env"
+	"strand/core/producer"
 )
 
 // initProducerWaitsMax bounds the InitProducerId requests waiting for a
 // block of producer ids; more get COORDINATOR_LOAD_IN_PROGRESS at once.
 const initProducerWaitsMax = 1000
+
+// producerIDManager hands out producer ids for InitProducerId (Kafka's
+// ProducerIdManager): from blocks the active controller allocates to this
+// broker.
+type producerIDManager struct {
+	*nodeEnv
+	// meta has the broker epoch the controller checks; controllerRole
+	// carries AllocateProducerIds to it.
+	meta           *metadataFollower
+	controllerRole *controllerRole
+	// producerIDs are the producer ids the controller allocated to this
+	// broker (AllocateProducerIds); initProducerWaits are the
+	// InitProducerId requests waiting for a block.
+	producerIDs               producer.IDBlock
+	producerIDRequestInFlight bool
+	initProducerWaits         []initProducerWait
+}
 
 // initProducerWait is an InitProducerId request waiting for a block.
 type initProducerWait struct {
@@ -40,83 +58,83 @@ type initProducerWait struct {
 	resp *kmsg.InitProducerIDResponse
 }
 
-func (n *Node) handleInitProducerID(conn env.ConnID, hdr env.RequestHeader, req *kmsg.InitProducerIDRequest) {
+func (pid *producerIDManager) handleInitProducerID(conn env.ConnID, hdr env.RequestHeader, req *kmsg.InitProducerIDRequest) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil && *req.TransactionalID != "" {
 		// As FindCoordinator's transaction keys: refused for good
 		// (transactionsUnsupported; InitProducerId has no message field).
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		pid.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	if id, ok := n.producerIDs.Next(); ok {
+	if id, ok := pid.producerIDs.Next(); ok {
 		resp.ProducerID, resp.ProducerEpoch = id, 0
-		n.net.Reply(conn, hdr.CorrelationID, resp)
-		n.maybeRequestProducerIDs()
+		pid.net.Reply(conn, hdr.CorrelationID, resp)
+		pid.maybeRequestProducerIDs()
 		return
 	}
-	if len(n.initProducerWaits) >= initProducerWaitsMax {
+	if len(pid.initProducerWaits) >= initProducerWaitsMax {
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		pid.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	n.initProducerWaits = append(n.initProducerWaits, initProducerWait{conn: conn, corr: hdr.CorrelationID, resp: resp})
-	n.maybeRequestProducerIDs()
-	if !n.producerIDsRequested() {
+	pid.initProducerWaits = append(pid.initProducerWaits, initProducerWait{conn: conn, corr: hdr.CorrelationID, resp: resp})
+	pid.maybeRequestProducerIDs()
+	if !pid.producerIDsRequested() {
 		// Not registered yet, or backing off after a failure.
-		n.answerInitProducerWaits()
+		pid.answerInitProducerWaits()
 	}
 }
 
 // producerIDsRequested reports whether an AllocateProducerIds is in flight.
-func (n *Node) producerIDsRequested() bool { return n.producerIDRequestInFlight }
+func (pid *producerIDManager) producerIDsRequested() bool { return pid.producerIDRequestInFlight }
 
 // maybeRequestProducerIDs sends AllocateProducerIds to the active
 // controller when the IDBlock asks for a block (none left, or 90% of the
 // current one used) and this incarnation is registered: the controller
 // checks the broker epoch.
-func (n *Node) maybeRequestProducerIDs() {
-	if n.brokerEpoch < 0 || !n.producerIDs.ShouldRequest(n.nowMs()) {
+func (pid *producerIDManager) maybeRequestProducerIDs() {
+	if pid.meta.brokerEpoch < 0 || !pid.producerIDs.ShouldRequest(pid.nowMs()) {
 		return
 	}
-	n.producerIDs.RequestStarted()
-	n.producerIDRequestInFlight = true
+	pid.producerIDs.RequestStarted()
+	pid.producerIDRequestInFlight = true
 	req := kmsg.NewPtrAllocateProducerIDsRequest()
-	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
-	n.toController(req, func(r kmsg.Response, err error) {
-		n.producerIDRequestInFlight = false
+	req.BrokerID, req.BrokerEpoch = pid.id, pid.meta.brokerEpoch
+	pid.controllerRole.toController(req, func(r kmsg.Response, err error) {
+		pid.producerIDRequestInFlight = false
 		resp, _ := r.(*kmsg.AllocateProducerIDsResponse)
 		switch {
 		case err != nil || resp == nil || resp.ErrorCode != 0:
-			n.producerIDs.RequestFailed(n.nowMs())
+			pid.producerIDs.RequestFailed(pid.nowMs())
 		default:
-			_ = n.producerIDs.AddBlock(resp.ProducerIDStart, resp.ProducerIDLen, n.nowMs()) // a bad block counts as a failure
+			_ = pid.producerIDs.AddBlock(resp.ProducerIDStart, resp.ProducerIDLen, pid.nowMs()) // a bad block counts as a failure
 		}
-		n.answerInitProducerWaits()
+		pid.answerInitProducerWaits()
 	})
 }
 
 // answerInitProducerWaits hands ids to the waiting requests, in arrival
 // order, and answers the rest COORDINATOR_LOAD_IN_PROGRESS unless a block
 // is on its way.
-func (n *Node) answerInitProducerWaits() {
-	waits := n.initProducerWaits
-	n.initProducerWaits = nil
+func (pid *producerIDManager) answerInitProducerWaits() {
+	waits := pid.initProducerWaits
+	pid.initProducerWaits = nil
 	for i, w := range waits {
-		id, ok := n.producerIDs.Next()
+		id, ok := pid.producerIDs.Next()
 		if !ok {
-			n.maybeRequestProducerIDs()
-			if n.producerIDsRequested() {
-				n.initProducerWaits = append(n.initProducerWaits, waits[i:]...)
+			pid.maybeRequestProducerIDs()
+			if pid.producerIDsRequested() {
+				pid.initProducerWaits = append(pid.initProducerWaits, waits[i:]...)
 				return
 			}
 			w.resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-			n.net.Reply(w.conn, w.corr, w.resp)
+			pid.net.Reply(w.conn, w.corr, w.resp)
 			continue
 		}
 		w.resp.ProducerID, w.resp.ProducerEpoch = id, 0
-		n.net.Reply(w.conn, w.corr, w.resp)
+		pid.net.Reply(w.conn, w.corr, w.resp)
 	}
-	n.maybeRequestProducerIDs()
+	pid.maybeRequestProducerIDs()
 }

@@ -19,7 +19,7 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleOffsetForLeaderEpoch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetForLeaderEpochRequest) {
+func (pm *partitionManager) handleOffsetForLeaderEpoch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetForLeaderEpochRequest) {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	consumer := req.Version < 3 || req.ReplicaID < 0
 	for _, t := range req.Topics {
@@ -28,19 +28,19 @@ func (n *Node) handleOffsetForLeaderEpoch(conn env.ConnID, hdr env.RequestHeader
 		for _, ep := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.EndOffset = ep.Partition, -1, -1
-			rp.ErrorCode = n.epochEndOffset(partitionKey{t.Topic, ep.Partition}, ep, consumer, &rp)
+			rp.ErrorCode = pm.epochEndOffset(partitionKey{t.Topic, ep.Partition}, ep, consumer, &rp)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	pm.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
-func (n *Node) epochEndOffset(key partitionKey, ep kmsg.OffsetForLeaderEpochRequestTopicPartition, consumer bool, rp *kmsg.OffsetForLeaderEpochResponseTopicPartition) int16 {
-	p := n.partitions[key]
+func (pm *partitionManager) epochEndOffset(key partitionKey, ep kmsg.OffsetForLeaderEpochRequestTopicPartition, consumer bool, rp *kmsg.OffsetForLeaderEpochResponseTopicPartition) int16 {
+	p := pm.partitions[key]
 	switch {
 	case p == nil:
-		return n.notHostedCode(key)
+		return pm.notHostedCode(key)
 	case p.storageFailed():
 		return kerr.KafkaStorageError.Code
 	}

@@ -29,12 +29,12 @@ import (
 	"strand/core/metadata"
 )
 
-func (n *Node) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeConfigsRequest) {
+func (mf *metadataFollower) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeConfigsRequest) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		entries, readOnly, code, msg := n.describeResource(res)
+		entries, readOnly, code, msg := mf.describeResource(res)
 		rr.ErrorCode, rr.ErrorMessage = code, msg
 		for _, e := range entries {
 			if res.ConfigNames != nil && !slices.Contains(res.ConfigNames, e.Name) {
@@ -44,38 +44,38 @@ func (n *Node) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	mf.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
 // describeResource lists one resource's entries and whether they are
 // read-only, or an error code and the message explaining it (nil where
 // Kafka sends none).
-func (n *Node) describeResource(res kmsg.DescribeConfigsRequestResource) ([]config.ConfigEntry, bool, int16, *string) {
+func (mf *metadataFollower) describeResource(res kmsg.DescribeConfigsRequestResource) ([]config.ConfigEntry, bool, int16, *string) {
 	switch res.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
 		if err := metadata.ValidateTopicName(res.ResourceName); err != nil {
 			return nil, false, kerr.InvalidTopicException.Code, kmsg.StringPtr(err.Error())
 		}
-		if _, ok := n.image.TopicByName(res.ResourceName); !ok {
+		if _, ok := mf.image.TopicByName(res.ResourceName); !ok {
 			return nil, false, kerr.UnknownTopicOrPartition.Code, nil
 		}
-		overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: res.ResourceName})
+		overrides := mf.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: res.ResourceName})
 		if config.ValidateTopicConfig(overrides) != nil {
 			overrides = nil // written by a newer Strand: show the defaults
 		}
-		return n.cfg.Broker.DescribeTopicConfig(overrides), false, 0, nil
+		return mf.cfg.Broker.DescribeTopicConfig(overrides), false, 0, nil
 	case kmsg.ConfigResourceTypeBroker:
 		switch res.ResourceName {
 		case "":
 			return nil, true, 0, nil
-		case strconv.Itoa(int(n.id)):
-			return n.cfg.Broker.DescribeBrokerConfig(), true, 0, nil
+		case strconv.Itoa(int(mf.id)):
+			return mf.cfg.Broker.DescribeBrokerConfig(), true, 0, nil
 		}
 		if _, err := strconv.ParseInt(res.ResourceName, 10, 32); err != nil {
 			return nil, false, kerr.InvalidRequest.Code, kmsg.StringPtr(fmt.Sprintf("broker resource name %q: must be a broker id (an integer) or empty", res.ResourceName))
 		}
 		return nil, false, kerr.InvalidRequest.Code,
-			kmsg.StringPtr(fmt.Sprintf("broker resource name %q: this is broker %d; ask broker %s for its configuration, or name \"\" for the cluster default", res.ResourceName, n.id, res.ResourceName))
+			kmsg.StringPtr(fmt.Sprintf("broker resource name %q: this is broker %d; ask broker %s for its configuration, or name \"\" for the cluster default", res.ResourceName, mf.id, res.ResourceName))
 	}
 	return nil, false, kerr.InvalidRequest.Code, kmsg.StringPtr(fmt.Sprintf("resource type %v: only TOPIC and BROKER are served", res.ResourceType))
 }

@@ -17,6 +17,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.AlterConfigsRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.AlterConfigsRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

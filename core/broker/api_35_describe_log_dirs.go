@@ -22,7 +22,7 @@ import (
 	"strand/core/log"
 )
 
-func (n *Node) handleDescribeLogDirs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeLogDirsRequest) {
+func (pm *partitionManager) handleDescribeLogDirs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeLogDirsRequest) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	var wanted map[log.TopicPartition]bool // nil: every partition
 	if req.Topics != nil {
@@ -33,9 +33,9 @@ func (n *Node) handleDescribeLogDirs(conn env.ConnID, hdr env.RequestHeader, req
 			}
 		}
 	}
-	for i, m := range n.managers {
+	for i, m := range pm.managers {
 		dir := kmsg.NewDescribeLogDirsResponseDir()
-		dir.Dir = n.cfg.Broker.LogDirs[i]
+		dir.Dir = pm.cfg.Broker.LogDirs[i]
 		if m.Err() != nil {
 			dir.ErrorCode = kerr.KafkaStorageError.Code
 			resp.Dirs = append(resp.Dirs, dir)
@@ -47,7 +47,7 @@ func (n *Node) handleDescribeLogDirs(conn env.ConnID, hdr env.RequestHeader, req
 			}
 			l, _ := m.Log(tp)
 			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			rp.Partition, rp.Size, rp.OffsetLag = tp.Partition, l.SizeBytes(), n.logEndOffsetLag(tp, l)
+			rp.Partition, rp.Size, rp.OffsetLag = tp.Partition, l.SizeBytes(), pm.logEndOffsetLag(tp, l)
 			if k := len(dir.Topics); k == 0 || dir.Topics[k-1].Topic != tp.Topic {
 				rt := kmsg.NewDescribeLogDirsResponseDirTopic()
 				rt.Topic = tp.Topic
@@ -58,14 +58,14 @@ func (n *Node) handleDescribeLogDirs(conn env.ConnID, hdr env.RequestHeader, req
 		}
 		resp.Dirs = append(resp.Dirs, dir)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	pm.net.Reply(conn, hdr.CorrelationID, resp)
 }
 
 // logEndOffsetLag is Kafka's getLogEndOffsetLag for a current (not future)
 // log: how far its end lies below the partition's high watermark, or -1 if
 // the log is not the one a live partition replicates into.
-func (n *Node) logEndOffsetLag(tp log.TopicPartition, l *log.Log) int64 {
-	p, ok := n.partitions[partitionKey{tp.Topic, tp.Partition}]
+func (pm *partitionManager) logEndOffsetLag(tp log.TopicPartition, l *log.Log) int64 {
+	p, ok := pm.partitions[partitionKey{tp.Topic, tp.Partition}]
 	if !ok || p.log != l {
 		return -1
 	}

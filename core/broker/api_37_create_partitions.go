@@ -13,6 +13,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleCreatePartitions(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreatePartitionsRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleCreatePartitions(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreatePartitionsRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

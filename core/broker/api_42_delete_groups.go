@@ -12,12 +12,12 @@ import (
 	"strand/core/group"
 )
 
-func (n *Node) handleDeleteGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteGroupsRequest) {
-	n.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
+func (gc *groupCoordinators) handleDeleteGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteGroupsRequest) {
+	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 		for i := range req.Groups {
 			resp.Groups = append(resp.Groups, answers[i].(*kmsg.DeleteGroupsResponse).Groups[i])
 		}
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 	})
 }

@@ -21,6 +21,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleElectLeaders(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ElectLeadersRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleElectLeaders(conn env.ConnID, hdr env.RequestHeader, req *kmsg.ElectLeadersRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

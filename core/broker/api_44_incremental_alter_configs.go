@@ -18,6 +18,6 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleIncrementalAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.IncrementalAlterConfigsRequest) {
-	n.handleControllerRequest(conn, hdr, req)
+func (cr *controllerRole) handleIncrementalAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.IncrementalAlterConfigsRequest) {
+	cr.handleControllerRequest(conn, hdr, req)
 }

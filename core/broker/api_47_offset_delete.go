@@ -18,25 +18,25 @@ import (
 	"strand/core/group"
 )
 
-func (n *Node) handleOffsetDelete(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetDeleteRequest) {
-	known, unknown := n.splitUnknownPartitions(req)
+func (gc *groupCoordinators) handleOffsetDelete(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetDeleteRequest) {
+	known, unknown := gc.splitUnknownPartitions(req)
 	if len(unknown) == 0 {
-		n.handleGroupRequest(conn, hdr, req, req.Group)
+		gc.handleGroupRequest(conn, hdr, req, req.Group)
 		return
 	}
-	n.coordinatorFor(req.Group).Handle(known, group.Client{ClientID: hdr.ClientID}, func(resp kmsg.Response) {
+	gc.coordinatorFor(req.Group).Handle(known, group.Client{ClientID: hdr.ClientID}, func(resp kmsg.Response) {
 		r := resp.(*kmsg.OffsetDeleteResponse)
 		if r.ErrorCode == 0 {
 			r.Topics = mergedOffsetDeleteTopics(r.Topics, unknown)
 		}
-		n.net.Reply(conn, hdr.CorrelationID, r)
+		gc.net.Reply(conn, hdr.CorrelationID, r)
 	})
 }
 
 // splitUnknownPartitions returns req with only the partitions the metadata
 // image has (req itself when it has them all), and the answers, each
 // UNKNOWN_TOPIC_OR_PARTITION, of those it does not, in request order.
-func (n *Node) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteRequest, []kmsg.OffsetDeleteResponseTopic) {
+func (gc *groupCoordinators) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteRequest, []kmsg.OffsetDeleteResponseTopic) {
 	var unknown []kmsg.OffsetDeleteResponseTopic
 	known := *req
 	known.Topics = nil
@@ -45,7 +45,7 @@ func (n *Node) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest) (*kmsg.Offs
 		kt.Partitions = nil
 		var ut *kmsg.OffsetDeleteResponseTopic
 		for _, p := range t.Partitions {
-			if _, ok := n.image.PartitionByName(t.Topic, p.Partition); ok {
+			if _, ok := gc.meta.image.PartitionByName(t.Topic, p.Partition); ok {
 				kt.Partitions = append(kt.Partitions, p)
 				continue
 			}

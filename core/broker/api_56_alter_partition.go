@@ -14,10 +14,10 @@ import (
 
 // sendAlterPartition sends a replica's ISR proposal to the controller and
 // hands the answer back to the replica.
-func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionRequest) {
+func (pm *partitionManager) sendAlterPartition(p *partition, ap *replica.AlterPartitionRequest) {
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.SetVersion(2)
-	req.BrokerID, req.BrokerEpoch = n.id, n.brokerEpoch
+	req.BrokerID, req.BrokerEpoch = pm.id, pm.meta.brokerEpoch
 	t := kmsg.NewAlterPartitionRequestTopic()
 	t.TopicID = p.topicID
 	rp := kmsg.NewAlterPartitionRequestTopicPartition()
@@ -26,7 +26,7 @@ func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionReques
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
 	proposal := ap.ProposalID
-	n.toController(req, func(r kmsg.Response, err error) {
+	pm.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		answer := replica.AlterPartitionResponse{ProposalID: proposal, Error: kerr.NetworkException.Code}
 		if err == nil {
 			resp := r.(*kmsg.AlterPartitionResponse)
@@ -36,18 +36,18 @@ func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionReques
 				answer.Error, answer.LeaderEpoch, answer.PartitionEpoch, answer.ISR = ap.ErrorCode, ap.LeaderEpoch, ap.PartitionEpoch, ap.ISR
 			}
 		}
-		if n.partitions[p.key] != p {
+		if pm.partitions[p.key] != p {
 			return
 		}
-		if err := p.replica.OnAlterPartitionResponse(answer, n.nowMs()); err != nil {
+		if err := p.replica.OnAlterPartitionResponse(answer, pm.nowMs()); err != nil {
 			return // a malformed success: the next pushed state repairs it
 		}
 		if answer.Error != 0 {
 			// Retriable errors hand the proposal out again: not in a hot loop.
-			n.after(replicaFetchBackoffMs, func() { n.afterReplicaChange(p) })
+			pm.after(replicaFetchBackoffMs, func() { pm.afterReplicaChange(p) })
 			return
 		}
-		n.afterReplicaChange(p)
+		pm.afterReplicaChange(p)
 	})
 }
 
@@ -57,14 +57,14 @@ func (n *Node) sendAlterPartition(p *partition, ap *replica.AlterPartitionReques
 // partitions only: a failed log's end offset no longer says what the
 // followers must reach, and a shrink to the failed leader alone would let
 // its HW pass records that may be lost with its log.
-func (n *Node) scheduleISRCheck() {
-	n.after(max(n.cfg.Broker.ReplicaLagTimeMaxMs/2, 1), func() {
-		now := n.nowMs()
-		for _, p := range n.sortedPartitions() {
+func (pm *partitionManager) scheduleISRCheck() {
+	pm.after(max(pm.cfg.Broker.ReplicaLagTimeMaxMs/2, 1), func() {
+		now := pm.nowMs()
+		for _, p := range pm.sortedPartitions() {
 			if p.replica.Role() == replica.RoleLeader && !p.storageFailed() && p.replica.MaybeShrinkISR(now) {
-				n.afterReplicaChange(p)
+				pm.afterReplicaChange(p)
 			}
 		}
-		n.scheduleISRCheck()
+		pm.scheduleISRCheck()
 	})
 }

@@ -16,21 +16,21 @@ import (
 	"strand/core/env"
 )
 
-func (n *Node) handleDescribeCluster(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeClusterRequest) {
+func (mf *metadataFollower) handleDescribeCluster(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeClusterRequest) {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != 1 {
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		mf.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
-	brokers, controllerID := n.liveBrokers(n.clientListener(hdr))
+	brokers, controllerID := mf.liveBrokers(mf.clientListener(hdr))
 	resp.ControllerID = controllerID
-	resp.ClusterID = n.clusterID()
+	resp.ClusterID = mf.clusterID()
 	for _, b := range brokers {
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
 		resp.Brokers = append(resp.Brokers, rb)
 	}
-	n.net.Reply(conn, hdr.CorrelationID, resp)
+	mf.net.Reply(conn, hdr.CorrelationID, resp)
 }

@@ -128,102 +128,112 @@ func (e *apiEntry) serves(kind listenerKind, version int16) bool {
 	return e.listeners&kind != 0 && version >= e.versionMin && version <= e.versionMax
 }
 
-// typed adapts a handler of one request type to apiHandler. HandleRequest
-// has checked that req's key is the entry's, so the assertion holds for
-// every request a Network decodes; a request of another type (a test's)
-// closes the connection.
-func typed[R kmsg.Request](handle func(*Node, env.ConnID, env.RequestHeader, R)) apiHandler {
+// serve adapts a handler of one of the node's parts, for one request type,
+// to apiHandler: part picks the part of the node that serves the API
+// (byNode, byController, ...), so the table says who serves each API.
+// HandleRequest has checked that req's key is the entry's, so the type
+// assertion holds for every request a Network decodes; a request of
+// another type (a test's) closes the connection.
+func serve[P any, R kmsg.Request](part func(*Node) P, handle func(P, env.ConnID, env.RequestHeader, R)) apiHandler {
 	return func(n *Node, conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 		r, ok := req.(R)
 		if !ok {
 			n.net.Close(conn, hdr.CorrelationID)
 			return
 		}
-		handle(n, conn, hdr, r)
+		handle(part(n), conn, hdr, r)
 	}
 }
+
+// The parts of a node that serve APIs, for serve.
+func byNode(n *Node) *Node                     { return n }
+func byController(n *Node) *controllerRole     { return n.controllerRole }
+func byPartitions(n *Node) *partitionManager   { return n.parts }
+func byMetadata(n *Node) *metadataFollower     { return n.meta }
+func byProducerIDs(n *Node) *producerIDManager { return n.producerIDs }
+func byGroups(n *Node) *groupCoordinators      { return n.groups }
 
 // apiTable is every API Strand serves. A key may have two entries, one per
 // kind of listener, when the two serve it differently (Fetch: partitions
 // for clients and replicas, the metadata log for brokers and voters; the
 // admin requests: from clients, or forwarded by brokers).
 var apiTable = []apiEntry{
-	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: (*Node).handleProduceRequest},
+	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleProduceRequest)},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: fetchEncodedVersionMax, listeners: brokerListener,
-		handle: typed((*Node).handleFetch), requires: replicaFetchAccess},
+		handle: serve(byPartitions, (*partitionManager).handleFetch), requires: replicaFetchAccess},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: quorumVersionMax(kmsg.Fetch), listeners: controllerListener,
-		handle: typed((*Node).handleControllerFetch), requires: clusterAccess},
-	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: typed((*Node).handleListOffsets)},
-	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: typed((*Node).handleMetadata)},
+		handle: serve(byController, (*controllerRole).handleControllerFetch), requires: clusterAccess},
+	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleListOffsets)},
+	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleMetadata)},
 	{key: kmsg.OffsetCommit, versionMin: groupVersionMin(kmsg.OffsetCommit), versionMax: groupVersionMax(kmsg.OffsetCommit),
-		listeners: brokerListener, handle: typed((*Node).handleOffsetCommit)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetCommit)},
 	{key: kmsg.OffsetFetch, versionMin: groupVersionMin(kmsg.OffsetFetch), versionMax: groupVersionMax(kmsg.OffsetFetch),
-		listeners: brokerListener, handle: typed((*Node).handleOffsetFetch)},
-	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleFindCoordinator)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetFetch)},
+	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleFindCoordinator)},
 	{key: kmsg.JoinGroup, versionMin: groupVersionMin(kmsg.JoinGroup), versionMax: groupVersionMax(kmsg.JoinGroup),
-		listeners: brokerListener, handle: typed((*Node).handleJoinGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleJoinGroup)},
 	{key: kmsg.Heartbeat, versionMin: groupVersionMin(kmsg.Heartbeat), versionMax: groupVersionMax(kmsg.Heartbeat),
-		listeners: brokerListener, handle: typed((*Node).handleHeartbeat)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleHeartbeat)},
 	{key: kmsg.LeaveGroup, versionMin: groupVersionMin(kmsg.LeaveGroup), versionMax: groupVersionMax(kmsg.LeaveGroup),
-		listeners: brokerListener, handle: typed((*Node).handleLeaveGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleLeaveGroup)},
 	{key: kmsg.SyncGroup, versionMin: groupVersionMin(kmsg.SyncGroup), versionMax: groupVersionMax(kmsg.SyncGroup),
-		listeners: brokerListener, handle: typed((*Node).handleSyncGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleSyncGroup)},
 	{key: kmsg.DescribeGroups, versionMin: groupVersionMin(kmsg.DescribeGroups), versionMax: groupVersionMax(kmsg.DescribeGroups),
-		listeners: brokerListener, handle: typed((*Node).handleDescribeGroups)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDescribeGroups)},
 	{key: kmsg.ListGroups, versionMin: groupVersionMin(kmsg.ListGroups), versionMax: groupVersionMax(kmsg.ListGroups),
-		listeners: brokerListener, handle: typed((*Node).handleListGroups)},
-	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners, handle: typed((*Node).handleAPIVersions)},
-	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener, handle: typed((*Node).handleCreateTopics)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleListGroups)},
+	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners, handle: serve(byNode, (*Node).handleAPIVersions)},
+	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreateTopics)},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
-	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener, handle: typed((*Node).handleDeleteTopics)},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleDeleteTopics)},
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
-	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleDeleteRecords)},
-	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleInitProducerID)},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDeleteRecords)},
+	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byProducerIDs, (*producerIDManager).handleInitProducerID)},
 	{key: kmsg.OffsetForLeaderEpoch, versionMin: 0, versionMax: 4, listeners: brokerListener,
-		handle: typed((*Node).handleOffsetForLeaderEpoch)},
-	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: typed((*Node).handleDescribeAcls)},
-	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: typed((*Node).handleCreateAcls)},
-	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: typed((*Node).handleDeleteAcls)},
-	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleDescribeConfigs)},
-	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleAlterConfigs)},
+		handle: serve(byPartitions, (*partitionManager).handleOffsetForLeaderEpoch)},
+	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeAcls)},
+	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleCreateAcls)},
+	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteAcls)},
+	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeConfigs)},
+	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleAlterConfigs)},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
-	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: typed((*Node).handleDescribeLogDirs)},
-	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener, handle: typed((*Node).handleCreatePartitions)},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDescribeLogDirs)},
+	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreatePartitions)},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.DeleteGroups, versionMin: groupVersionMin(kmsg.DeleteGroups), versionMax: groupVersionMax(kmsg.DeleteGroups),
-		listeners: brokerListener, handle: typed((*Node).handleDeleteGroups)},
-	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: typed((*Node).handleElectLeaders)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDeleteGroups)},
+	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleElectLeaders)},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: brokerListener,
-		handle: typed((*Node).handleIncrementalAlterConfigs)},
+		handle: serve(byController, (*controllerRole).handleIncrementalAlterConfigs)},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.OffsetDelete, versionMin: groupVersionMin(kmsg.OffsetDelete), versionMax: groupVersionMax(kmsg.OffsetDelete),
-		listeners: brokerListener, handle: typed((*Node).handleOffsetDelete)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetDelete)},
 	{key: kmsg.Vote, versionMin: quorumVersionMin(kmsg.Vote), versionMax: quorumVersionMax(kmsg.Vote),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
+		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
 	{key: kmsg.BeginQuorumEpoch, versionMin: quorumVersionMin(kmsg.BeginQuorumEpoch), versionMax: quorumVersionMax(kmsg.BeginQuorumEpoch),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
+		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
 	{key: kmsg.EndQuorumEpoch, versionMin: quorumVersionMin(kmsg.EndQuorumEpoch), versionMax: quorumVersionMax(kmsg.EndQuorumEpoch),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
+		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
 	{key: kmsg.AlterPartition, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.FetchSnapshot, versionMin: quorumVersionMin(kmsg.FetchSnapshot), versionMax: quorumVersionMax(kmsg.FetchSnapshot),
-		listeners: controllerListener, handle: (*Node).handleQuorumRequest, requires: clusterAccess},
-	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: typed((*Node).handleDescribeCluster)},
+		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
+	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeCluster)},
 	{key: kmsg.BrokerRegistration, versionMin: 0, versionMax: 3, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.BrokerHeartbeat, versionMin: 0, versionMax: 1, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
-		handle: (*Node).handleControllerRequest, requires: clusterAccess},
-	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: typed((*Node).handleSASLHandshake)},
-	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: typed((*Node).handleSASLAuthenticate)},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLHandshake)},
+	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLAuthenticate)},
 }
 
 // groupVersionMin and groupVersionMax are the versions core/group serves

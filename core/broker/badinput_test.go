@@ -132,7 +132,7 @@ func TestUnknownTopicAutoCreateAndMetadata(t *testing.T) {
 		t.Fatalf("invalid name: error %d", r.Topics[0].ErrorCode)
 	}
 	c.run(100)
-	if _, ok := c.nodes[1].node.image.TopicByName("bad/name"); ok {
+	if _, ok := c.nodes[1].node.meta.image.TopicByName("bad/name"); ok {
 		t.Fatal("a topic with an invalid name was created")
 	}
 }
@@ -191,7 +191,7 @@ func TestTopicConfigOverrides(t *testing.T) {
 	}
 	c.createTopic(1, "plain", 1, 1)
 	c.waitFor("topics hosted", 5000, func() bool {
-		return c.nodes[1].node.partitions[partitionKey{"small", 0}] != nil && c.nodes[1].node.partitions[partitionKey{"compacted", 0}] != nil
+		return c.nodes[1].node.parts.partitions[partitionKey{"small", 0}] != nil && c.nodes[1].node.parts.partitions[partitionKey{"compacted", 0}] != nil
 	})
 	big := recordBatch(string(make([]byte, 300)))
 	if r := c.produce(1, "small", 0, 1, big); r.ErrorCode != kerr.MessageTooLarge.Code {

@@ -26,16 +26,16 @@ func TestReadyForClientsAfterRestart(t *testing.T) {
 	tn.cfg.OnInitialUnfence = func() {
 		calls++
 		readyAtNs = c.s.NowNs()
-		if !tn.node.caughtUpWithRegistration() {
+		if !tn.node.meta.caughtUpWithRegistration() {
 			t.Error("OnInitialUnfence before the registration is in the image")
 		}
-		if b, _ := tn.node.image.Broker(tn.id); b.Fenced {
+		if b, _ := tn.node.meta.image.Broker(tn.id); b.Fenced {
 			t.Error("OnInitialUnfence while the image shows the broker fenced")
 		}
-		if brokers, controller := tn.node.liveBrokers("PLAINTEXT"); len(brokers) != 3 || controller < 0 {
+		if brokers, controller := tn.node.meta.liveBrokers("PLAINTEXT"); len(brokers) != 3 || controller < 0 {
 			t.Errorf("OnInitialUnfence with Metadata naming %d live brokers and controller %d", len(brokers), controller)
 		}
-		if _, ok := tn.node.image.TopicByName("r"); !ok {
+		if _, ok := tn.node.meta.image.TopicByName("r"); !ok {
 			t.Error("OnInitialUnfence with an image that lacks topic r")
 		}
 	}
@@ -44,7 +44,7 @@ func TestReadyForClientsAfterRestart(t *testing.T) {
 	if tn.node.InitialUnfenceDone() || tn.node.InitialCatchUpDone() {
 		t.Fatal("a node just started reports itself caught up or ready")
 	}
-	if _, ok := tn.node.image.TopicByName("r"); ok {
+	if _, ok := tn.node.meta.image.TopicByName("r"); ok {
 		t.Fatal("test premise: the restarted node's image starts empty")
 	}
 	c.waitFor("ready for clients after the restart", 30000, tn.node.InitialUnfenceDone)

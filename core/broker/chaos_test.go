@@ -99,12 +99,12 @@ func chaosRun(t *testing.T, seed uint64) {
 		// restarted uncleanly), in which core/controller leaves the
 		// partition without a leader.
 		MayCrash: func(int) bool {
-			im := c.nodes[1].node.ctrl.Image()
+			im := c.nodes[1].node.controllerRole.ctrl.Image()
 			s, _ := im.PartitionByName("r", 0)
 			for id := int32(2); id <= 4; id++ {
 				b, _ := im.Broker(id)
 				n := c.nodes[id]
-				if !n.proc.Up() || n.node.brokerEpoch != b.Epoch || b.Fenced {
+				if !n.proc.Up() || n.node.meta.brokerEpoch != b.Epoch || b.Fenced {
 					return false
 				}
 			}
@@ -158,7 +158,7 @@ func chaosRun(t *testing.T, seed uint64) {
 
 	leader := c.leaderOf("r", 0)
 	if leader < 2 {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		ps, _ := im.PartitionByName("r", 0)
 		var brokers []string
 		for _, id := range im.BrokerIDs() {
@@ -168,9 +168,9 @@ func chaosRun(t *testing.T, seed uint64) {
 		t.Fatalf("no leader after healing (acked %d): partition %+v, brokers %v", len(acked), ps, brokers)
 	}
 	c.waitFor("replicas converge", 30000, func() bool {
-		leo := c.nodes[leader].node.partitions[partitionKey{"r", 0}].log.LogEndOffset()
+		leo := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset()
 		for id := int32(2); id <= 4; id++ {
-			p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+			p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 			if p == nil || p.log.LogEndOffset() != leo || p.replica.HighWatermark() != leo {
 				return false
 			}
@@ -179,7 +179,7 @@ func chaosRun(t *testing.T, seed uint64) {
 	})
 	var logs [][]string
 	for id := int32(2); id <= 4; id++ {
-		p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+		p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 		res, err := p.log.Read(0, 1<<30, p.log.LogEndOffset(), true)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func tracePartition(t *testing.T, c *cluster) {
 	last := ""
 	var poll func()
 	poll = func() {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		ps, _ := im.PartitionByName("r", 0)
 		state := fmt.Sprintf("%+v", ps)
 		for _, id := range im.BrokerIDs() {

@@ -17,24 +17,24 @@ const (
 // that is due), and schedules the next: soon while a pass is under way,
 // after log.cleaner.backoff.ms when every directory is idle. A step's
 // error means the log went offline; its directory's Err reports it.
-func (n *Node) scheduleCleaner(delayMs int64) {
-	n.after(delayMs, func() {
+func (pm *partitionManager) scheduleCleaner(delayMs int64) {
+	pm.after(delayMs, func() {
 		next := int64(logCleanerBackoffMs)
-		for _, m := range n.managers {
-			status, err := m.CleanStep(n.wallMs(), n.cleanableBelow, log.DefaultCleanLimits())
+		for _, m := range pm.managers {
+			status, err := m.CleanStep(pm.wallMs(), pm.cleanableBelow, log.DefaultCleanLimits())
 			if err == nil && status != log.CleanIdle {
 				next = cleanStepPauseMs
 			}
 		}
-		n.scheduleCleaner(next)
+		pm.scheduleCleaner(next)
 	})
 }
 
 // cleanableBelow is a partition's high watermark: the cleaner leaves
 // everything at or above it alone. A partition this node does not host
 // has nothing cleanable.
-func (n *Node) cleanableBelow(tp log.TopicPartition) int64 {
-	if p := n.partitions[partitionKey{tp.Topic, tp.Partition}]; p != nil {
+func (pm *partitionManager) cleanableBelow(tp log.TopicPartition) int64 {
+	if p := pm.partitions[partitionKey{tp.Topic, tp.Partition}]; p != nil {
 		return p.replica.HighWatermark()
 	}
 	return 0

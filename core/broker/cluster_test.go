@@ -50,7 +50,7 @@ func TestDeleteTopicThenRecreateStartsEmpty(t *testing.T) {
 	c.deleteTopic(3, "d")
 	c.waitFor("replicas retired", 5000, func() bool {
 		for _, tn := range c.nodes {
-			if tn.node.partitions[partitionKey{"d", 0}] != nil {
+			if tn.node.parts.partitions[partitionKey{"d", 0}] != nil {
 				return false
 			}
 		}
@@ -62,7 +62,7 @@ func TestDeleteTopicThenRecreateStartsEmpty(t *testing.T) {
 	c.createTopic(2, "d", 1, 3)
 	leader = c.leaderOf("d", 0)
 	c.waitFor("recreated topic led", 5000, func() bool {
-		p := c.nodes[leader].node.partitions[partitionKey{"d", 0}]
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"d", 0}]
 		return p != nil && p.replica.HighWatermark() == 0 && p.log.LogEndOffset() == 0
 	})
 	if r := c.produce(leader, "d", 0, -1, recordBatch("new")); r.ErrorCode != 0 || r.BaseOffset != 0 {
@@ -79,11 +79,11 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	tn := c.nodes[3]
 	tn.proc.Crash()
 	c.waitFor("follower fenced out of the ISR", 20000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 2
 	})
 	c.waitFor("leader learns the ISR", 5000, func() bool {
-		return len(c.nodes[2].node.partitions[partitionKey{"r", 0}].replica.State().ISR) == 2
+		return len(c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].replica.State().ISR) == 2
 	})
 	// core/replica counts a replica caught up within replica.lag.time.max.ms
 	// as holding the HW even outside the ISR, and cannot tell that it is
@@ -97,10 +97,10 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("follower back in the ISR", 30000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 3
 	})
-	p := tn.node.partitions[partitionKey{"r", 0}]
+	p := tn.node.parts.partitions[partitionKey{"r", 0}]
 	if p.log.LogEndOffset() < 3 {
 		t.Fatalf("restarted follower LEO %d, want >= 3", p.log.LogEndOffset())
 	}
@@ -142,7 +142,7 @@ func TestControlledShutdownMovesLeadership(t *testing.T) {
 	c.waitFor("closed", 1000, func() bool { return closed })
 	c.nodes[2].proc.Crash() // the process exits
 	c.waitFor("new leader serves", 5000, func() bool {
-		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica
 		return p.LeaderEpoch() >= 1 && p.HighWatermark() >= 1
 	})
 	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {

@@ -61,7 +61,7 @@ func (c *cluster) activeController() int32 {
 	active := int32(-1)
 	for _, id := range slices.Sorted(mapKeys(c.nodes)) {
 		tn := c.nodes[id]
-		if tn.proc.Up() && tn.node.ctrl != nil && tn.node.ctrl.Active() {
+		if tn.proc.Up() && tn.node.controllerRole.ctrl != nil && tn.node.controllerRole.ctrl.Active() {
 			if active >= 0 {
 				c.t.Fatalf("nodes %d and %d are both the active controller", active, id)
 			}
@@ -90,7 +90,7 @@ func (c *cluster) waitVoterClusterReady() int32 {
 		if active < 0 {
 			return false
 		}
-		im := c.nodes[active].node.ctrl.Image()
+		im := c.nodes[active].node.controllerRole.ctrl.Image()
 		for id, tn := range c.nodes {
 			if b, ok := im.Broker(id); tn.proc.Up() && tn.cfg.Broker.Roles.Broker && (!ok || b.Fenced) {
 				return false
@@ -118,7 +118,7 @@ func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
 	c.createTopic(other, "before", 3, 3)
 	var p int32 = -1
 	for i := range int32(3) {
-		if s, _ := c.nodes[old].node.ctrl.Image().PartitionByName("before", i); s.Leader == old {
+		if s, _ := c.nodes[old].node.controllerRole.ctrl.Image().PartitionByName("before", i); s.Leader == old {
 			p = i
 		}
 	}
@@ -126,7 +126,7 @@ func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
 		t.Fatalf("the controller's node %d leads no partition of before", old)
 	}
 	c.waitFor("ISR of 3", 10000, func() bool {
-		s, _ := c.nodes[old].node.ctrl.Image().PartitionByName("before", p)
+		s, _ := c.nodes[old].node.controllerRole.ctrl.Image().PartitionByName("before", p)
 		return len(s.ISR) == 3
 	})
 	if r := c.produce(old, "before", p, -1, recordBatch("acked")); r.ErrorCode != 0 {
@@ -138,22 +138,22 @@ func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
 	c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
 	active := c.activeController()
 	t.Logf("controller %d → %d after %d ms", old, active, (c.s.NowNs()-crashNs)/1e6)
-	if _, ok := c.nodes[active].node.ctrl.Image().TopicByName("before"); !ok {
+	if _, ok := c.nodes[active].node.controllerRole.ctrl.Image().TopicByName("before"); !ok {
 		t.Fatal("topic created before the crash is gone")
 	}
 
 	c.waitFor("a new leader for the crashed node's partition", 30000, func() bool {
-		s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("before", p)
+		s, _ := c.nodes[active].node.controllerRole.ctrl.Image().PartitionByName("before", p)
 		if s.Leader < 0 || s.Leader == old {
 			return false
 		}
 		ln := c.nodes[s.Leader].node
-		part := ln.partitions[partitionKey{"before", p}]
+		part := ln.parts.partitions[partitionKey{"before", p}]
 		return part != nil && part.appliedLeaderEpoch == s.LeaderEpoch
 	})
-	s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("before", p)
+	s, _ := c.nodes[active].node.controllerRole.ctrl.Image().PartitionByName("before", p)
 	for id, tn := range c.nodes {
-		b, _ := c.nodes[active].node.ctrl.Image().Broker(id)
+		b, _ := c.nodes[active].node.controllerRole.ctrl.Image().Broker(id)
 		if tn.proc.Up() && b.Fenced {
 			t.Fatalf("broker %d was fenced: it did not find the new controller", id)
 		}
@@ -170,7 +170,7 @@ func TestControllerFailoverKeepsTheClusterWorking(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("the crashed node registered again and unfenced", 30000, func() bool {
-		b, ok := c.nodes[c.activeController()].node.ctrl.Image().Broker(old)
+		b, ok := c.nodes[c.activeController()].node.controllerRole.ctrl.Image().Broker(old)
 		return ok && !b.Fenced && b.IncarnationID == tn.node.incarnation
 	})
 	if _, ok := tn.node.Image().TopicByName("after"); !ok {
@@ -200,7 +200,7 @@ func TestControllerFailoverTime(t *testing.T) {
 		crashNs := c.s.NowNs()
 		c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
 		electedMs = append(electedMs, (c.s.NowNs()-crashNs)/1e6)
-		activated := c.nodes[c.activeController()].node.ctrl.CommittedOffset()
+		activated := c.nodes[c.activeController()].node.controllerRole.ctrl.CommittedOffset()
 		c.waitFor("every surviving broker following the new controller's log", 20000, func() bool {
 			for _, tn := range c.nodes {
 				if tn.proc.Up() && tn.node.Image().Offset()+1 < activated {
@@ -235,7 +235,7 @@ func TestControllerOnlyVotersFailover(t *testing.T) {
 	c.waitFor("a new active controller", 20000, func() bool { return c.activeController() >= 0 })
 	active := c.activeController()
 	c.run(15000) // beyond a broker session: a broker that lost the controller would be fenced
-	im := c.nodes[active].node.ctrl.Image()
+	im := c.nodes[active].node.controllerRole.ctrl.Image()
 	for _, id := range []int32{4, 5} {
 		if b, ok := im.Broker(id); !ok || b.Fenced {
 			t.Fatalf("broker %d fenced or unknown after the controller moved from %d to %d", id, old, active)
@@ -245,7 +245,7 @@ func TestControllerOnlyVotersFailover(t *testing.T) {
 		t.Fatal("topic created before the crash is gone")
 	}
 	c.createTopic(5, "after", 1, 2)
-	s, _ := c.nodes[active].node.ctrl.Image().PartitionByName("after", 0)
+	s, _ := c.nodes[active].node.controllerRole.ctrl.Image().PartitionByName("after", 0)
 	if r := c.produce(s.Leader, "after", 0, -1, recordBatch("x")); r.ErrorCode != 0 {
 		t.Fatalf("produce to a topic created after the failover: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
@@ -268,15 +268,15 @@ func TestBrokerBehindTheLogStartLoadsTheSnapshot(t *testing.T) {
 		c.createTopic(2, fmt.Sprint("t", i), 2, 2)
 	}
 	c.waitFor("a snapshot truncating the metadata log", 10000, func() bool {
-		return ctl.node.quorumNode.Raft().LogStartOffset() > 0
+		return ctl.node.controllerRole.quorumNode.Raft().LogStartOffset() > 0
 	})
-	start := ctl.node.quorumNode.Raft().LogStartOffset()
+	start := ctl.node.controllerRole.quorumNode.Raft().LogStartOffset()
 	tn := c.nodes[3]
 	tn.proc.Crash()
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("the restarted broker caught up through the snapshot", 30000, func() bool {
-		return tn.node.Image().Offset() >= start && tn.node.caughtUpWithRegistration()
+		return tn.node.Image().Offset() >= start && tn.node.meta.caughtUpWithRegistration()
 	})
 	for i := range 4 {
 		if _, ok := tn.node.Image().TopicByName(fmt.Sprint("t", i)); !ok {
@@ -406,7 +406,7 @@ func TestCrashedBrokerIsFencedWithinItsSession(t *testing.T) {
 			if ctl < 0 {
 				return false
 			}
-			im := c.nodes[ctl].node.ctrl.Image()
+			im := c.nodes[ctl].node.controllerRole.ctrl.Image()
 			if b, ok := im.Broker(victim); !ok || !b.Fenced {
 				return false
 			}

@@ -29,38 +29,66 @@ const metadataLogDir = "metadata"
 // quickly, so brokers find the new one well within their session.
 const controllerRequestTimeoutMs = quorum.DefaultRequestTimeoutMs + replicaFetchMaxWaitMs
 
-// startController hosts core/controller when process.roles includes
-// controller: a Raft voter (core/quorum) over the metadata log in the
-// first log directory, and the controller following it. The controller is
-// active while this voter leads.
-func (n *Node) startController(disk env.Disk) error {
-	b := n.cfg.Broker
-	cfg := controllerConfigOf(b)
-	if n.cfg.ControllerSnapshotIntervalRecords > 0 {
-		cfg.SnapshotIntervalRecords = n.cfg.ControllerSnapshotIntervalRecords
+// controllerRole is the node's controller side: with process.roles
+// including controller it hosts the metadata quorum's voter (core/quorum)
+// and core/controller; on every node it finds the active controller for
+// the requests the node sends it (toController).
+type controllerRole struct {
+	*nodeEnv
+	// ctrl is the controller (core/controller) and quorumNode its Raft
+	// voter (core/quorum), both nil without the controller role.
+	ctrl       *controller.Controller
+	quorumNode *quorum.Node
+	// controllerID is the voter this node believes is the active
+	// controller, starting at the lowest (toController).
+	controllerID int32
+}
+
+// newControllerRole starts the controller role when process.roles
+// includes controller, with the metadata log in disk (the first log
+// directory); otherwise it only finds the active controller.
+func newControllerRole(e *nodeEnv, disk env.Disk) (*controllerRole, error) {
+	cr := &controllerRole{nodeEnv: e, controllerID: lowestVoter(e.cfg.Broker.QuorumVoters)}
+	if !e.cfg.Broker.Roles.Controller {
+		return cr, nil
 	}
-	cfg.Log = n.cfg.Log.With(slog.String("component", "controller"))
+	if err := cr.start(disk); err != nil {
+		return nil, err
+	}
+	return cr, nil
+}
+
+// start hosts core/controller: a Raft voter (core/quorum) over the
+// metadata log in the first log directory, and the controller following
+// it. The controller is active while this voter leads.
+func (cr *controllerRole) start(disk env.Disk) error {
+	b := cr.cfg.Broker
+	cfg := controllerConfigOf(b)
+	if cr.cfg.ControllerSnapshotIntervalRecords > 0 {
+		cfg.SnapshotIntervalRecords = cr.cfg.ControllerSnapshotIntervalRecords
+	}
+	cfg.Log = cr.cfg.Log.With(slog.String("component", "controller"))
 	q := quorum.NewMetadataQuorum()
-	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
-	qcfg.Bugs, qcfg.Observer = n.cfg.Bugs.Quorum, n.cfg.QuorumObserver
-	node, err := quorum.StartNode(qcfg, n.clock, n.net, disk, path.Join(metadataLogDir, controller.MetadataTopic+"-0"), q)
+	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, cr.randInt63n)
+	qcfg.Bugs, qcfg.Observer = cr.cfg.Bugs.Quorum, cr.cfg.QuorumObserver
+	node, err := quorum.StartNode(qcfg, cr.clock, cr.net, disk, path.Join(metadataLogDir, controller.MetadataTopic+"-0"), q)
 	if err != nil {
 		return fmt.Errorf("broker: start metadata quorum: %w", err)
 	}
 	q.Attach(node)
-	ctrl, err := controller.New(cfg, n.clock, q, n.newID)
+	ctrl, err := controller.New(cfg, cr.clock, q, cr.newID)
 	if err != nil {
 		node.Stop()
 		return fmt.Errorf("broker: start controller: %w", err)
 	}
-	n.ctrl, n.quorumNode = ctrl, node
+	cr.ctrl, cr.quorumNode = ctrl, node
 	return nil
 }
 
 // randInt63n draws the quorum's election jitter from the node's id source,
 // the environment's seeded randomness (core/ has no other).
-func (n *Node) randInt63n(limit int64) int64 {
-	id := n.newID()
+func (e *nodeEnv) randInt63n(limit int64) int64 {
+	id := e.newID()
 	x := binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])
 	// splitmix64's finalizer: ids that differ in a few bits spread out.
 	x ^= x >> 30
@@ -75,12 +103,12 @@ func (n *Node) randInt63n(limit int64) int64 {
 // in the versions core/quorum's codec speaks (the API table's). Only a
 // node without the controller role has no voter, and it has no controller
 // listener either: only the planted bug OpenControlPlane gets here then.
-func (n *Node) handleQuorumRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
-	if n.quorumNode == nil {
-		n.net.Close(conn, hdr.CorrelationID)
+func (cr *controllerRole) handleQuorumRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	if cr.quorumNode == nil {
+		cr.net.Close(conn, hdr.CorrelationID)
 		return
 	}
-	n.quorumNode.HandleRequest(conn, hdr, req, env.NodeID(n.id))
+	cr.quorumNode.HandleRequest(conn, hdr, req, env.NodeID(cr.id))
 }
 
 // handleControllerFetch serves a Fetch on a controller listener, where
@@ -89,16 +117,16 @@ func (n *Node) handleQuorumRequest(conn env.ConnID, hdr env.RequestHeader, req k
 // controller, which serves committed decisions. A Fetch of anything else
 // is INVALID_REQUEST, as KafkaRaftClient answers a fetch of another
 // partition.
-func (n *Node) handleControllerFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
+func (cr *controllerRole) handleControllerFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FetchRequest) {
 	switch {
 	case quorum.IsVoterRequest(req):
-		n.handleQuorumRequest(conn, hdr, req)
+		cr.handleQuorumRequest(conn, hdr, req)
 	case controller.Handles(req):
-		n.handleControllerRequest(conn, hdr, req)
+		cr.handleControllerRequest(conn, hdr, req)
 	default:
 		resp := fetchError(req, kerr.InvalidRequest.Code)
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+		cr.net.Reply(conn, hdr.CorrelationID, resp)
 	}
 }
 
@@ -124,13 +152,13 @@ func controllerConfigOf(b config.Broker) controller.Config {
 // active) and the answer relayed (Kafka wraps them in Envelope; Strand
 // forwards them plainly). Everything else goes to the local controller
 // role if there is one, which answers NOT_CONTROLLER unless active.
-func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
-	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
+func (cr *controllerRole) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	reply := func(resp kmsg.Response) { cr.net.Reply(conn, hdr.CorrelationID, resp) }
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
 		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest:
-		if n.cfg.Broker.Roles.Broker {
-			n.toController(req, func(resp kmsg.Response, err error) {
+		if cr.cfg.Broker.Roles.Broker {
+			cr.toController(req, func(resp kmsg.Response, err error) {
 				if err != nil {
 					resp = timedOut(r)
 				}
@@ -139,8 +167,8 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 			return
 		}
 	}
-	if n.ctrl != nil {
-		n.ctrl.HandleRequest(req, reply)
+	if cr.ctrl != nil {
+		cr.ctrl.HandleRequest(req, reply)
 		return
 	}
 	if r, ok := req.(*kmsg.FetchRequest); ok {
@@ -149,7 +177,7 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 	}
 	// Controller RPCs are advertised only by controllers: a broker that
 	// gets one was sent it against the table.
-	n.net.Close(conn, hdr.CorrelationID)
+	cr.net.Close(conn, hdr.CorrelationID)
 }
 
 // toController hands a request to the active controller: the local one if
@@ -164,17 +192,17 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 // leader in CurrentLeader when that voter knows it; any other refusal
 // (NOT_CONTROLLER), a network error or a timeout moves the guess to the
 // next voter. The caller retries as it always does.
-func (n *Node) toController(req kmsg.Request, done func(kmsg.Response, error)) {
-	target := n.controllerTarget()
-	if n.ctrl != nil && (n.ctrl.Active() || target == n.id) {
-		n.ctrl.HandleRequest(req, func(resp kmsg.Response) { done(resp, nil) })
+func (cr *controllerRole) toController(req kmsg.Request, done func(kmsg.Response, error)) {
+	target := cr.controllerTarget()
+	if cr.ctrl != nil && (cr.ctrl.Active() || target == cr.id) {
+		cr.ctrl.HandleRequest(req, func(resp kmsg.Response) { done(resp, nil) })
 		return
 	}
-	n.sendWithin(target, req, controllerRequestTimeoutMs, func(resp kmsg.Response, err error) {
-		if leader, moved := controllerMoved(resp, err); moved && n.controllerID == target {
-			n.controllerID = leader
+	cr.sendWithin(target, req, controllerRequestTimeoutMs, func(resp kmsg.Response, err error) {
+		if leader, moved := controllerMoved(resp, err); moved && cr.controllerID == target {
+			cr.controllerID = leader
 			if leader < 0 || leader == target {
-				n.controllerID = n.nextVoter(target)
+				cr.controllerID = cr.nextVoter(target)
 			}
 		}
 		done(resp, err)
@@ -183,19 +211,19 @@ func (n *Node) toController(req kmsg.Request, done func(kmsg.Response, error)) {
 
 // controllerTarget is the voter this node believes is the active
 // controller.
-func (n *Node) controllerTarget() int32 {
-	if n.ctrl != nil {
-		if leader := n.ctrl.LeaderID(); leader >= 0 {
+func (cr *controllerRole) controllerTarget() int32 {
+	if cr.ctrl != nil {
+		if leader := cr.ctrl.LeaderID(); leader >= 0 {
 			return leader
 		}
 	}
-	return n.controllerID
+	return cr.controllerID
 }
 
 // nextVoter is the voter after id in id order, wrapping around.
-func (n *Node) nextVoter(id int32) int32 {
+func (cr *controllerRole) nextVoter(id int32) int32 {
 	var voters []int32
-	for _, v := range n.cfg.Broker.QuorumVoters {
+	for _, v := range cr.cfg.Broker.QuorumVoters {
 		voters = append(voters, int32(v.ID))
 	}
 	slices.Sort(voters)
@@ -262,15 +290,18 @@ func timedOut(req kmsg.Request) kmsg.Response {
 // QuorumRaft is this node's metadata quorum voter's Raft, for reading its
 // state (the simulator's checkers); nil without the controller role.
 func (n *Node) QuorumRaft() *quorum.Raft {
-	if n.quorumNode == nil {
-		return nil
+	if q := n.controllerRole.quorumNode; q != nil {
+		return q.Raft()
 	}
-	return n.quorumNode.Raft()
+	return nil
 }
 
 // ControllerActive reports whether this node hosts the active controller:
 // its voter leads and its epoch's first entry has committed.
-func (n *Node) ControllerActive() bool { return n.ctrl != nil && n.ctrl.Active() }
+func (n *Node) ControllerActive() bool {
+	c := n.controllerRole.ctrl
+	return c != nil && c.Active()
+}
 
 // resignWaitMs bounds how long a resigning leader waits for a successor
 // before closing anyway: two election timeouts, ample for the best-placed
@@ -286,24 +317,41 @@ const resignPollMs = 10
 // leadership, or after resignWaitMs. It keeps serving Raft
 // meanwhile, so it can vote for its successor. Otherwise (and for the only
 // voter, which has no successor) done runs at once.
-func (n *Node) resignQuorum(done func()) {
-	q := n.quorumNode
-	if q == nil || q.Stopped() || q.Raft().Role() != quorum.Leader || len(n.cfg.Broker.QuorumVoters) < 2 {
+func (cr *controllerRole) resignQuorum(done func()) {
+	q := cr.quorumNode
+	if q == nil || q.Stopped() || q.Raft().Role() != quorum.Leader || len(cr.cfg.Broker.QuorumVoters) < 2 {
 		done()
 		return
 	}
-	startNs := n.clock.MonotonicNs()
+	startNs := cr.clock.MonotonicNs()
 	q.Resign()
 	var poll func()
 	poll = func() {
 		leader := q.Raft().LeaderID()
-		if (leader >= 0 && leader != n.id) || q.Stopped() || n.clock.MonotonicNs()-startNs >= resignWaitMs*1e6 {
+		if (leader >= 0 && leader != cr.id) || q.Stopped() || cr.clock.MonotonicNs()-startNs >= resignWaitMs*1e6 {
 			done()
 			return
 		}
-		n.clock.SetTimer(resignPollMs*1e6, poll)
+		cr.clock.SetTimer(resignPollMs*1e6, poll)
 	}
 	poll()
+}
+
+// handleClosed forgets the voter's requests parked for conn.
+func (cr *controllerRole) handleClosed(conn env.ConnID) {
+	if cr.quorumNode != nil {
+		cr.quorumNode.HandleClosed(conn)
+	}
+}
+
+// close stops the controller and its voter, if this node has them.
+func (cr *controllerRole) close() {
+	if cr.ctrl != nil {
+		cr.ctrl.Close()
+	}
+	if cr.quorumNode != nil {
+		cr.quorumNode.Stop()
+	}
 }
 
 // Incarnation is the incarnation id this process registers with; the

@@ -64,7 +64,7 @@ func (f *forger) mustClose(node int32, listener string, req kmsg.Request) {
 // has and another incarnation: what the outside review sent to register
 // two fake brokers.
 func (c *cluster) fakeRegistration(fakeID int32) *kmsg.BrokerRegistrationRequest {
-	req := c.nodes[1].node.registrationRequest()
+	req := c.nodes[1].node.meta.registrationRequest()
 	req.BrokerID, req.IncarnationID = fakeID, [16]byte{0xfa, 0x4e, byte(fakeID)}
 	return req
 }
@@ -72,7 +72,7 @@ func (c *cluster) fakeRegistration(fakeID int32) *kmsg.BrokerRegistrationRequest
 // forgedShutdown is a heartbeat in broker id's name, with its real epoch,
 // asking for a controlled shutdown.
 func (c *cluster) forgedShutdown(id int32) *kmsg.BrokerHeartbeatRequest {
-	b, ok := c.nodes[1].node.ctrl.Image().Broker(id)
+	b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(id)
 	if !ok {
 		c.t.Fatalf("broker %d not registered", id)
 	}
@@ -85,7 +85,7 @@ func (c *cluster) forgedShutdown(id int32) *kmsg.BrokerHeartbeatRequest {
 // forgedShrink is an AlterPartition in the name of topic's leader,
 // with its epochs, shrinking the ISR to the leader alone.
 func (c *cluster) forgedShrink(topic string) *kmsg.AlterPartitionRequest {
-	im := c.nodes[1].node.ctrl.Image()
+	im := c.nodes[1].node.controllerRole.ctrl.Image()
 	s, ok := im.PartitionByName(topic, 0)
 	if !ok {
 		c.t.Fatalf("no partition %s-0", topic)
@@ -142,7 +142,7 @@ type controlPlaneState struct {
 }
 
 func (c *cluster) controlPlaneState(topic string) controlPlaneState {
-	im := c.nodes[1].node.ctrl.Image()
+	im := c.nodes[1].node.controllerRole.ctrl.Image()
 	st := controlPlaneState{brokers: im.BrokerIDs(), raftEpoch: c.nodes[1].node.QuorumRaft().Epoch()}
 	for _, id := range st.brokers {
 		if b, _ := im.Broker(id); b.InControlledShutdown {
@@ -204,7 +204,7 @@ func TestProduceOnControllerListenerClosesTheConnection(t *testing.T) {
 	if err != nil || resp.(*kmsg.FetchResponse).ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("a partition Fetch on the controller listener: %+v, %v; want INVALID_REQUEST", resp, err)
 	}
-	if leo := c.nodes[1].node.partitions[partitionKey{"t", 0}].log.LogEndOffset(); leo != 0 {
+	if leo := c.nodes[1].node.parts.partitions[partitionKey{"t", 0}].log.LogEndOffset(); leo != 0 {
 		t.Errorf("the partition's log ends at %d, want 0: the Produce was appended", leo)
 	}
 }

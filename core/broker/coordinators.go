@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/batch"
 	"strand/core/env"
 	"strand/core/group"
 	"strand/core/log"
@@ -35,6 +35,29 @@ const (
 	offsetsLoadStepPauseMs = 1
 )
 
+// groupCoordinators are the group coordinators of the __consumer_offsets
+// partitions this broker leads (Kafka's GroupCoordinator), with the group
+// APIs they serve: loaded from their partition's log when this broker
+// becomes its leader, unloaded when it stops, writing through the
+// partition's acks=all produce path.
+type groupCoordinators struct {
+	*nodeEnv
+	// meta is the metadata (the offsets topic, the topics offsets are
+	// committed for), parts the __consumer_offsets partitions' logs, and
+	// controllerRole how __consumer_offsets is created.
+	meta           *metadataFollower
+	parts          *partitionManager
+	controllerRole *controllerRole
+	// coordinators are the coordinators of the __consumer_offsets
+	// partitions this broker leads, by partition.
+	coordinators map[int32]*coordinatorSlot
+	// unloadedCoordinator answers NOT_COORDINATOR for the others.
+	unloadedCoordinator *group.Coordinator
+	// offsetsTopicCreating is set while a creation of __consumer_offsets
+	// is in flight.
+	offsetsTopicCreating bool
+}
+
 // coordinatorSlot is the group coordinator of one __consumer_offsets
 // partition this broker leads.
 type coordinatorSlot struct {
@@ -55,7 +78,7 @@ type coordinatorSlot struct {
 // offsetsStore is a coordinator's group.Store: the normal leader append
 // path of its partition, with acks=all.
 type offsetsStore struct {
-	n     *Node
+	gc    *groupCoordinators
 	index int32
 }
 
@@ -64,18 +87,18 @@ type offsetsStore struct {
 // always runs from a later event, never inside Append, so the coordinator
 // never sees its completion re-enter it.
 func (s offsetsStore) Append(b []byte, done func(error)) {
-	s.n.appendOffsets(s.index, b, done)
+	s.gc.appendOffsets(s.index, b, done)
 }
 
-func (n *Node) appendOffsets(index int32, b []byte, done func(error)) {
+func (gc *groupCoordinators) appendOffsets(index int32, b []byte, done func(error)) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = replica.AcksAll, offsetCommitTimeoutMs
 	part := kmsg.NewProduceResponseTopicPartition()
 	part.Partition = index
-	pending := &pendingProduce{remaining: 1, timeoutMs: offsetCommitTimeoutMs}
+	pending := &pendingProduce{remaining: 1, deadlineMs: gc.deadlineMs(offsetCommitTimeoutMs)}
 	pending.onDone = func() {
 		code := part.ErrorCode
-		n.after(0, func() {
+		gc.after(0, func() {
 			if code != 0 {
 				done(kerr.ErrorForCode(code))
 				return
@@ -85,55 +108,55 @@ func (n *Node) appendOffsets(index int32, b []byte, done func(error)) {
 	}
 	slot := &produceSlot{pending: pending, part: &part}
 	// The coordinator's own batch: no client's decompression budget.
-	if code := n.produceOne(partitionKey{offsetsTopic, index}, req, b, slot, nil); code != 0 {
+	if code := gc.parts.produceOne(partitionKey{offsetsTopic, index}, req, b, slot, nil); code != 0 {
 		part.ErrorCode = code
 	}
-	n.releaseProduce(pending)
+	gc.parts.releaseProduce(pending)
 }
 
 // offsetsPartitions is the number of __consumer_offsets partitions: the
 // topic's own once it exists (the configuration may have changed since it
 // was created), offsets.topic.num.partitions before.
-func (n *Node) offsetsPartitions() int32 {
-	if t, ok := n.image.TopicByName(offsetsTopic); ok && t.Partitions > 0 {
+func (gc *groupCoordinators) offsetsPartitions() int32 {
+	if t, ok := gc.meta.image.TopicByName(offsetsTopic); ok && t.Partitions > 0 {
 		return t.Partitions
 	}
-	return n.cfg.Broker.OffsetsTopicNumPartitions
+	return gc.cfg.Broker.OffsetsTopicNumPartitions
 }
 
 // coordinatorFor is the coordinator that answers for groupID: the loaded
 // (or loading) coordinator of its partition, or one that answers
 // NOT_COORDINATOR when this broker does not lead that partition.
-func (n *Node) coordinatorFor(groupID string) *group.Coordinator {
-	if s := n.coordinators[group.PartitionFor(groupID, n.offsetsPartitions())]; s != nil {
+func (gc *groupCoordinators) coordinatorFor(groupID string) *group.Coordinator {
+	if s := gc.coordinators[group.PartitionFor(groupID, gc.offsetsPartitions())]; s != nil {
 		return s.c
 	}
-	return n.notCoordinator()
+	return gc.notCoordinator()
 }
 
 // notCoordinator is a coordinator that is never loaded: it answers every
 // request NOT_COORDINATOR in that request's own response shape.
-func (n *Node) notCoordinator() *group.Coordinator {
-	if n.unloadedCoordinator == nil {
-		c, err := group.New(group.DefaultConfig(0, 1), n.clock, offsetsStore{n, 0}, group.IDSource(n.newID))
+func (gc *groupCoordinators) notCoordinator() *group.Coordinator {
+	if gc.unloadedCoordinator == nil {
+		c, err := group.New(group.DefaultConfig(0, 1), gc.clock, offsetsStore{gc: gc, index: 0}, group.IDSource(gc.newID))
 		if err != nil {
 			panic("broker: group.DefaultConfig refused: " + err.Error())
 		}
-		n.unloadedCoordinator = c
+		gc.unloadedCoordinator = c
 	}
-	return n.unloadedCoordinator
+	return gc.unloadedCoordinator
 }
 
 // groupConfig is the coordinator configuration for partition index of
 // partitions, from server.properties.
-func (n *Node) groupConfig(index, partitions int32) group.Config {
+func (gc *groupCoordinators) groupConfig(index, partitions int32) group.Config {
 	cfg := group.DefaultConfig(index, partitions)
-	cfg.GroupInitialRebalanceDelayMs = n.cfg.Broker.GroupInitialRebalanceDelayMs
-	cfg.OffsetsRetentionMs = int64(n.cfg.Broker.OffsetsRetentionMinutes) * 60 * 1000
-	cfg.Bugs = n.cfg.Bugs.Group
-	cfg.Log = n.cfg.Log.With(slog.String("component", "group_coordinator"), slog.Int("offsets_partition", int(index)))
+	cfg.GroupInitialRebalanceDelayMs = gc.cfg.Broker.GroupInitialRebalanceDelayMs
+	cfg.OffsetsRetentionMs = int64(gc.cfg.Broker.OffsetsRetentionMinutes) * 60 * 1000
+	cfg.Bugs = gc.cfg.Bugs.Group
+	cfg.Log = gc.cfg.Log.With(slog.String("component", "group_coordinator"), slog.Int("offsets_partition", int(index)))
 	cfg.PartitionExists = func(topic string, p int32) bool {
-		_, ok := n.image.PartitionByName(topic, p)
+		_, ok := gc.meta.image.PartitionByName(topic, p)
 		return ok
 	}
 	return cfg
@@ -142,29 +165,29 @@ func (n *Node) groupConfig(index, partitions int32) group.Config {
 // syncCoordinator starts or stops the coordinator of a __consumer_offsets
 // partition as this broker gains or loses its leadership. It runs after
 // every change of the partition's replica (afterReplicaChange).
-func (n *Node) syncCoordinator(p *partition) {
+func (gc *groupCoordinators) syncCoordinator(p *partition) {
 	if p.key.topic != offsetsTopic {
 		return
 	}
 	index := p.key.index
 	leading := p.replica.Role() == replica.RoleLeader && !p.storageFailed() &&
-		n.partitions[p.key] == p && index < n.offsetsPartitions()
+		gc.parts.partitions[p.key] == p && index < gc.offsetsPartitions()
 	epoch := p.replica.LeaderEpoch()
-	if s := n.coordinators[index]; s != nil {
+	if s := gc.coordinators[index]; s != nil {
 		if leading && s.leaderEpoch == epoch {
-			n.finishLoadAtHW(p, s)
+			gc.finishLoadAtHW(p, s)
 			return
 		}
 		s.retired = true
 		s.c.Unload()
-		delete(n.coordinators, index)
-		n.cfg.Log.Info("resigned as the group coordinator", slog.String("topic", offsetsTopic),
+		delete(gc.coordinators, index)
+		gc.cfg.Log.Info("resigned as the group coordinator", slog.String("topic", offsetsTopic),
 			slog.Int("partition", int(index)), slog.Int("leader_epoch", int(s.leaderEpoch)))
 	}
 	if !leading {
 		return
 	}
-	c, err := group.New(n.groupConfig(index, n.offsetsPartitions()), n.clock, offsetsStore{n, index}, group.IDSource(n.newID))
+	c, err := group.New(gc.groupConfig(index, gc.offsetsPartitions()), gc.clock, offsetsStore{gc: gc, index: index}, group.IDSource(gc.newID))
 	if err != nil {
 		// New validated the same settings (groupConfig(0, 1)); only the
 		// partition count differs, and the image never holds a topic
@@ -172,19 +195,19 @@ func (n *Node) syncCoordinator(p *partition) {
 		panic("broker: group coordinator settings refused after New accepted them: " + err.Error())
 	}
 	s := &coordinatorSlot{c: c, leaderEpoch: epoch, loadNext: p.log.LogStartOffset(), loadEnd: p.log.LogEndOffset()}
-	n.cfg.Log.Info("elected as the group coordinator; loading the partition", slog.String("topic", offsetsTopic),
+	gc.cfg.Log.Info("elected as the group coordinator; loading the partition", slog.String("topic", offsetsTopic),
 		slog.Int("partition", int(index)), slog.Int("leader_epoch", int(epoch)),
 		slog.Int64("load_from_offset", s.loadNext), slog.Int64("load_to_offset", s.loadEnd))
-	n.coordinators[index] = s
+	gc.coordinators[index] = s
 	c.BeginLoad()
-	n.after(0, func() { n.loadStep(p, s) })
+	gc.after(0, func() { gc.loadStep(p, s) })
 }
 
 // loadStep loads one bounded stretch of the partition's log into the
 // coordinator, and finishes loading at the LEO the load began with.
 // Batches the coordinator cannot decode (written by someone else) are
 // skipped: the rest of the partition's groups still load.
-func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
+func (gc *groupCoordinators) loadStep(p *partition, s *coordinatorSlot) {
 	if s.retired {
 		return
 	}
@@ -193,7 +216,7 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 	}
 	if s.loadNext >= s.loadEnd {
 		s.awaitingHW = true
-		n.finishLoadAtHW(p, s)
+		gc.finishLoadAtHW(p, s)
 		return
 	}
 	res, err := p.log.Read(s.loadNext, offsetsLoadStepBytes, s.loadEnd, true)
@@ -204,7 +227,7 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 	if err != nil || res.NextOffset <= s.loadNext {
 		// The log failed or was truncated under the load: a leadership
 		// change follows; until then retry.
-		n.after(replicaFetchBackoffMs, func() { n.loadStep(p, s) })
+		gc.after(replicaFetchBackoffMs, func() { gc.loadStep(p, s) })
 		return
 	}
 	for _, b := range splitBatches(data) {
@@ -213,7 +236,7 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 		}
 	}
 	s.loadNext = res.NextOffset
-	n.after(offsetsLoadStepPauseMs, func() { n.loadStep(p, s) })
+	gc.after(offsetsLoadStepPauseMs, func() { gc.loadStep(p, s) })
 }
 
 // finishLoadAtHW ends a load whose records are all read once the high
@@ -221,43 +244,42 @@ func (n *Node) loadStep(p *partition, s *coordinatorSlot) {
 // records the previous leader appended but never got replicated: if this
 // leader failed too, they could vanish, and an OffsetFetch answered from
 // them would have shown a commit that then disappears.
-func (n *Node) finishLoadAtHW(p *partition, s *coordinatorSlot) {
+func (gc *groupCoordinators) finishLoadAtHW(p *partition, s *coordinatorSlot) {
 	if s.awaitingHW && p.replica.HighWatermark() >= s.loadEnd {
 		s.awaitingHW = false
 		s.c.FinishLoad()
-		n.scheduleOffsetsExpiry(s)
+		gc.scheduleOffsetsExpiry(s)
 	}
 }
 
 // scheduleOffsetsExpiry runs the loaded coordinator's offset expiry every
 // offsets.retention.check.interval.ms until the slot is retired, as
 // Kafka's coordinator schedules its cleanup when it loads a partition.
-func (n *Node) scheduleOffsetsExpiry(s *coordinatorSlot) {
-	intervalMs := n.cfg.Broker.OffsetsRetentionCheckIntervalMs
+func (gc *groupCoordinators) scheduleOffsetsExpiry(s *coordinatorSlot) {
+	intervalMs := gc.cfg.Broker.OffsetsRetentionCheckIntervalMs
 	if intervalMs <= 0 {
 		panic("broker: offsets.retention.check.interval.ms is not positive; config validates it")
 	}
-	n.after(intervalMs, func() {
+	gc.after(intervalMs, func() {
 		if s.retired {
 			return
 		}
 		s.c.ExpireOffsets()
-		n.scheduleOffsetsExpiry(s)
+		gc.scheduleOffsetsExpiry(s)
 	})
 }
 
 // splitBatches cuts concatenated RecordBatches at their length fields.
 // The log hands out whole batches only, so a short tail is dropped.
 func splitBatches(data []byte) [][]byte {
-	const lengthEnd = 12 // baseOffset int64, batchLength int32
 	var out [][]byte
-	for len(data) >= lengthEnd {
-		size := lengthEnd + int(int32(binary.BigEndian.Uint32(data[8:12])))
-		if size <= lengthEnd || size > len(data) {
+	for len(data) >= batch.HeaderBytes {
+		h, err := batch.ParseHeader(data)
+		if err != nil || h.TotalBytes() <= batch.LogOverheadBytes || h.TotalBytes() > int64(len(data)) {
 			break
 		}
-		out = append(out, data[:size])
-		data = data[size:]
+		out = append(out, data[:h.TotalBytes()])
+		data = data[h.TotalBytes():]
 	}
 	return out
 }
@@ -269,23 +291,23 @@ func splitBatches(data []byte) [][]byte {
 // that the controller refuses (INVALID_REPLICATION_FACTOR), as Kafka
 // does, and the next FindCoordinator asks again. One request is in
 // flight at a time.
-func (n *Node) ensureOffsetsTopic() {
-	if n.offsetsTopicCreating {
+func (gc *groupCoordinators) ensureOffsetsTopic() {
+	if gc.offsetsTopicCreating {
 		return
 	}
-	if _, ok := n.image.TopicByName(offsetsTopic); ok {
+	if _, ok := gc.meta.image.TopicByName(offsetsTopic); ok {
 		return
 	}
-	n.offsetsTopicCreating = true
+	gc.offsetsTopicCreating = true
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(7)
 	req.TimeoutMillis = 30000
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic = offsetsTopic
-	t.NumPartitions = n.cfg.Broker.OffsetsTopicNumPartitions
-	t.ReplicationFactor = n.cfg.Broker.OffsetsTopicReplicationFactor
+	t.NumPartitions = gc.cfg.Broker.OffsetsTopicNumPartitions
+	t.ReplicationFactor = gc.cfg.Broker.OffsetsTopicReplicationFactor
 	// Kafka's groupMetadataTopicConfigs.
-	segmentBytes := strconv.FormatInt(int64(n.cfg.Broker.OffsetsTopicSegmentBytes), 10)
+	segmentBytes := strconv.FormatInt(int64(gc.cfg.Broker.OffsetsTopicSegmentBytes), 10)
 	for _, kv := range [][2]string{{"cleanup.policy", "compact"}, {"compression.type", "producer"}, {"segment.bytes", segmentBytes}} {
 		c := kmsg.NewCreateTopicsRequestTopicConfig()
 		name, value := kv[0], kv[1]
@@ -293,7 +315,7 @@ func (n *Node) ensureOffsetsTopic() {
 		t.Configs = append(t.Configs, c)
 	}
 	req.Topics = append(req.Topics, t)
-	n.toController(req, func(kmsg.Response, error) { n.offsetsTopicCreating = false })
+	gc.controllerRole.toController(req, func(kmsg.Response, error) { gc.offsetsTopicCreating = false })
 }
 
 // groupFanout is a request naming several groups on its way to their
@@ -309,11 +331,11 @@ type groupFanout struct {
 // groups that are not its own), and merge gets, for the i-th group, the
 // answer of that group's coordinator. With no groups, merge gets one answer
 // (NOT_COORDINATOR's shape) to build an empty response from.
-func (n *Node) fanOutGroups(req kmsg.Request, client group.Client, groups []string, merge func(answers []kmsg.Response)) {
+func (gc *groupCoordinators) fanOutGroups(req kmsg.Request, client group.Client, groups []string, merge func(answers []kmsg.Response)) {
 	f := &groupFanout{answers: map[*group.Coordinator]kmsg.Response{}}
 	var distinct []*group.Coordinator
 	for _, g := range groups {
-		c := n.coordinatorFor(g)
+		c := gc.coordinatorFor(g)
 		f.owners = append(f.owners, c)
 		if _, seen := f.answers[c]; !seen {
 			f.answers[c] = nil
@@ -321,7 +343,7 @@ func (n *Node) fanOutGroups(req kmsg.Request, client group.Client, groups []stri
 		}
 	}
 	if len(distinct) == 0 {
-		distinct = append(distinct, n.notCoordinator())
+		distinct = append(distinct, gc.notCoordinator())
 	}
 	f.remaining = len(distinct)
 	for _, c := range distinct {
@@ -345,9 +367,9 @@ func (n *Node) fanOutGroups(req kmsg.Request, client group.Client, groups []stri
 
 // handleGroupRequest serves a request about one group: its coordinator
 // answers.
-func (n *Node) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string) {
-	n.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID, ClientHost: hdr.ClientHost}, func(resp kmsg.Response) {
-		n.net.Reply(conn, hdr.CorrelationID, resp)
+func (gc *groupCoordinators) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string) {
+	gc.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID, ClientHost: hdr.ClientHost}, func(resp kmsg.Response) {
+		gc.net.Reply(conn, hdr.CorrelationID, resp)
 	})
 }
 
@@ -358,18 +380,18 @@ func (n *Node) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req km
 // GroupCoordinatorService.onPartitionsDeleted does, so that a topic
 // created again under the same name is not read from the old topic's
 // offsets. A coordinator still loading ignores them, as Kafka's does.
-func (n *Node) onTopicsDeleted(topics []string) {
+func (gc *groupCoordinators) onTopicsDeleted(topics []string) {
 	if len(topics) == 0 {
 		return
 	}
-	indexes := make([]int32, 0, len(n.coordinators))
-	for index := range n.coordinators { // order-independent: sorted below
+	indexes := make([]int32, 0, len(gc.coordinators))
+	for index := range gc.coordinators { // order-independent: sorted below
 		indexes = append(indexes, index)
 	}
 	slices.Sort(indexes)
 	for _, index := range indexes {
 		for _, topic := range topics {
-			n.coordinators[index].c.OnTopicDeleted(topic)
+			gc.coordinators[index].c.OnTopicDeleted(topic)
 		}
 	}
 }

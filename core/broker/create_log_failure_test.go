@@ -56,16 +56,16 @@ func TestCreateLogFailureFencesTheBrokerAndMovesLeadership(t *testing.T) {
 		t.Fatalf("create fresh: %v", kerr.ErrorForCode(code))
 	}
 	c.waitFor("broker 3, which cannot create fresh's logs, fenced", 10000, func() bool {
-		b, ok := c.nodes[1].node.ctrl.Image().Broker(3)
+		b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(3)
 		return ok && b.Fenced
 	})
-	if err := tn.node.managers[0].Err(); err == nil {
+	if err := tn.node.parts.managers[0].Err(); err == nil {
 		t.Fatal("broker 3's log directory is online after a log creation failed for ENOSPC")
 	}
 	for p := range int32(3) {
 		c.waitFor(fmt.Sprintf("fresh-%d led by a broker hosting it", p), 10000, func() bool {
 			l := c.leaderOf("fresh", p)
-			return l > 0 && l != 3 && c.nodes[l].node.partitions[partitionKey{"fresh", p}] != nil
+			return l > 0 && l != 3 && c.nodes[l].node.parts.partitions[partitionKey{"fresh", p}] != nil
 		})
 		if r := c.produce(c.leaderOf("fresh", p), "fresh", p, -1, recordBatch("v")); r.ErrorCode != 0 {
 			t.Errorf("acks=all to fresh-%d: %v", p, kerr.ErrorForCode(r.ErrorCode))

@@ -40,18 +40,18 @@ func TestStaleLeaderTruncatesOnDivergingEpoch(t *testing.T) {
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
 	c.waitFor("new leader takes over", 5000, func() bool {
-		return c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica.Role() == replica.RoleLeader
+		return c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica.Role() == replica.RoleLeader
 	})
 	if r := c.produce(leader, "r", 0, -1, recordBatch("new")); r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("acks=all on new leader: error %v offset %d", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
 	}
 	c.net.Heal()
-	old := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	old := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("old leader rejoins as follower and converges", 30000, func() bool {
 		return old.replica.Role() == replica.RoleFollower && old.log.LogEndOffset() == 2
 	})
 	c.waitFor("old leader back in the ISR", 30000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return len(s.ISR) == 3
 	})
 	if r := c.produce(leader, "r", 0, -1, recordBatch("later")); r.ErrorCode != 0 {
@@ -63,14 +63,14 @@ func TestStaleLeaderTruncatesOnDivergingEpoch(t *testing.T) {
 	}
 	c.waitFor("replicas identical", 5000, func() bool {
 		for _, id := range []int32{1, 2, 3} {
-			if c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogEndOffset() != 3 {
+			if c.nodes[id].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset() != 3 {
 				return false
 			}
 		}
 		return true
 	})
 	for _, id := range []int32{1, 2, 3} {
-		p := c.nodes[id].node.partitions[partitionKey{"r", 0}]
+		p := c.nodes[id].node.parts.partitions[partitionKey{"r", 0}]
 		res, err := p.log.Read(0, 1<<20, 3, true)
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSingleNodeCleanRestartKeepsTopicsAndRecords(t *testing.T) {
 	c.start(tn)
 	c.waitRegistered()
 	c.waitFor("partition leads again", 5000, func() bool {
-		p := tn.node.partitions[partitionKey{"t", 0}]
+		p := tn.node.parts.partitions[partitionKey{"t", 0}]
 		return p != nil && p.replica.Role() == replica.RoleLeader
 	})
 	c.conns = map[int32]*simnet.ClientConn{}
@@ -124,7 +124,7 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
 	c.waitFor("new leader takes over", 5000, func() bool {
-		return c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica.LeaderEpoch() == 1
+		return c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica.LeaderEpoch() == 1
 	})
 	if r := c.produce(leader, "r", 0, -1, recordBatch("e1")); r.ErrorCode != 0 {
 		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))

@@ -7,6 +7,31 @@
 // metadata.Image current, and, when process.roles includes controller, the
 // controller role.
 //
+// # Parts
+//
+// A Node is the composition of parts, each a type with the state it owns,
+// sharing the configuration and the environment's handles (nodeEnv):
+//
+//   - partitionManager (partition_manager.go; Kafka's ReplicaManager): the
+//     log directories and hosted partitions, what waits on the partitions
+//     (produces, parked fetches, DeleteRecords), and the partition APIs;
+//     each hosted partition owns its leader's append (leader_append.go);
+//   - replicaFetchers (fetcher.go; Kafka's ReplicaFetcherManager): one
+//     fetcher per leader, copying what this node follows;
+//   - metadataFollower (metadata_follower.go): the applied metadata image,
+//     the broker's registration, heartbeats and controlled shutdown, and
+//     the APIs answered from the image;
+//   - controllerRole (controller_role.go): the metadata quorum's voter and
+//     core/controller with the controller role, and the way to the active
+//     controller on every node;
+//   - groupCoordinators (coordinators.go): the __consumer_offsets
+//     coordinators and the group APIs;
+//   - producerIDManager (api_22_init_producer_id.go): producer ids.
+//
+// Node itself routes each request through the API table to the part that
+// serves it, answers ApiVersions and the ACL APIs, and owns start-up and
+// Close.
+//
 // # Layout
 //
 // Each Kafka API the node serves has one file, api_NN_name.go, opening with a

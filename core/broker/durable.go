@@ -19,65 +19,67 @@ import (
 // ISR member.
 
 // awaitDurable holds an acks=1 produce until the batch is durable, when
-// the topic asks for it.
-func (n *Node) awaitDurable(slot *produceSlot) {
+// the topic asks for it, at most until the request's deadline.
+func (pm *partitionManager) awaitDurable(slot *produceSlot) {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return
 	}
 	slot.pending.remaining++
-	slot.timeout = n.after(slot.pending.timeoutMs, func() { n.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
+	pm.armProduceExpiry(p)
 }
 
 // parkUntilDurable holds a committed acks=all produce until the leader's
-// copy is durable, for at most another request timeout. It reports whether
-// the slot was parked.
-func (n *Node) parkUntilDurable(slot *produceSlot) bool {
+// copy is durable, at most until the request's deadline, the one its wait
+// for the HW had. It reports whether the slot was parked.
+func (pm *partitionManager) parkUntilDurable(slot *produceSlot) bool {
 	p := slot.p
 	if !p.syncAcks || p.log.RecoveryPoint() > slot.lastOffset {
 		return false
 	}
-	slot.timeout.Stop()
-	slot.timeout = n.after(slot.pending.timeoutMs, func() { n.expireDurable(slot) })
 	p.durableWaits = append(p.durableWaits, slot)
+	pm.armProduceExpiry(p)
 	return true
 }
 
 // onDurable runs when a partition's recovery point advances: it answers the
 // produces now durable, and lets a follower fetch again.
-func (n *Node) onDurable(p *partition) {
+func (pm *partitionManager) onDurable(p *partition) {
 	kept := p.durableWaits[:0]
 	for _, slot := range p.durableWaits {
 		if p.log.RecoveryPoint() > slot.lastOffset {
-			slot.timeout.Stop()
-			n.releaseProduce(slot.pending)
+			pm.releaseProduce(slot.pending)
 			continue
 		}
 		kept = append(kept, slot)
 	}
 	p.durableWaits = kept
-	if f := n.fetcherOf(p); f != nil {
-		n.runFetcher(f)
+	if f := pm.fetchers.fetcherOf(p); f != nil {
+		pm.fetchers.runFetcher(f)
 	}
 }
 
-// expireDurable answers a produce whose batch did not become durable within
-// the request timeout: the log failed (KAFKA_STORAGE_ERROR) or its Sync is
-// slow (REQUEST_TIMED_OUT).
-func (n *Node) expireDurable(slot *produceSlot) {
-	p := slot.p
-	for i, s := range p.durableWaits {
-		if s != slot {
+// expireDurableWaits answers the produces whose batch did not become
+// durable by their deadline (at or before nowMs): the log failed
+// (KAFKA_STORAGE_ERROR) or its Sync is slow (REQUEST_TIMED_OUT).
+func (pm *partitionManager) expireDurableWaits(p *partition, nowMs int64) {
+	kept := p.durableWaits[:0]
+	var expired []*produceSlot
+	for _, slot := range p.durableWaits {
+		if slot.pending.deadlineMs <= nowMs {
+			expired = append(expired, slot)
 			continue
 		}
-		p.durableWaits = append(p.durableWaits[:i], p.durableWaits[i+1:]...)
+		kept = append(kept, slot)
+	}
+	p.durableWaits = kept
+	for _, slot := range expired {
 		slot.part.ErrorCode, slot.part.BaseOffset = kerr.RequestTimedOut.Code, -1
 		if p.storageFailed() {
 			slot.part.ErrorCode = kerr.KafkaStorageError.Code
 		}
-		n.releaseProduce(slot.pending)
-		return
+		pm.releaseProduce(slot.pending)
 	}
 }
 
@@ -85,7 +87,7 @@ func (n *Node) expireDurable(slot *produceSlot) {
 // fetching again. After a restart the recovered records are not yet known
 // to be durable (the recovery point is the checkpointed one), and no append
 // will flush them: it asks for the flush itself, once.
-func (n *Node) awaitingSync(p *partition) bool {
+func (rf *replicaFetchers) awaitingSync(p *partition) bool {
 	if !p.syncAcks || p.log.RecoveryPoint() >= p.log.LogEndOffset() {
 		return false
 	}
@@ -95,7 +97,7 @@ func (n *Node) awaitingSync(p *partition) bool {
 			// A truncation meanwhile keeps the recovery point where it
 			// was: ask again on the next fetch round.
 			p.flushRequested = false
-			n.onDurable(p)
+			rf.parts.onDurable(p)
 		})
 	}
 	// The Flush may have completed at once, with nothing left to sync:

@@ -34,7 +34,7 @@ func (c *cluster) electLeaders(via int32, electionType int8, topic string, parti
 // UNCLEAN on a led partition is ELECTION_NOT_NEEDED.
 func TestElectLeadersThroughABroker(t *testing.T) {
 	c := threeNodes(t)
-	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+	s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 	if s.Replicas[0] != 2 {
 		t.Fatalf("test premise: r-0's preferred replica is %d, want 2 (replicas %v)", s.Replicas[0], s.Replicas)
 	}
@@ -49,10 +49,10 @@ func TestElectLeadersThroughABroker(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("node 2 back in r-0's ISR", 30000, func() bool {
-		s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+		s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 		return slices.Contains(s.ISR, 2)
 	})
-	before, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+	before, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 	if before.Leader == 2 {
 		t.Fatal("leadership moved back before the election was asked for")
 	}
@@ -60,12 +60,12 @@ func TestElectLeadersThroughABroker(t *testing.T) {
 		t.Fatalf("preferred election: %v, want success", kerr.ErrorForCode(code))
 	}
 	// The answer follows the commit: the controller's image has it.
-	after, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+	after, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 	if after.Leader != 2 || after.LeaderEpoch != before.LeaderEpoch+1 {
 		t.Fatalf("after the election: leader %d epoch %d, want 2 in epoch %d", after.Leader, after.LeaderEpoch, before.LeaderEpoch+1)
 	}
 	c.waitFor("node 2 leads r-0", 5000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.replica.Role() == replica.RoleLeader
 	})
 	c.conns = map[int32]*simnet.ClientConn{}

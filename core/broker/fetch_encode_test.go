@@ -203,10 +203,10 @@ func TestFetchRegionsPinnedUntilSent(t *testing.T) {
 		t.Fatalf("the Fetch answer has %d region bytes and release %v", frame.RegionBytes(), frame.Release != nil)
 	}
 	c.deleteTopic(1, "t")
-	c.waitFor("replica retired", 5000, func() bool { return node.partitions[partitionKey{"t", 0}] == nil })
+	c.waitFor("replica retired", 5000, func() bool { return node.parts.partitions[partitionKey{"t", 0}] == nil })
 	c.createTopic(1, "t", 1, 1)
 	c.waitFor("recreated topic led", 5000, func() bool {
-		p := node.partitions[partitionKey{"t", 0}]
+		p := node.parts.partitions[partitionKey{"t", 0}]
 		return p != nil && p.replica.Role() == replica.RoleLeader
 	})
 	if r := c.produce(1, "t", 0, 1, recordBatch("x", "y", "z")); r.ErrorCode != 0 || r.BaseOffset != 0 {

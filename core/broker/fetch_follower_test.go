@@ -16,7 +16,7 @@ func followerWithLaggingHW(t *testing.T) *cluster {
 	if r := c.produce(2, "r", 0, -1, recordBatch("a", "b")); r.ErrorCode != 0 {
 		t.Fatalf("acks=all produce: error %d", r.ErrorCode)
 	}
-	follower := c.nodes[3].node.partitions[partitionKey{"r", 0}]
+	follower := c.nodes[3].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("follower 3 learns HW 2", 5000, func() bool { return follower.replica.HighWatermark() == 2 })
 	leader, one := c.nodes[2].nn.Host(), c.nodes[1].nn.Host()
 	c.net.Block(leader, one)
@@ -92,17 +92,17 @@ func TestConsumerFetchParkedOnFollowerWakesWithItsHW(t *testing.T) {
 	start := c.s.NowNs()
 	wait := c.send(3, fetchReq("r", 0, 2, 5000))
 	c.run(200)
-	if len(c.nodes[3].node.fetchWaiters) != 1 {
-		t.Fatalf("%d fetches parked on follower 3, want the consumer's", len(c.nodes[3].node.fetchWaiters))
+	if len(c.nodes[3].node.parts.fetchWaiters) != 1 {
+		t.Fatalf("%d fetches parked on follower 3, want the consumer's", len(c.nodes[3].node.parts.fetchWaiters))
 	}
 	// Follower 3 appends another record: its LEO moves and wakes the
 	// parked fetch, but its HW does not, so the fetch stays parked.
 	if r := c.produce(2, "r", 0, 1, recordBatch("d")); r.ErrorCode != 0 {
 		t.Fatalf("acks=1 produce: error %d", r.ErrorCode)
 	}
-	follower := c.nodes[3].node.partitions[partitionKey{"r", 0}]
+	follower := c.nodes[3].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("follower 3 appends d", 5000, func() bool { return follower.log.LogEndOffset() == 4 })
-	if len(c.nodes[3].node.fetchWaiters) != 1 {
+	if len(c.nodes[3].node.parts.fetchWaiters) != 1 {
 		t.Fatal("the consumer's fetch left the purgatory when follower 3 appended below no new HW")
 	}
 	c.net.Heal() // follower 1 catches up, the leader's HW moves, then follower 3's
@@ -135,7 +135,7 @@ func TestFetchSessionOnFollower(t *testing.T) {
 		t.Fatalf("incremental fetch with nothing new: error %d, %d topics; want none", quiet.ErrorCode, len(quiet.Topics))
 	}
 	c.net.Heal()
-	follower := c.nodes[3].node.partitions[partitionKey{"r", 0}]
+	follower := c.nodes[3].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("follower 3 learns HW 3", 5000, func() bool { return follower.replica.HighWatermark() == 3 })
 	moved := c.request(3, sessionFetchReq(12, full.SessionID, 2, 0, "r", [16]byte{}, nil, nil)).(*kmsg.FetchResponse)
 	if moved.ErrorCode != 0 || len(moved.Topics) != 1 {
@@ -165,7 +165,7 @@ func TestFollowerFencesAConsumersOlderLeaderEpoch(t *testing.T) {
 		follower = 3
 	}
 	epoch := c.leaderEpochOf("r", 0)
-	p := c.nodes[follower].node.partitions[partitionKey{"r", 0}]
+	p := c.nodes[follower].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("the follower in the new epoch with HW 1", 5000, func() bool {
 		return p.replica.LeaderEpoch() == epoch && p.replica.HighWatermark() == 1
 	})

@@ -161,7 +161,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 // topicID is the id node has applied for topic.
 func (c *cluster) topicID(node int32, topic string) [16]byte {
 	c.t.Helper()
-	tp, ok := c.nodes[node].node.image.TopicByName(topic)
+	tp, ok := c.nodes[node].node.meta.image.TopicByName(topic)
 	if !ok {
 		c.t.Fatalf("node %d has no topic %s", node, topic)
 	}
@@ -397,7 +397,7 @@ func TestIncrementalFetchMatchesFull(t *testing.T) {
 		// inSessionOrder is all() in the order the session reads them.
 		inSessionOrder := func() []at {
 			var out []at
-			for _, sp := range c.nodes[1].node.fetchSessions.get(id).partitions {
+			for _, sp := range c.nodes[1].node.parts.fetchSessions.get(id).partitions {
 				out = append(out, at{sp.key.partition, offsets[sp.key.partition], maxBytes})
 			}
 			return out
@@ -635,7 +635,7 @@ func TestFetchSessionEpochsAndTopicRecreation(t *testing.T) {
 	if skipped.ErrorCode != kerr.InvalidFetchSessionEpoch.Code || skipped.SessionID != 0 || len(skipped.Topics) != 0 {
 		t.Fatalf("skipped epoch: error %d, session %d, %d topics; want INVALID_FETCH_SESSION_EPOCH, 0, none", skipped.ErrorCode, skipped.SessionID, len(skipped.Topics))
 	}
-	node.fetchSessions.get(byID.SessionID).epoch = math.MaxInt32
+	node.parts.fetchSessions.get(byID.SessionID).epoch = math.MaxInt32
 	if r := c.fetchSession(sessionFetchReq(16, byID.SessionID, math.MaxInt32, 0, "", oldID, nil, nil)); r.ErrorCode != 0 || r.SessionID != byID.SessionID {
 		t.Fatalf("epoch int32 max: error %d, session %d", r.ErrorCode, r.SessionID)
 	}
@@ -652,7 +652,7 @@ func TestFetchSessionEpochsAndTopicRecreation(t *testing.T) {
 	}
 
 	c.deleteTopic(1, "t")
-	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.image.TopicByName("t"); return !ok })
+	c.waitFor("topic deleted", 5000, func() bool { _, ok := node.meta.image.TopicByName("t"); return !ok })
 	c.createTopic(1, "t", 1, 1)
 	newID := c.topicID(1, "t")
 	if newID == oldID {
@@ -704,7 +704,7 @@ func TestFetchSessionPartitionsBound(t *testing.T) {
 	c.waitRegistered()
 	c.createTopic(1, "t", 3, 1)
 	node := c.nodes[1].node
-	node.fetchSessions.partitionsMax = 4
+	node.parts.fetchSessions.partitionsMax = 4
 	full := c.fetchSession(sessionFetchReq(12, 0, 0, 0, "t", [16]byte{}, []at{{0, 0, 0}, {1, 0, 0}, {2, 0, 0}}, nil))
 	if full.SessionID <= 0 || node.FetchSessionStats().PartitionsCached != 3 {
 		t.Fatalf("full fetch of 3: session %d, %d partitions cached", full.SessionID, node.FetchSessionStats().PartitionsCached)

@@ -42,7 +42,7 @@ func fetchSessionCacheOf(slots int32, incarnation [16]byte) *fetchSessionCache {
 // partition of the session), or a session error code for the whole
 // request (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 // FETCH_SESSION_TOPIC_ID_ERROR).
-func (n *Node) openFetchSession(clientID string, req *kmsg.FetchRequest) (use fetchSessionUse, exec *kmsg.FetchRequest, errorCode int16) {
+func (pm *partitionManager) openFetchSession(clientID string, req *kmsg.FetchRequest) (use fetchSessionUse, exec *kmsg.FetchRequest, errorCode int16) {
 	if req.Version < fetchSessionVersionMin {
 		return use, req, 0
 	}
@@ -50,13 +50,13 @@ func (n *Node) openFetchSession(clientID string, req *kmsg.FetchRequest) (use fe
 	if req.SessionEpoch == fetchSessionInitialEpoch || req.SessionEpoch == fetchSessionFinalEpoch {
 		// A full fetch closes the session it names (if its own) and,
 		// unless final, asks for a new one.
-		if s := n.fetchSessions.get(req.SessionID); s != nil && s.owner == use.owner {
-			n.fetchSessions.remove(s.id)
+		if s := pm.fetchSessions.get(req.SessionID); s != nil && s.owner == use.owner {
+			pm.fetchSessions.remove(s.id)
 		}
 		use.create = req.SessionEpoch == fetchSessionInitialEpoch
 		return use, req, 0
 	}
-	s := n.fetchSessions.get(req.SessionID)
+	s := pm.fetchSessions.get(req.SessionID)
 	switch {
 	case s == nil || s.owner != use.owner:
 		return use, req, kerr.FetchSessionIDNotFound.Code
@@ -65,25 +65,25 @@ func (n *Node) openFetchSession(clientID string, req *kmsg.FetchRequest) (use fe
 	case s.usesTopicIDs != (req.Version >= fetchTopicIDVersionMin):
 		return use, req, kerr.FetchSessionTopicIDError.Code
 	}
-	if !n.fetchSessions.update(s, req) {
+	if !pm.fetchSessions.update(s, req) {
 		return use, req, kerr.FetchSessionIDNotFound.Code // too many partitions cached
 	}
 	if len(s.partitions) == 0 {
 		// Everything forgotten: the session ends, the fetch is sessionless.
-		n.fetchSessions.remove(s.id)
+		pm.fetchSessions.remove(s.id)
 		return fetchSessionUse{}, req, 0
 	}
-	n.fetchSessions.touch(s, n.nowMs())
+	pm.fetchSessions.touch(s, pm.nowMs())
 	s.epoch = nextFetchSessionEpoch(s.epoch)
 	use.session, use.epoch = s, s.epoch
 	use.parts = append([]*sessionPartition(nil), s.partitions...)
-	return use, n.sessionRequest(req, s, use.parts), 0
+	return use, pm.sessionRequest(req, s, use.parts), 0
 }
 
 // sessionRequest is the request an incremental fetch of s executes: req's
 // settings, and parts (the session's partitions) as topics, a topic
 // repeated where its partitions are not adjacent, as Kafka's answer does.
-func (n *Node) sessionRequest(req *kmsg.FetchRequest, s *fetchSession, parts []*sessionPartition) *kmsg.FetchRequest {
+func (pm *partitionManager) sessionRequest(req *kmsg.FetchRequest, s *fetchSession, parts []*sessionPartition) *kmsg.FetchRequest {
 	exec := *req
 	exec.Topics = make([]kmsg.FetchRequestTopic, 0, 1)
 	exec.ForgottenTopics = nil
@@ -94,7 +94,7 @@ func (n *Node) sessionRequest(req *kmsg.FetchRequest, s *fetchSession, parts []*
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic, t.TopicID = sp.key.topic, sp.key.topicID
 			if s.usesTopicIDs {
-				t.Topic = n.topicNameOf(sp.key.topicID)
+				t.Topic = pm.topicNameOf(sp.key.topicID)
 			}
 			exec.Topics = append(exec.Topics, t)
 			start = len(partitions)
@@ -107,8 +107,8 @@ func (n *Node) sessionRequest(req *kmsg.FetchRequest, s *fetchSession, parts []*
 
 // topicNameOf is the name of the topic id names in the applied metadata,
 // "" if none.
-func (n *Node) topicNameOf(id [16]byte) string {
-	if t, ok := n.image.TopicByID(metadata.TopicID(id)); ok {
+func (pm *partitionManager) topicNameOf(id [16]byte) string {
+	if t, ok := pm.meta.image.TopicByID(metadata.TopicID(id)); ok {
 		return t.Name
 	}
 	return ""
@@ -117,12 +117,12 @@ func (n *Node) topicNameOf(id [16]byte) string {
 // resolveTopicIDs names, in a Fetch v13+ (KIP-516: topics by id), each
 // topic by its id; an unknown id keeps the name "" and its partitions are
 // answered UNKNOWN_TOPIC_ID.
-func (n *Node) resolveTopicIDs(req *kmsg.FetchRequest) {
+func (pm *partitionManager) resolveTopicIDs(req *kmsg.FetchRequest) {
 	if req.Version < fetchTopicIDVersionMin {
 		return
 	}
 	for i := range req.Topics {
-		req.Topics[i].Topic = n.topicNameOf(req.Topics[i].TopicID)
+		req.Topics[i].Topic = pm.topicNameOf(req.Topics[i].TopicID)
 	}
 }
 
@@ -131,10 +131,10 @@ func (n *Node) resolveTopicIDs(req *kmsg.FetchRequest) {
 // keeps only the partitions with something to say, or becomes
 // INVALID_FETCH_SESSION_EPOCH if a newer request of its session came
 // meanwhile. exec is the request the answer was executed for.
-func (n *Node) closeFetchSession(use fetchSessionUse, exec *kmsg.FetchRequest, a fetchAnswer) fetchAnswer {
+func (pm *partitionManager) closeFetchSession(use fetchSessionUse, exec *kmsg.FetchRequest, a fetchAnswer) fetchAnswer {
 	switch {
 	case use.create:
-		if s := n.fetchSessions.create(n.nowMs(), use.owner, exec.Version >= fetchTopicIDVersionMin, sessionPartitionsOf(exec, a)); s != nil {
+		if s := pm.fetchSessions.create(pm.nowMs(), use.owner, exec.Version >= fetchTopicIDVersionMin, sessionPartitionsOf(exec, a)); s != nil {
 			a.resp.SessionID = s.id
 		}
 		return a
@@ -159,9 +159,9 @@ func (n *Node) closeFetchSession(use fetchSessionUse, exec *kmsg.FetchRequest, a
 		recordBytes[i] = r.bytes()
 	}
 	a.resp.SessionID = use.session.id
-	n.fetchSessions.stats.IncrementalFetches++
+	pm.fetchSessions.stats.IncrementalFetches++
 	if use.session.usesTopicIDs {
-		n.fetchSessions.stats.IncrementalByTopicID++
+		pm.fetchSessions.stats.IncrementalByTopicID++
 	}
 	return keepAnswered(a, use.session.answer(use.parts, answers, recordBytes))
 }
@@ -215,7 +215,7 @@ func keepAnswered(a fetchAnswer, send []bool) fetchAnswer {
 
 // FetchSessionStats reports what this node's fetch sessions have done.
 func (n *Node) FetchSessionStats() FetchSessionStats {
-	stats := n.fetchSessions.stats
-	stats.Cached, stats.PartitionsCached = len(n.fetchSessions.sessions), n.fetchSessions.partitions
+	stats := n.parts.fetchSessions.stats
+	stats.Cached, stats.PartitionsCached = len(n.parts.fetchSessions.sessions), n.parts.fetchSessions.partitions
 	return stats
 }

@@ -24,7 +24,7 @@ func TestFetchReadyWokenPartitionFirstAgrees(t *testing.T) {
 	batchBytes := int32(len(recordBatch("v")))
 	var hosted []*partition
 	for i := range int32(partitions) {
-		hosted = append(hosted, n.partitions[partitionKey{"t", i}])
+		hosted = append(hosted, n.parts.partitions[partitionKey{"t", i}])
 	}
 	checked, ready, notReady := 0, 0, 0
 	for step := range 40 {
@@ -45,14 +45,14 @@ func TestFetchReadyWokenPartitionFirstAgrees(t *testing.T) {
 				}
 				w.parts = append(w.parts, pp)
 			}
-			want := n.fetchReady(w, nil)
+			want := n.parts.fetchReady(w, nil)
 			if want {
 				ready++
 			} else {
 				notReady++
 			}
 			for _, woken := range hosted {
-				if got := n.fetchReady(w, woken); got != want {
+				if got := n.parts.fetchReady(w, woken); got != want {
 					t.Fatalf("step %d: fetchReady woken by %s = %v, walk in order = %v (MinBytes %d, parts %+v)",
 						step, woken.key, got, want, w.req.MinBytes, w.parts)
 				}
@@ -79,7 +79,7 @@ func TestFollowerFetchThatMovesTheHWWakesConsumers(t *testing.T) {
 	wait := c.send(leader, fetchReq("t", 0, 0, 5000))
 	c.run(50) // parked
 	consumers := 0
-	for _, w := range c.nodes[leader].node.fetchWaiters {
+	for _, w := range c.nodes[leader].node.parts.fetchWaiters {
 		if w.req.ReplicaID < 0 {
 			consumers++
 		}

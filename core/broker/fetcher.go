@@ -15,6 +15,20 @@ import (
 	"strand/core/replica"
 )
 
+// replicaFetchers are the node's replica fetchers, one per leader broker
+// (Kafka's ReplicaFetcherManager): they copy the records of the
+// partitions this node follows, and perform each follower replica's
+// decision on the leader's answer.
+type replicaFetchers struct {
+	*nodeEnv
+	// parts are the partitions the fetchers append to: what waits on them
+	// is woken as records arrive (wakeFetchWaiters) or become durable
+	// (onDurable).
+	parts *partitionManager
+	// byLeader are the fetchers, by leader id.
+	byLeader map[int32]*fetcher
+}
+
 // fetcher is the replica fetcher for one leader broker (Kafka's
 // ReplicaFetcherThread): it sends Fetch v12 for every partition this node
 // follows on that leader, with one request in flight, and performs what
@@ -126,25 +140,25 @@ func (k partitionKey) less(o partitionKey) bool {
 }
 
 // follow moves p to the fetcher of leader.
-func (n *Node) follow(p *partition, leader int32) {
-	for id, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (rf *replicaFetchers) follow(p *partition, leader int32) {
+	for id, f := range rf.byLeader { // order-independent: p is in at most one fetcher
 		if id != leader && f.partitions[p.key] != nil {
 			f.remove(p.key)
-			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
+			rf.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
 		}
 	}
-	f := n.fetchers[leader]
+	f := rf.byLeader[leader]
 	if f == nil {
 		f = &fetcher{leader: leader, partitions: map[partitionKey]*partition{}}
-		n.fetchers[leader] = f
+		rf.byLeader[leader] = f
 	}
 	f.add(p)
-	n.runFetcher(f)
+	rf.runFetcher(f)
 }
 
 // fetcherOf returns the fetcher p is in, if any.
-func (n *Node) fetcherOf(p *partition) *fetcher {
-	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (rf *replicaFetchers) fetcherOf(p *partition) *fetcher {
+	for _, f := range rf.byLeader { // order-independent: p is in at most one fetcher
 		if f.partitions[p.key] == p {
 			return f
 		}
@@ -153,28 +167,28 @@ func (n *Node) fetcherOf(p *partition) *fetcher {
 }
 
 // unfollow removes p from every fetcher (it leads, or has no leader).
-func (n *Node) unfollow(p *partition) {
-	for _, f := range n.fetchers { // order-independent: p is in at most one fetcher
+func (rf *replicaFetchers) unfollow(p *partition) {
+	for _, f := range rf.byLeader { // order-independent: p is in at most one fetcher
 		if f.partitions[p.key] != nil {
 			f.remove(p.key)
-			n.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
+			rf.runFetcher(f) // it may have been waiting for p's Sync (buildReplicaFetch)
 		}
 	}
-	n.endFetchBackoff(p)
+	rf.endFetchBackoff(p)
 }
 
 // delayFetch leaves p out of its fetcher's requests for
 // replica.fetch.backoff.ms, after an error of its own (Kafka's
 // AbstractFetcherThread.delayPartitions): the fetcher goes on fetching its
 // other partitions meanwhile, and fetches again when the delay ends.
-func (n *Node) delayFetch(p *partition) {
+func (rf *replicaFetchers) delayFetch(p *partition) {
 	if p.fetchBackoff != nil {
 		return
 	}
-	p.fetchBackoff = n.after(replicaFetchBackoffMs, func() {
+	p.fetchBackoff = rf.after(replicaFetchBackoffMs, func() {
 		p.fetchBackoff = nil
-		if f := n.fetcherOf(p); f != nil {
-			n.runFetcher(f)
+		if f := rf.fetcherOf(p); f != nil {
+			rf.runFetcher(f)
 		}
 	})
 }
@@ -182,7 +196,7 @@ func (n *Node) delayFetch(p *partition) {
 // endFetchBackoff ends p's delay, if any: it stopped following, or follows
 // a new leader epoch, whose fetches start afresh (as Kafka's fetcher state
 // of a partition added again does).
-func (n *Node) endFetchBackoff(p *partition) {
+func (rf *replicaFetchers) endFetchBackoff(p *partition) {
 	if p.fetchBackoff != nil {
 		p.fetchBackoff.Stop()
 		p.fetchBackoff = nil
@@ -191,20 +205,20 @@ func (n *Node) endFetchBackoff(p *partition) {
 
 // runFetcher sends the fetcher's next request unless one is in flight or
 // it is backing off.
-func (n *Node) runFetcher(f *fetcher) {
+func (rf *replicaFetchers) runFetcher(f *fetcher) {
 	if f.inFlight || f.backoff != nil {
 		return
 	}
 	// inFlight covers the build too: a flush it asks for may complete at
 	// once and call back here.
 	f.inFlight = true
-	req, sent := n.buildReplicaFetch(f)
+	req, sent := rf.buildReplicaFetch(f)
 	if len(sent) == 0 {
 		f.inFlight = false
 		return // idle until a partition is added or its state changes
 	}
-	n.send(f.leader, req, func(r kmsg.Response, err error) {
-		n.onReplicaFetchAnswer(f, sent, r, err)
+	rf.send(f.leader, req, func(r kmsg.Response, err error) {
+		rf.onReplicaFetchAnswer(f, sent, r, err)
 	})
 }
 
@@ -212,11 +226,11 @@ func (n *Node) runFetcher(f *fetcher) {
 // asked sent, and fetches again. A failed request or an error of the whole
 // answer backs off the whole fetcher; a partition's own error, only that
 // partition (delayFetch).
-func (n *Node) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Response, err error) {
+func (rf *replicaFetchers) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Response, err error) {
 	f.inFlight = false
 	if err != nil {
 		f.session.reset()
-		n.backoffFetcher(f)
+		rf.backoffFetcher(f)
 		return
 	}
 	resp := r.(*kmsg.FetchResponse)
@@ -226,24 +240,24 @@ func (n *Node) onReplicaFetchAnswer(f *fetcher, sent sentFetches, r kmsg.Respons
 		// eviction): a full fetch at once, which no session error answers,
 		// so this cannot repeat.
 		f.session.reset()
-		n.runFetcher(f)
+		rf.runFetcher(f)
 		return
 	case 0:
 		f.session.answered(sent, resp.SessionID)
-		n.onReplicaFetched(f, sent, resp)
-		n.runFetcher(f)
+		rf.onReplicaFetched(f, sent, resp)
+		rf.runFetcher(f)
 	default:
 		f.session.reset()
-		n.backoffFetcher(f)
+		rf.backoffFetcher(f)
 	}
 }
 
 // backoffFetcher holds every partition of f back for
 // replica.fetch.backoff.ms.
-func (n *Node) backoffFetcher(f *fetcher) {
-	f.backoff = n.after(replicaFetchBackoffMs, func() {
+func (rf *replicaFetchers) backoffFetcher(f *fetcher) {
+	f.backoff = rf.after(replicaFetchBackoffMs, func() {
 		f.backoff = nil
-		n.runFetcher(f)
+		rf.runFetcher(f)
 	})
 }
 
@@ -269,10 +283,10 @@ func (s sentFetches) find(key partitionKey) (sentFetch, bool) {
 // in partition order, and returns them all in sent. In an incremental
 // session the request names only the partitions whose fetch changed (or
 // that are new to the session), and forgets those no longer fetched.
-func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
+func (rf *replicaFetchers) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
-	req.ReplicaID = n.id
+	req.ReplicaID = rf.id
 	req.MaxWaitMillis = replicaFetchMaxWaitMs
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchResponseMaxBytes
@@ -297,7 +311,7 @@ func (n *Node) buildReplicaFetch(f *fetcher) (*kmsg.FetchRequest, sentFetches) {
 		if !ok || leader != f.leader || p.storageFailed() || p.fetchBackoff != nil {
 			continue
 		}
-		if n.awaitingSync(p) {
+		if rf.awaitingSync(p) {
 			syncing = true
 			continue
 		}
@@ -381,7 +395,7 @@ func topicCount(keys []partitionKey) int {
 // onReplicaFetched performs each partition's decision on the leader's
 // answer (which carries no error of its own), and delays the partitions
 // that must back off.
-func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) {
+func (rf *replicaFetchers) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchResponse) {
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			s, ok := sent.find(partitionKey{t.Topic, rp.Partition})
@@ -396,9 +410,9 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 				f.session.reset()
 				continue
 			}
-			again, inStep := n.applyReplicaFetch(s, rp)
+			again, inStep := rf.applyReplicaFetch(s, rp)
 			if !again {
-				n.delayFetch(s.p)
+				rf.delayFetch(s.p)
 			}
 			if !inStep {
 				// The leader's session now counts this answer's HW and
@@ -419,7 +433,7 @@ func (n *Node) onReplicaFetched(f *fetcher, sent sentFetches, resp *kmsg.FetchRe
 // applied as an append, HW and log start with it, or was an error, after
 // which the session answers the partition again once the error clears (its
 // HW counts as untold). Otherwise (truncated, ignored, failed) it is not.
-func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, inStep bool) {
+func (rf *replicaFetchers) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartition) (again, inStep bool) {
 	p := s.p
 	decision := replica.FetchDecision{
 		Error:          rp.ErrorCode,
@@ -434,12 +448,12 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 	action := p.replica.OnFetchResponse(s.req, decision)
 	// The producer state must describe the log before it changes here (a
 	// truncation by the metadata follower is noticed now).
-	_ = n.syncProducers(p) // on failure it stays nil and is reloaded later
+	_ = p.syncProducers() // on failure it stays nil and is reloaded later
 	var err error
 	switch action.Kind {
 	case replica.ActionAppend:
 		if len(rp.RecordBatches) > 0 {
-			err = n.appendAsFollower(p, rp.RecordBatches)
+			err = rf.appendAsFollower(p, rp.RecordBatches)
 		}
 		if err == nil && action.LogStartOffset > p.log.LogStartOffset() {
 			if err = p.log.AdvanceStartOffset(action.LogStartOffset); err == nil {
@@ -448,18 +462,18 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 		}
 		if err == nil {
 			p.replica.OnFollowerAppend(rp.HighWatermark)
-			n.wakeFetchWaiters(p)
+			rf.parts.wakeFetchWaiters(p)
 		}
 	case replica.ActionTruncate:
 		if err = p.log.TruncateTo(action.Offset); err == nil {
-			_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+			_ = p.syncProducers() // reloads from the newest snapshot at or below the new end
 		}
 	case replica.ActionTruncateFullyAndStartAt:
-		err = n.restartFollowerLogAt(p, action.Offset)
+		err = rf.restartFollowerLogAt(p, action.Offset)
 	case replica.ActionBackoff:
 		return false, rp.ErrorCode != 0
 	}
-	n.logFollowerAppendError(p, action, err)
+	rf.logFollowerAppendError(p, action, err)
 	return err == nil, err == nil && (action.Kind == replica.ActionAppend || rp.ErrorCode != 0)
 }
 
@@ -483,38 +497,38 @@ func (n *Node) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseTopicPartitio
 //     its log start) and takes it. Kafka fails such a partition for good.
 //
 // Any other misplaced batch is an error, as before.
-func (n *Node) appendAsFollower(p *partition, records []byte) error {
-	segments, leo := p.log.SegmentCount(), p.log.LogEndOffset()
-	_, err := p.log.AppendAsFollower(records, n.wallMs())
+func (rf *replicaFetchers) appendAsFollower(p *partition, records []byte) error {
+	leo := p.log.LogEndOffset()
+	res, err := p.log.AppendAsFollower(records, rf.wallMs())
 	if errors.Is(err, log.ErrUnexpectedOffset) {
 		if h, parseErr := batch.ParseHeader(records); parseErr == nil && h.BaseOffset < leo && h.LastOffset() >= leo {
 			if h.BaseOffset > p.log.LogStartOffset() {
 				if err = p.log.TruncateTo(h.BaseOffset); err == nil {
-					_ = n.syncProducers(p) // reloads from the newest snapshot at or below the new end
+					_ = p.syncProducers() // reloads from the newest snapshot at or below the new end
 				}
 			} else {
-				err = n.restartFollowerLogAt(p, h.BaseOffset)
+				err = rf.restartFollowerLogAt(p, h.BaseOffset)
 			}
 			if err == nil {
-				segments, leo = p.log.SegmentCount(), p.log.LogEndOffset()
-				_, err = p.log.AppendAsFollower(records, n.wallMs())
+				leo = p.log.LogEndOffset()
+				res, err = p.log.AppendAsFollower(records, rf.wallMs())
 			}
 		}
 	}
 	if err == nil {
-		n.followerProducersAppended(p, segments, appendedBatches(p.log, records, leo))
+		rf.followerProducersAppended(p, res.Rolled, appendedBatches(p.log, records, leo))
 	}
 	return err
 }
 
 // restartFollowerLogAt empties p's log and restarts it at offset, with an
 // empty producer state there.
-func (n *Node) restartFollowerLogAt(p *partition, offset int64) error {
-	if err := p.log.TruncateFullyAndStartAt(offset, n.wallMs()); err != nil {
+func (rf *replicaFetchers) restartFollowerLogAt(p *partition, offset int64) error {
+	if err := p.log.TruncateFullyAndStartAt(offset, rf.wallMs()); err != nil {
 		return err
 	}
 	// Every snapshot goes, also when the state had failed.
-	p.producers = producer.NewState(n.producerConfig(), offset)
+	p.producers = producer.NewState(p.producerConfig, offset)
 	if p.producers.TruncateFullyAndStartAt(offset, p.snapshots) != nil {
 		p.producers = nil // reloaded by the next syncProducers
 	}
@@ -526,12 +540,12 @@ func (n *Node) restartFollowerLogAt(p *partition, offset int64) error {
 // partition"). The fetcher backs off and retries, and a follower stuck on
 // one error would log it every replica.fetch.backoff.ms: it is logged once
 // per distinct error text, again only after a success or a different error.
-func (n *Node) logFollowerAppendError(p *partition, action replica.FollowerAction, err error) {
+func (rf *replicaFetchers) logFollowerAppendError(p *partition, action replica.FollowerAction, err error) {
 	if err == nil {
 		p.followerAppendErrLogged = ""
 		return
 	}
-	if !n.cfg.Log.Enabled(slog.LevelError) {
+	if !rf.cfg.Log.Enabled(slog.LevelError) {
 		return
 	}
 	text := err.Error()
@@ -539,7 +553,7 @@ func (n *Node) logFollowerAppendError(p *partition, action replica.FollowerActio
 		return
 	}
 	p.followerAppendErrLogged = text
-	n.cfg.Log.Error("error processing fetched data for partition; retrying after replica.fetch.backoff.ms",
+	rf.cfg.Log.Error("error processing fetched data for partition; retrying after replica.fetch.backoff.ms",
 		slog.String("topic", p.key.topic), slog.Int("partition", int(p.key.index)),
 		slog.String("action", followerActionName(action.Kind)),
 		slog.Int64("log_end_offset", p.log.LogEndOffset()), slog.Int("leader_epoch", int(p.replica.LeaderEpoch())),
@@ -562,7 +576,7 @@ func followerActionName(kind replica.FollowerActionKind) string {
 // followerProducersAppended applies the batches a follower just appended to
 // its producer state (CatchUp, reading them with read), and snapshots the
 // state when the append rolled a segment, as the leader does.
-func (n *Node) followerProducersAppended(p *partition, segmentsBefore int, read producer.BatchReader) {
+func (rf *replicaFetchers) followerProducersAppended(p *partition, rolled bool, read producer.BatchReader) {
 	if p.producers == nil {
 		return // reloaded, with these batches, by the next syncProducers
 	}
@@ -570,7 +584,7 @@ func (n *Node) followerProducersAppended(p *partition, segmentsBefore int, read 
 		p.producers = nil
 		return
 	}
-	if p.log.SegmentCount() != segmentsBefore {
+	if rolled {
 		p.snapshots.Take(p.producers, nil)
 	}
 }

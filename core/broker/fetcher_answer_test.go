@@ -22,19 +22,19 @@ func TestReplicaFetcherDelaysOnlyTheFailingPartition(t *testing.T) {
 	if victimKey == r0 {
 		victimKey = f.keys[1]
 	}
-	victim := follower.partitions[victimKey]
-	topic, ok := follower.image.TopicByName(victimKey.topic)
+	victim := follower.parts.partitions[victimKey]
+	topic, ok := follower.meta.image.TopicByName(victimKey.topic)
 	if !ok {
 		t.Fatalf("node 3 does not know topic %q", victimKey.topic)
 	}
-	state, ok := follower.image.Partition(topic.ID, victimKey.index)
+	state, ok := follower.meta.image.Partition(topic.ID, victimKey.index)
 	if !ok || state.Leader != 2 {
 		t.Fatalf("%v: state %+v (known %v); want led by node 2", victimKey, state, ok)
 	}
 	ahead := state
 	ahead.LeaderEpoch++
 	ahead.PartitionEpoch++
-	follower.applyPartitionState(victim, ahead)
+	follower.parts.applyPartitionState(victim, ahead)
 	c.waitFor(victimKey.String()+"'s fetch delayed by UNKNOWN_LEADER_EPOCH", 2000, func() bool { return victim.fetchBackoff != nil })
 	if f.backoff != nil {
 		t.Fatalf("one partition's error holds back node 3's whole fetcher of node 2")
@@ -59,7 +59,7 @@ func TestReplicaFetcherDelaysOnlyTheFailingPartition(t *testing.T) {
 	// delay ends the partition is fetched again and replicates.
 	for _, id := range []int32{2, 1} {
 		n := c.nodes[id].node
-		n.applyPartitionState(n.partitions[victimKey], ahead)
+		n.parts.applyPartitionState(n.parts.partitions[victimKey], ahead)
 	}
 	if r := c.produce(2, victimKey.topic, victimKey.index, -1, recordBatch("after")); r.ErrorCode != 0 || r.BaseOffset != 0 {
 		t.Fatalf("acks=all produce to %v after the leader caught up: error %v offset %d", victimKey, kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
@@ -76,12 +76,12 @@ func TestReplicaFetcherDelaysOnlyTheFailingPartition(t *testing.T) {
 // the same name.
 func TestReplicaAnswerOfARetiredPartitionResetsTheSession(t *testing.T) {
 	_, _, follower, f := idleSessionCluster(t, 12)
-	_, sent := follower.buildReplicaFetch(f)
+	_, sent := follower.parts.fetchers.buildReplicaFetch(f)
 	if len(sent) == 0 {
 		t.Fatalf("node 3's fetcher of node 2 fetches nothing")
 	}
 	gone := sent[0].p
-	follower.retirePartition(gone)
+	follower.parts.retirePartition(gone)
 	resp := kmsg.NewPtrFetchResponse()
 	rt := kmsg.NewFetchResponseTopic()
 	rt.Topic = gone.key.topic
@@ -89,7 +89,7 @@ func TestReplicaAnswerOfARetiredPartitionResetsTheSession(t *testing.T) {
 	rp.Partition, rp.HighWatermark, rp.LogStartOffset = gone.key.index, 7, 0
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
-	follower.onReplicaFetched(f, sent, resp)
+	follower.parts.fetchers.onReplicaFetched(f, sent, resp)
 	if f.session.incremental() {
 		t.Fatalf("after an answer for retired %v the next fetch is incremental (session %d epoch %d); want full", gone.key, f.session.id, f.session.epoch)
 	}

@@ -33,13 +33,13 @@ func TestFollowerRestartsAtALogStartInsideABatch(t *testing.T) {
 		t.Fatalf("acks=1: error %d offset %d", r.ErrorCode, r.BaseOffset)
 	}
 	// Offsets 1..3 are one batch; node 3 (cut off, soon fenced) has none.
-	leader := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	leader := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("the HW passes the batch (node 3 out of the ISR)", 20000, func() bool { return leader.replica.HighWatermark() == 4 })
 	if r := c.deleteRecords(2, "r", 2, 20000); r.ErrorCode != 0 || r.LowWatermark != 2 {
 		t.Fatalf("DeleteRecords to 2: error %v low watermark %d", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
 	}
 	c.net.Heal()
-	follower := c.nodes[3].node.partitions[partitionKey{"r", 0}]
+	follower := c.nodes[3].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("the follower catches up past the batch", 30000, func() bool { return follower.log.LogEndOffset() == 4 })
 	if got := follower.log.LogStartOffset(); got != 2 {
 		t.Errorf("the follower's log start is %d, the leader's 2", got)
@@ -59,10 +59,10 @@ func TestFollowerTakesALeaderBatchStraddlingItsEnd(t *testing.T) {
 	c.produce(1, "s", 0, 1, recordBatch("a", "b")) // offsets 0-1
 	c.produce(1, "s", 0, 1, recordBatch("c"))      // offset 2
 	n := c.nodes[1].node
-	p := n.partitions[partitionKey{"s", 0}]
+	p := n.parts.partitions[partitionKey{"s", 0}]
 	leaders := batch.Build(batch.BuildSpec{BaseOffset: 2, PartitionLeaderEpoch: p.replica.LeaderEpoch(), FirstTimestamp: 1_767_225_600_000,
 		Records: []batch.Record{{Value: []byte("C")}, {Value: []byte("D")}, {Value: []byte("E")}}}) // offsets 2-4
-	if err := n.appendAsFollower(p, leaders); err != nil {
+	if err := n.parts.fetchers.appendAsFollower(p, leaders); err != nil {
 		t.Fatalf("appending the leader's batch 2-4 to a log ending at 3: %v", err)
 	}
 	res, err := p.log.Read(0, 1<<20, p.log.LogEndOffset(), true)

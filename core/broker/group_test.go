@@ -70,7 +70,7 @@ func TestFindCoordinatorAnswersTheOffsetsPartitionLeader(t *testing.T) {
 	}
 	c.waitCoordinator(2, "first")
 	for _, tn := range c.nodes {
-		if cfg := tn.node.topicConfig(offsetsTopic); !cfg.CleanupPolicy.Compact || cfg.CleanupPolicy.Delete {
+		if cfg := tn.node.parts.topicConfig(offsetsTopic); !cfg.CleanupPolicy.Compact || cfg.CleanupPolicy.Delete {
 			t.Fatalf("node %d: __consumer_offsets cleanup.policy %s, want compact", tn.id, cfg.CleanupPolicy)
 		}
 	}
@@ -145,7 +145,7 @@ func TestOffsetsTopicNeedsItsReplicationFactor(t *testing.T) {
 		}
 		c.run(1000)
 	}
-	if _, ok := c.nodes[1].node.image.TopicByName(offsetsTopic); ok {
+	if _, ok := c.nodes[1].node.meta.image.TopicByName(offsetsTopic); ok {
 		t.Fatal("__consumer_offsets created with fewer brokers than its replication factor")
 	}
 }
@@ -409,7 +409,7 @@ func TestConsumerGroupCommitsSurviveCoordinatorFailover(t *testing.T) {
 			if id == coord {
 				continue
 			}
-			if s := tn.node.coordinators[index]; s != nil {
+			if s := tn.node.groups.coordinators[index]; s != nil {
 				successor, loading = id, s
 			}
 		}
@@ -547,7 +547,7 @@ func TestCompactedTopicIsCleanedOnTheCleanerTimer(t *testing.T) {
 	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
 		t.Fatalf("create kv: %v", kerr.ErrorForCode(code))
 	}
-	c.waitFor("kv hosted", 10000, func() bool { return c.nodes[1].node.partitions[partitionKey{"kv", 0}] != nil })
+	c.waitFor("kv hosted", 10000, func() bool { return c.nodes[1].node.parts.partitions[partitionKey{"kv", 0}] != nil })
 	// 30 batches over 3 keys, each batch in its own segment (segment.ms).
 	const rounds = 30
 	for i := range rounds {
@@ -558,7 +558,7 @@ func TestCompactedTopicIsCleanedOnTheCleanerTimer(t *testing.T) {
 		}
 		c.run(150)
 	}
-	p := c.nodes[1].node.partitions[partitionKey{"kv", 0}]
+	p := c.nodes[1].node.parts.partitions[partitionKey{"kv", 0}]
 	if p.log.CleanerPoint() != 0 {
 		t.Fatalf("cleaner point %d before the cleaner ran", p.log.CleanerPoint())
 	}
@@ -746,7 +746,7 @@ func TestControlledShutdownMovesTheCoordinator(t *testing.T) {
 	// Leadership moved while the process still runs: its coordinator is
 	// unloaded and answers NOT_COORDINATOR; the new leader has the offset.
 	index := group.PartitionFor(groupID, offsetsPartitions)
-	if s := c.nodes[coord].node.coordinators[index]; s != nil {
+	if s := c.nodes[coord].node.groups.coordinators[index]; s != nil {
 		t.Fatalf("node %d still hosts the coordinator of partition %d after shutting down", coord, index)
 	}
 	if code := c.request(coord, offsetFetchReq(groupID)).(*kmsg.OffsetFetchResponse).ErrorCode; code != kerr.NotCoordinator.Code {

@@ -3,7 +3,9 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -253,8 +255,8 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 				continue
 			}
 			for p := range partitions {
-				s, ok := tn.node.image.PartitionByName(name, p)
-				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.partitions[partitionKey{name, p}] == nil {
+				s, ok := tn.node.meta.image.PartitionByName(name, p)
+				if !ok || s.Leader < 0 || c.nodes[s.Leader].node.parts.partitions[partitionKey{name, p}] == nil {
 					return false
 				}
 			}
@@ -266,7 +268,7 @@ func (c *cluster) createTopic(via int32, name string, partitions int32, rf int16
 // leaderOf returns the leader of a partition as the controller's
 // committed image says.
 func (c *cluster) leaderOf(topic string, p int32) int32 {
-	s, ok := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
+	s, ok := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName(topic, p)
 	if !ok {
 		c.t.Fatalf("no partition %s-%d", topic, p)
 	}
@@ -276,7 +278,7 @@ func (c *cluster) leaderOf(topic string, p int32) int32 {
 // leaderEpochOf returns a partition's leader epoch as the controller's
 // committed image says.
 func (c *cluster) leaderEpochOf(topic string, p int32) int32 {
-	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName(topic, p)
+	s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName(topic, p)
 	return s.LeaderEpoch
 }
 
@@ -284,7 +286,7 @@ func (c *cluster) leaderEpochOf(topic string, p int32) int32 {
 func (c *cluster) waitRegistered() {
 	c.t.Helper()
 	c.waitFor("brokers unfenced", 10000, func() bool {
-		im := c.nodes[1].node.ctrl.Image()
+		im := c.nodes[1].node.controllerRole.ctrl.Image()
 		for id, tn := range c.nodes {
 			if !tn.cfg.Broker.Roles.Broker {
 				continue
@@ -407,3 +409,34 @@ func readVarint(b []byte) (varint, error) {
 }
 
 func joined(v []string) string { return strings.Join(v, ",") }
+
+// createAssigned creates a one-partition topic with the given replicas
+// (the first leads) and configs.
+func (c *cluster) createAssigned(name string, replicas []int32, configs map[string]string) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Partition, a.Replicas = 0, replicas
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		v := configs[k]
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, &v
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		c.t.Fatalf("create %s: %v", name, kerr.ErrorForCode(code))
+	}
+	c.waitFor(name+" on every replica", 10000, func() bool {
+		for _, id := range replicas {
+			if c.nodes[id].node.parts.partitions[partitionKey{name, 0}] == nil {
+				return false
+			}
+		}
+		return true
+	})
+}

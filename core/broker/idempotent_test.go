@@ -100,7 +100,7 @@ func (c *cluster) retryLastFive(node int32, topic string, batches []sent) []stri
 func (c *cluster) logValues(node int32, topic string) ([]string, map[string]int) {
 	c.t.Helper()
 	var all []string
-	for offset := c.nodes[node].node.partitions[partitionKey{topic, 0}].log.LogStartOffset(); ; {
+	for offset := c.nodes[node].node.parts.partitions[partitionKey{topic, 0}].log.LogStartOffset(); ; {
 		fp := c.fetch(node, topic, 0, offset)
 		if fp.ErrorCode != 0 {
 			c.t.Fatalf("fetch %s at %d from node %d: %v", topic, offset, node, kerr.ErrorForCode(fp.ErrorCode))
@@ -198,7 +198,7 @@ func TestIdempotentSequenceErrors(t *testing.T) {
 		if r.ErrorCode != tc.want.Code {
 			t.Errorf("%s: %v, want %v", tc.what, kerr.ErrorForCode(r.ErrorCode), tc.want)
 		}
-		if leo := c.nodes[1].node.partitions[partitionKey{"s", 0}].log.LogEndOffset(); leo != end {
+		if leo := c.nodes[1].node.parts.partitions[partitionKey{"s", 0}].log.LogEndOffset(); leo != end {
 			t.Fatalf("%s: log end offset %d, want %d (nothing appended)", tc.what, leo, end)
 		}
 	}
@@ -234,7 +234,7 @@ func TestIdempotentFailoverDedups(t *testing.T) {
 	c.waitFor("a new leader", 30000, func() bool { l := c.leaderOf("f", 0); return l >= 0 && l != old })
 	leader := c.leaderOf("f", 0)
 	c.waitFor("the new leader takes over", 5000, func() bool {
-		p := c.nodes[leader].node.partitions[partitionKey{"f", 0}]
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"f", 0}]
 		return p.replica.LeaderEpoch() == c.leaderEpochOf("f", 0)
 	})
 	for _, p := range c.retryLastFive(leader, "f", batches) {
@@ -266,7 +266,7 @@ func TestIdempotentRestartDedups(t *testing.T) {
 			ip.timestampMs += 1500 // the next append rolls the segment (log.roll.ms): a snapshot at 8
 			batches = append(batches, c.produceIdempotent(2, "r", ip, "w", 4)...)
 			tn := c.nodes[2]
-			dir := tn.node.partitions[partitionKey{"r", 0}].log.Dir()
+			dir := tn.node.parts.partitions[partitionKey{"r", 0}].log.Dir()
 			c.waitFor("the roll's snapshot on disk", 1000, func() bool { return hasFile(tn.disk, dir, producer.SnapshotFileName(8)) })
 			// Delete the first segment: the first four batches are then
 			// known only from the snapshot, and the oldest retried batch
@@ -283,7 +283,7 @@ func TestIdempotentRestartDedups(t *testing.T) {
 			if r := c.request(2, del).(*kmsg.DeleteRecordsResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
 				t.Fatalf("DeleteRecords: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 			}
-			p := tn.node.partitions[partitionKey{"r", 0}]
+			p := tn.node.parts.partitions[partitionKey{"r", 0}]
 			c.waitFor("the first segment deleted", 600000, func() bool { return p.log.SegmentCount() == 1 })
 			if clean {
 				c.shutdownCleanly(tn)
@@ -298,7 +298,7 @@ func TestIdempotentRestartDedups(t *testing.T) {
 			c.conns = map[int32]*simnet.ClientConn{}
 			c.waitRegistered()
 			c.waitFor("partition leads again", 10000, func() bool {
-				p := tn.node.partitions[partitionKey{"r", 0}]
+				p := tn.node.parts.partitions[partitionKey{"r", 0}]
 				return p != nil && p.replica.LeaderEpoch() == c.leaderEpochOf("r", 0) && c.leaderOf("r", 0) == 2
 			})
 			for _, p := range c.retryLastFive(2, "r", batches) {

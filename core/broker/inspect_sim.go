@@ -26,7 +26,7 @@ type ReplicaInspection struct {
 // the node hosts none. It reads state only and changes nothing, so calling
 // it never changes a run.
 func (n *Node) InspectReplica(topic string, partition int32) (ReplicaInspection, bool) {
-	p := n.partitions[partitionKey{topic, partition}]
+	p := n.parts.partitions[partitionKey{topic, partition}]
 	if p == nil || p.retired {
 		return ReplicaInspection{}, false
 	}

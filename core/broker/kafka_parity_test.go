@@ -36,7 +36,7 @@ func TestDeleteRecordsOnCompactedTopicIsPolicyViolation(t *testing.T) {
 	if code != kerr.PolicyViolation.Code || low != -1 {
 		t.Fatalf("DeleteRecords of a compact-only topic: error %d low watermark %d; want POLICY_VIOLATION (%d), -1", code, low, kerr.PolicyViolation.Code)
 	}
-	if start := c.nodes[1].node.partitions[partitionKey{"compactonly", 0}].log.LogStartOffset(); start != 0 {
+	if start := c.nodes[1].node.parts.partitions[partitionKey{"compactonly", 0}].log.LogStartOffset(); start != 0 {
 		t.Fatalf("refused DeleteRecords moved the log start offset to %d", start)
 	}
 
@@ -90,7 +90,7 @@ func TestMetadataAnswersEachTopicOnce(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
 	c.createTopicWith("present", nil)
-	present, ok := c.nodes[1].node.image.TopicByName("present")
+	present, ok := c.nodes[1].node.meta.image.TopicByName("present")
 	if !ok {
 		t.Fatal("topic present not in the image")
 	}
@@ -441,7 +441,7 @@ func TestDescribeLogDirsListsEachPartitionsSize(t *testing.T) {
 	if r := c.produce(1, "d", 0, -1, recordBatch("a", "b", "c")); r.ErrorCode != 0 {
 		t.Fatalf("produce: error %d", r.ErrorCode)
 	}
-	size0 := c.nodes[1].node.partitions[partitionKey{"d", 0}].log.SizeBytes()
+	size0 := c.nodes[1].node.parts.partitions[partitionKey{"d", 0}].log.SizeBytes()
 	if size0 == 0 {
 		t.Fatal("d-0 holds no bytes after a produce")
 	}
@@ -592,7 +592,7 @@ func TestOffsetsTopicIsCreatedWithKafkasSegmentBytes(t *testing.T) {
 		if want := map[string]string{"segment.bytes": tc.want, "cleanup.policy": "compact"}; !maps.Equal(got, want) {
 			t.Errorf("offsets.topic.segment.bytes %q: %s's topic configs %v, want %v", tc.setting, offsetsTopic, got, want)
 		}
-		if got := c.nodes[1].node.topicConfig(offsetsTopic).SegmentBytes; fmt.Sprint(got) != tc.want {
+		if got := c.nodes[1].node.parts.topicConfig(offsetsTopic).SegmentBytes; fmt.Sprint(got) != tc.want {
 			t.Errorf("offsets.topic.segment.bytes %q: the log's segment.bytes %d, want %s", tc.setting, got, tc.want)
 		}
 	}

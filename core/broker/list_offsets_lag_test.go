@@ -24,7 +24,7 @@ func TestListOffsetsWhileHWLagsEpochStart(t *testing.T) {
 	if r := c.produce(2, "r", 0, 1, recordBatch("c")); r.ErrorCode != 0 {
 		t.Fatalf("acks=1 on the isolated leader: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	p := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	p := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	if hw, leo := p.replica.HighWatermark(), p.log.LogEndOffset(); hw != 2 || leo != 3 {
 		t.Fatalf("HW %d, LEO %d; want 2, 3", hw, leo)
 	}

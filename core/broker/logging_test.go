@@ -82,16 +82,16 @@ func TestFollowerAppendErrorLoggedOnce(t *testing.T) {
 	c.net.Block(h2, h3)
 	c.net.Block(h3, h2)
 	c.run(2 * replicaFetchMaxWaitMs)
-	before := c.nodes[2].node.partitions[partitionKey{"r", 0}].log.SizeBytes()
+	before := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].log.SizeBytes()
 	if r := c.produce(2, "r", 0, 1, recordBatch("corrupted")); r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("acks=1: error %v offset %d", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
 	}
-	after := c.nodes[2].node.partitions[partitionKey{"r", 0}].log.SizeBytes()
+	after := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].log.SizeBytes()
 	if err := c.nodes[2].disk.FlipBit("r-0/00000000000000000000.log", after-2, 0); err != nil {
 		t.Fatalf("corrupting the leader's second batch (bytes %d-%d): %v", before, after, err)
 	}
 	c.net.Heal()
-	follower := c.nodes[3].node.partitions[partitionKey{"r", 0}]
+	follower := c.nodes[3].node.parts.partitions[partitionKey{"r", 0}]
 	c.run(8000) // several replica.fetch.backoff.ms
 	if leo := follower.log.LogEndOffset(); leo != 1 {
 		t.Fatalf("follower LEO %d: the corrupted batch was appended (want 1, still failing)", leo)
@@ -112,11 +112,11 @@ func TestFollowerAppendErrorLoggedOnce(t *testing.T) {
 func TestFollowerAppendErrorLoggedOncePerDistinctError(t *testing.T) {
 	c := threeNodes(t)
 	n := c.nodes[3]
-	p := n.node.partitions[partitionKey{"r", 0}]
+	p := n.node.parts.partitions[partitionKey{"r", 0}]
 	appendAction := replica.FollowerAction{Kind: replica.ActionAppend}
 	first, second := errors.New("first failure"), errors.New("second failure")
 	for _, err := range []error{first, first, first, second, second, nil, first, first} {
-		n.node.logFollowerAppendError(p, appendAction, err)
+		n.node.parts.fetchers.logFollowerAppendError(p, appendAction, err)
 	}
 	var got []string
 	for _, l := range n.logs.matching(slog.LevelError, "error processing fetched data for partition; retrying after replica.fetch.backoff.ms", nil) {
@@ -151,7 +151,7 @@ func TestISRShrinkLogged(t *testing.T) {
 		t.Fatalf("acks=1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	c.waitFor("the leader sees the ISR shrunk", 10000, func() bool {
-		return len(c.nodes[2].node.partitions[partitionKey{"r", 0}].replica.State().ISR) == 2
+		return len(c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].replica.State().ISR) == 2
 	})
 	shrinks := c.nodes[2].logs.matching(slog.LevelInfo, "shrinking ISR",
 		map[string]string{"topic": "r", "partition": "0", "isr": "1,2,3", "new_isr": "1,2", "replica_lag_time_max_ms": "2000"})
@@ -181,7 +181,7 @@ func TestDivergenceTruncationLogged(t *testing.T) {
 	}
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	c.net.Heal()
-	old := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	old := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	c.waitFor("old leader truncates", 30000, func() bool {
 		return old.replica.Role() == replica.RoleFollower && old.log.LogEndOffset() == 1
 	})

@@ -7,12 +7,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/config"
-	"strand/core/controller"
 	"strand/core/env"
 	"strand/core/group"
-	"strand/core/log"
 	"strand/core/metadata"
-	"strand/core/producer"
 	"strand/core/quorum"
 	"strand/core/replica"
 	"strand/core/wire"
@@ -128,9 +125,12 @@ const (
 	decompressedBytesMaxFloor = 16 << 20
 )
 
-// Node is one Strand process: broker, controller, or both.
-// All methods run on the node's event loop (core/env's contract).
-type Node struct {
+// nodeEnv is what every part of a node shares: its configuration and
+// identity, and the environment's handles (core/env), through which alone
+// the node reaches time, the network and its disks. Node holds it, and each
+// of the node's parts (partitionManager, metadataFollower, controllerRole,
+// groupCoordinators) points to the same one.
+type nodeEnv struct {
 	cfg         Config
 	id          int32
 	clock       env.Clock
@@ -138,95 +138,35 @@ type Node struct {
 	disks       []env.Disk
 	newID       IDSource
 	incarnation [16]byte
+}
+
+// Node is one Strand process: broker, controller, or both.
+// All methods run on the node's event loop (core/env's contract).
+type Node struct {
+	nodeEnv
 	// listenerKinds gives each of the node's listeners its kind, and
 	// advertised each kind its ApiVersions table (api_table.go). Fixed at
 	// New: PrecheckRequest reads listenerKinds on connection goroutines.
 	listenerKinds map[string]listenerKind
 	advertised    map[listenerKind][]kmsg.ApiVersionsResponseApiKey
-	logConfig     log.Config
-	// initialCatchUpDone latches the first caughtUpWithRegistration
-	// (noticeInitialCatchUp).
-	initialCatchUpDone bool
-	// initialUnfenceDone latches Config.OnInitialUnfence (noticeReady).
-	initialUnfenceDone bool
-	// registerBackoffMs is the wait before the next BrokerRegistration
-	// retry (register); 0 after a success.
-	registerBackoffMs int64
-	// precheckView is the PrecheckView last handed to the environment
-	// (publishPrecheckView), kept to publish a new one only on a change.
-	precheckView *PrecheckView
-	// loopRecompressions counts the batches produceOne recompressed on the
-	// loop (storedForm): in realnet only those whose pre-check missed the
-	// topic's codec, as each holds every partition of the broker for the
-	// time it takes. Tests read it.
-	loopRecompressions int64
+	// controllerRole is the controller side of the node: the metadata
+	// quorum's voter and core/controller with the controller role, and,
+	// on every node, the way to the active controller.
+	controllerRole *controllerRole
 
-	// controllerID is the voter this node believes is the active
-	// controller, starting at the lowest (controller_role.go, toController).
-	controllerID int32
-	// ctrl is the controller role (core/controller) when process.roles
-	// includes controller; quorumNode is its Raft voter (core/quorum).
-	ctrl       *controller.Controller
-	quorumNode *quorum.Node
+	// meta is the metadata this node has applied, and the broker's
+	// registration in it.
+	meta *metadataFollower
 
-	// image is the committed metadata this node has applied.
-	image *metadata.Image
-	// brokerEpoch is the epoch the controller gave our registration, -1
-	// until registered.
-	brokerEpoch   int64
-	metadataFetch *metadataFollower
-	// heartbeatSeq numbers heartbeats, so that only the newest one's answer
-	// schedules the next (BeginShutdown sends one out of turn).
-	heartbeatSeq uint64
-	// shutdownDone is set during a controlled shutdown; shutdownClean once
-	// the controller has allowed it.
-	shutdownDone  func()
-	shutdownClean bool
-	// previousBrokerEpoch is the epoch of the last clean shutdown, -1 if
-	// the last process did not shut down cleanly.
-	previousBrokerEpoch int64
+	// parts are the partitions this node hosts and what waits on them.
+	parts *partitionManager
 
-	// managers are the log directories, in log.dirs order.
-	managers   []*log.Manager
-	partitions map[partitionKey]*partition
-	// offlinePartitions are the partitions assigned here whose log could
-	// not be opened (storage_failure.go markPartitionOffline).
-	offlinePartitions map[partitionKey]bool
-	// topicConfigs caches resolved topic configurations for the image at
-	// offset topicConfigsAt (topic_config.go).
-	topicConfigs   map[string]config.TopicConfig
-	topicConfigsAt int64
-	fetchers       map[int32]*fetcher
+	// producerIDs hands out idempotent producers' ids (InitProducerId).
+	producerIDs *producerIDManager
 
-	// producerIDs are the producer ids the controller allocated to this
-	// broker (AllocateProducerIds), for InitProducerId; initProducerWaits
-	// are the InitProducerId requests waiting for a block.
-	producerIDs               producer.IDBlock
-	producerIDRequestInFlight bool
-	initProducerWaits         []initProducerWait
-
-	nextRequestID uint64
-	produceWaits  map[uint64]*produceSlot
-	// fetchWaiters are the parked fetches, oldest first; each partition
-	// also lists those waiting on it.
-	fetchWaiters []*fetchWaiter
-	// wakeQueue are the partitions whose parked fetches are to be
-	// re-checked, and wakeAll asks for every parked fetch; waking guards
-	// drainWakes against re-entry.
-	wakeQueue       []*partition
-	wakeAll, waking bool
-	// fetchSessions are the consumers' and followers' fetch sessions
-	// (KIP-227, fetch_session.go).
-	fetchSessions *fetchSessionCache
-
-	// coordinators are the group coordinators of the __consumer_offsets
-	// partitions this broker leads, by partition (coordinators.go).
-	coordinators map[int32]*coordinatorSlot
-	// unloadedCoordinator answers NOT_COORDINATOR for the others.
-	unloadedCoordinator *group.Coordinator
-	// offsetsTopicCreating is set while a creation of __consumer_offsets
-	// is in flight.
-	offsetsTopicCreating bool
+	// groups are the group coordinators of the __consumer_offsets
+	// partitions this broker leads.
+	groups *groupCoordinators
 }
 
 // New starts a node: it starts the metadata quorum's voter and the
@@ -235,108 +175,97 @@ type Node struct {
 // log.dirs order; partition logs are opened as metadata assigns them.
 func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDSource) (*Node, error) {
 	b := cfg.Broker
-	if !b.Roles.Broker && !b.Roles.Controller {
-		return nil, errors.New("broker: process.roles is empty")
-	}
-	if len(disks) == 0 {
-		return nil, errors.New("broker: no log directory (log.dirs)")
-	}
-	if len(b.QuorumVoters) == 0 {
-		return nil, errors.New("broker: controller.quorum.voters is empty")
-	}
-	if ids == nil {
-		return nil, errors.New("broker: no id source")
+	if err := checkStartable(b, disks, ids); err != nil {
+		return nil, err
 	}
 	n := &Node{
-		cfg:           cfg,
-		id:            int32(b.NodeID),
-		clock:         clock,
-		net:           net,
-		disks:         disks,
-		newID:         ids,
-		incarnation:   ids(),
+		nodeEnv: nodeEnv{
+			cfg:         cfg,
+			id:          int32(b.NodeID),
+			clock:       clock,
+			net:         net,
+			disks:       disks,
+			newID:       ids,
+			incarnation: ids(),
+		},
 		listenerKinds: listenerKindsByName(b),
 		advertised:    map[listenerKind][]kmsg.ApiVersionsResponseApiKey{},
-		logConfig:     logConfigOf(b.TopicDefaults()),
-		controllerID:  lowestVoter(b.QuorumVoters),
-		image:         metadata.NewImage(),
-		brokerEpoch:   -1,
-		partitions:    map[partitionKey]*partition{},
-		fetchers:      map[int32]*fetcher{},
-		produceWaits:  map[uint64]*produceSlot{},
-		coordinators:  map[int32]*coordinatorSlot{},
 	}
 	for _, kind := range listenerKindsOf(b.Roles.Broker, b.Roles.Controller) {
 		n.advertised[kind] = versionsTable(kind)
 	}
-	n.fetchSessions = fetchSessionCacheOf(b.Limits.FetchSessionCacheSlots, n.incarnation)
-	n.fetchSessions.logStartUntold = cfg.Bugs.SessionLogStartUntold
-	if err := n.logConfig.Validate(); err != nil {
+	produceListeners := map[string]bool{}
+	for _, l := range b.Listeners {
+		produceListeners[l.Name] = n.listenerServes(l.Name, kmsg.Produce.Int16())
+	}
+	e := &n.nodeEnv
+	n.meta = &metadataFollower{nodeEnv: e, image: metadata.NewImage(), brokerEpoch: -1}
+	n.parts = newPartitionManager(e, n.meta, nil, produceListeners)
+	n.groups = &groupCoordinators{nodeEnv: e, meta: n.meta, parts: n.parts, coordinators: map[int32]*coordinatorSlot{}}
+	n.producerIDs = &producerIDManager{nodeEnv: e, meta: n.meta}
+	n.parts.groups = n.groups
+	n.meta.parts, n.meta.groups = n.parts, n.groups
+	if err := n.parts.logConfig.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: log settings: %w", err)
 	}
-	if err := n.groupConfig(0, 1).Validate(); err != nil {
+	if err := n.groups.groupConfig(0, 1).Validate(); err != nil {
 		return nil, fmt.Errorf("broker: group coordinator settings: %w", err)
 	}
-	if b.Roles.Controller {
-		if err := n.startController(disks[0]); err != nil {
-			return nil, err
-		}
+	cr, err := newControllerRole(e, disks[0])
+	if err != nil {
+		return nil, err
 	}
+	n.controllerRole, n.meta.controllerRole, n.parts.controllerRole, n.groups.controllerRole, n.producerIDs.controllerRole = cr, cr, cr, cr, cr
 	if b.Roles.Broker {
 		previous, err := takeCleanShutdown(disks[0])
 		if err != nil {
 			return nil, err
 		}
-		n.previousBrokerEpoch = previous
-		if err := n.openManagers(); err != nil {
+		someOffline, err := n.parts.openManagers()
+		if err != nil {
 			return nil, err
 		}
-		n.scheduleCheckpoints(0)
-		n.scheduleProducerExpiry()
-		n.scheduleCleaner(logCleanerBackoffMs)
-		n.metadataFetch = &metadataFollower{}
-		n.startBroker()
+		if someOffline {
+			previous = -1 // the logs of the offline directory were not recovered
+		}
+		n.meta.previousBrokerEpoch = previous
+		n.parts.scheduleCheckpoints(0)
+		n.parts.scheduleProducerExpiry()
+		n.parts.scheduleCleaner(logCleanerBackoffMs)
+		n.meta.startBroker()
 	}
 	return n, nil
+}
+
+// checkStartable refuses what New cannot start a node with.
+func checkStartable(b config.Broker, disks []env.Disk, ids IDSource) error {
+	switch {
+	case !b.Roles.Broker && !b.Roles.Controller:
+		return errors.New("broker: process.roles is empty")
+	case len(disks) == 0:
+		return errors.New("broker: no log directory (log.dirs)")
+	case len(b.QuorumVoters) == 0:
+		return errors.New("broker: controller.quorum.voters is empty")
+	case ids == nil:
+		return errors.New("broker: no id source")
+	}
+	return nil
 }
 
 // InitialCatchUpDone reports whether this broker has completed its initial
 // catch-up with the metadata log. It stays true once set, whatever later
 // registrations do.
-func (n *Node) InitialCatchUpDone() bool { return n.initialCatchUpDone }
+func (n *Node) InitialCatchUpDone() bool { return n.meta.initialCatchUpDone }
 
 // InitialUnfenceDone reports whether this broker has become ready for
 // clients (Config.OnInitialUnfence). It stays true once set.
-func (n *Node) InitialUnfenceDone() bool { return n.initialUnfenceDone }
-
-// noticeInitialCatchUp runs where the image has caught up with this
-// incarnation's registration.
-func (n *Node) noticeInitialCatchUp() {
-	n.initialCatchUpDone = true
-	n.noticeReady()
-}
-
-// noticeReady reports the broker ready for clients (Config.OnInitialUnfence)
-// the first time its image, which Metadata answers from, has caught up and
-// shows this incarnation unfenced.
-func (n *Node) noticeReady() {
-	if n.initialUnfenceDone || !n.initialCatchUpDone || !n.caughtUpWithRegistration() {
-		return
-	}
-	if b, _ := n.image.Broker(n.id); b.Fenced {
-		return
-	}
-	n.initialUnfenceDone = true
-	if n.cfg.OnInitialUnfence != nil {
-		n.cfg.OnInitialUnfence()
-	}
-}
+func (n *Node) InitialUnfenceDone() bool { return n.meta.initialUnfenceDone }
 
 // ID is the node's node.id.
 func (n *Node) ID() int32 { return n.id }
 
 // Image is the metadata this node has applied. Callers must not modify it.
-func (n *Node) Image() *metadata.Image { return n.image }
+func (n *Node) Image() *metadata.Image { return n.meta.image }
 
 // HandleRequest dispatches one request from the API table (api_table.go,
 // SPEC.md §10). A request on a listener this node does not have, or for
@@ -379,31 +308,20 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 // HandleClosed forgets the requests parked for conn. Replies to it would be
 // dropped by the Network anyway; parked fetches would only hold memory.
 func (n *Node) HandleClosed(conn env.ConnID) {
-	if n.quorumNode != nil {
-		n.quorumNode.HandleClosed(conn)
-	}
-	var closed []*fetchWaiter
-	for _, w := range n.fetchWaiters {
-		if w.conn == conn {
-			closed = append(closed, w)
-		}
-	}
-	for _, w := range closed {
-		w.timer.Stop()
-		n.removeFetchWaiter(w)
-	}
+	n.controllerRole.handleClosed(conn)
+	n.parts.handleClosed(conn)
 }
 
 // nowMs is monotonic time in milliseconds: what timeouts, lag and
 // deadlines are measured in.
-func (n *Node) nowMs() int64 { return n.clock.MonotonicNs() / 1e6 }
+func (e *nodeEnv) nowMs() int64 { return e.clock.MonotonicNs() / 1e6 }
 
 // wallMs is the wall clock: what record timestamps and retention use.
-func (n *Node) wallMs() int64 { return n.clock.WallMs() }
+func (e *nodeEnv) wallMs() int64 { return e.clock.WallMs() }
 
 // after runs fire once delayMs of monotonic time has passed.
-func (n *Node) after(delayMs int64, fire func()) env.Timer {
-	return n.clock.SetTimer(delayMs*1e6, fire)
+func (e *nodeEnv) after(delayMs int64, fire func()) env.Timer {
+	return e.clock.SetTimer(delayMs*1e6, fire)
 }
 
 func lowestVoter(voters []config.Voter) int32 {

@@ -83,7 +83,7 @@ func TestOrderedCloseAnswersEarlierAndDropsLater(t *testing.T) {
 			c.createTopic(1, "ordered", 1, 2)
 			leader := c.leaderOf("ordered", 0)
 			c.waitFor("both replicas in the ISR", 10000, func() bool {
-				st, ok := c.nodes[leader].node.image.PartitionByName("ordered", 0)
+				st, ok := c.nodes[leader].node.meta.image.PartitionByName("ordered", 0)
 				return ok && len(st.ISR) == 2
 			})
 			cc := c.conn(leader)
@@ -125,4 +125,45 @@ func TestOrderedCloseAnswersEarlierAndDropsLater(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAcksZeroCloseKeepsEarlierAnswers: Kafka reads one request of a
+// connection at a time (SocketServer mutes the channel until the response,
+// or the no-response of an acks=0 produce, is done), so when an acks=0
+// produce fails and Kafka closes the connection, every earlier request on it
+// has already been answered. Strand reads pipelined requests: closing at
+// once (as 5f2c071 did) lost the answer of an acks=all produce still
+// waiting for its followers though its batch was appended, so the client
+// saw a connection error and, without idempotence, sent the batch again (a
+// duplicate). The close is now in request order (env.Network.Close): the
+// acks=all answer arrives, then the connection closes.
+func TestAcksZeroCloseKeepsEarlierAnswers(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	c.waitRegistered()
+	c.createTopic(1, "pipelined", 1, 2)
+	leader := c.leaderOf("pipelined", 0)
+	c.waitFor("both replicas in the ISR", 10000, func() bool {
+		st, ok := c.nodes[leader].node.meta.image.PartitionByName("pipelined", 0)
+		return ok && len(st.ISR) == 2
+	})
+	cc := c.conn(leader)
+
+	var first kmsg.Response
+	var firstErr error
+	firstDone := false
+	cc.Send(produceReq("pipelined", 0, -1, recordBatch("acked")), func(r kmsg.Response, err error) {
+		first, firstErr, firstDone = r, err, true
+	})
+	cc.Send(produceReq("pipelined", 7, 0, recordBatch("refused")), func(kmsg.Response, error) {})
+	c.waitFor("the acks=all answer or the connection's end", 10000, func() bool { return firstDone })
+	if firstErr != nil {
+		if got := values(t, c.fetch(leader, "pipelined", 0, 0).RecordBatches); joined(got) == "acked" {
+			t.Logf("the batch was appended, yet its producer was told the connection failed")
+		}
+		t.Fatalf("the acks=all produce sent before the failing acks=0 one lost its answer (%v); Kafka answers it before closing", firstErr)
+	}
+	if code := first.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("acks=all produce: error %d", code)
+	}
+	c.waitFor("the close after the answer", 1000, func() bool { return !cc.Open() })
 }

@@ -34,16 +34,25 @@ type partition struct {
 	manager *log.Manager
 	replica *replica.Partition
 	// producers is the idempotent producers' state (producer_state.go),
-	// nil while it could not be loaded; snapshots are its .snapshot files.
-	producers *producer.State
-	snapshots *producer.Snapshots
+	// nil while it could not be loaded; snapshots are its .snapshot files,
+	// and producerConfig what it is loaded with.
+	producers      *producer.State
+	snapshots      *producer.Snapshots
+	producerConfig producer.Config
 	// syncAcks is set for topics with flush.messages=1: an acknowledged
 	// record must be durable, so acks wait for the leader's Sync and
 	// followers fetch again only once their appends are synced (durable.go).
 	syncAcks bool
-	// durableWaits are produces answered once the recovery point passes
-	// them, oldest first.
-	durableWaits []*produceSlot
+	// ackWaits are where the answers of the acks=all produces waiting in
+	// the replica (its ack tracker, the one purgatory of the HW wait) go,
+	// by the request id of their waiter. durableWaits are produces
+	// answered once the recovery point passes them, oldest first.
+	// produceExpiry is the one timer of both, at produceExpiryAtMs, the
+	// earliest deadline among them (produce_waits.go).
+	ackWaits          map[uint64]*produceSlot
+	durableWaits      []*produceSlot
+	produceExpiry     env.Timer
+	produceExpiryAtMs int64
 	// flushRequested is set while a flush a follower asked for is pending.
 	flushRequested bool
 	// appliedPartitionEpoch and appliedLeaderEpoch are the metadata state
@@ -54,12 +63,13 @@ type partition struct {
 	// low watermark (api_21_delete_records.go), oldest first.
 	deleteRecordsWaits []deleteRecordsWait
 	// fetchWaiters are the parked fetches waiting on this partition,
-	// oldest first; wakeQueued is set while it is in Node.wakeQueue.
+	// oldest first; wakeQueued is set while it is in the partition
+	// manager's wakeQueue.
 	fetchWaiters []*fetchWaiter
 	wakeQueued   bool
-	// retired is set once the partition has left Node.partitions (its
-	// topic was deleted): holders of p, such as parked fetches, check it
-	// instead of looking the key up again.
+	// retired is set once the partition has left the partition manager's
+	// partitions (its topic was deleted): holders of p, such as parked
+	// fetches, check it instead of looking the key up again.
 	retired bool
 	// followerAppendErrLogged is the text of the last follower append
 	// error logged (fetcher.go logFollowerAppendError), "" after a
@@ -74,8 +84,8 @@ type partition struct {
 }
 
 // partitionLog is the node's Log with the partition's topic and index bound.
-func (n *Node) partitionLog(key partitionKey) env.Log {
-	return n.cfg.Log.With(slog.String("topic", key.topic), slog.Int("partition", int(key.index)))
+func (pm *partitionManager) partitionLog(key partitionKey) env.Log {
+	return pm.cfg.Log.With(slog.String("topic", key.topic), slog.Int("partition", int(key.index)))
 }
 
 // replicaLog adapts *log.Log to replica.Log.
@@ -100,15 +110,15 @@ func (p *partition) storageFailed() bool { return p.log.Err() != nil }
 // start, or creates it in the live directory hosting the fewest logs
 // (logDirFor), and wraps it in a replica state machine started from the
 // checkpointed HW.
-func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
+func (pm *partitionManager) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	key := partitionKey{tp.Topic, tp.Partition}
 	ltp := log.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
-	dir, err := n.logDirFor(ltp)
+	dir, err := pm.logDirFor(ltp)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
-	m, disk := n.managers[dir], n.disks[dir]
-	l, err := n.claimLog(m, disk, ltp, tp.TopicID)
+	m, disk := pm.managers[dir], pm.disks[dir]
+	l, err := pm.claimLog(m, disk, ltp, tp.TopicID)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
@@ -117,15 +127,15 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 		return nil, fmt.Errorf("open log %s: %w", key, err)
 	}
 	rcfg := replica.Config{
-		ReplicaID:           n.id,
-		MinInsyncReplicas:   int(n.topicConfig(tp.Topic).MinInsyncReplicas),
-		ReplicaLagTimeMaxMs: n.cfg.Broker.ReplicaLagTimeMaxMs,
-		AckWaitersMax:       int(n.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
+		ReplicaID:           pm.id,
+		MinInsyncReplicas:   int(pm.topicConfig(tp.Topic).MinInsyncReplicas),
+		ReplicaLagTimeMaxMs: pm.cfg.Broker.ReplicaLagTimeMaxMs,
+		AckWaitersMax:       int(pm.cfg.Broker.Limits.PurgatoryRequestsPerPartitionMax),
 		// -1 before registration; AlterPartition v2 carries no broker
 		// epochs anyway (KIP-903 needs v3 and Fetch v15).
-		BrokerEpoch: max(n.brokerEpoch, -1),
-		Bugs:        n.cfg.Bugs.Replica,
-		Log:         n.partitionLog(key),
+		BrokerEpoch: max(pm.meta.brokerEpoch, -1),
+		Bugs:        pm.cfg.Bugs.Replica,
+		Log:         pm.partitionLog(key),
 	}
 	r, err := replica.New(rcfg, replicaLog{l}, m.HighWatermark(ltp))
 	if err != nil {
@@ -133,13 +143,13 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 	}
 	l.SetLogger(rcfg.Log)
 	p := &partition{
-		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots,
-		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1,
-		syncAcks: n.topicConfig(tp.Topic).FlushMessages == 1,
+		key: key, topicID: tp.TopicID, log: l, manager: m, replica: r, snapshots: snapshots, producerConfig: pm.producerConfig(),
+		appliedPartitionEpoch: -1, appliedLeaderEpoch: -1, ackWaits: map[uint64]*produceSlot{},
+		syncAcks: pm.topicConfig(tp.Topic).FlushMessages == 1,
 	}
-	_ = n.loadProducers(p) // on failure the state stays nil and syncProducers retries
-	l.SetRecoveryPointListener(func(int64) { n.onDurable(p) })
-	l.SetFailureListener(func(error) { n.onLogFailure(p) })
+	_ = p.loadProducers() // on failure the state stays nil and syncProducers retries
+	l.SetRecoveryPointListener(func(int64) { pm.onDurable(p) })
+	l.SetFailureListener(func(error) { pm.onLogFailure(p) })
 	return p, nil
 }
 
@@ -154,44 +164,45 @@ func (n *Node) openPartition(tp metadata.TopicPartition) (*partition, error) {
 // start, as Kafka stops when its metadata log directory fails: it holds
 // the metadata log and the clean-shutdown marker. An offline directory
 // makes the restart unclean, as Kafka reads no clean-shutdown epoch when
-// a directory is offline: its logs were not recovered.
-func (n *Node) openManagers() error {
-	for i, d := range n.disks {
-		logger := n.cfg.Log.With(n.logDirAttr(i))
-		m, err := log.OpenManager(d, "", n.logConfigFor, n.wallMs())
+// a directory is offline: its logs were not recovered; openManagers
+// reports whether one is.
+func (pm *partitionManager) openManagers() (someOffline bool, err error) {
+	for i, d := range pm.disks {
+		logger := pm.cfg.Log.With(pm.logDirAttr(i))
+		m, err := log.OpenManager(d, "", pm.logConfigFor, pm.wallMs())
 		switch {
 		case err == nil:
 			m.SetLogger(logger)
 		case i == 0:
-			return fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
+			return false, fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
 		default:
-			m = log.FailedManager(d, "", n.logConfigFor, logger, fmt.Errorf("open the log directory: %w", err))
-			n.previousBrokerEpoch = -1
+			m = log.FailedManager(d, "", pm.logConfigFor, logger, fmt.Errorf("open the log directory: %w", err))
+			someOffline = true
 		}
-		n.managers = append(n.managers, m)
+		pm.managers = append(pm.managers, m)
 	}
-	return nil
+	return someOffline, nil
 }
 
 // logDirAttr names log directory i in a log line: its log.dirs path, or
 // its index where the configuration names none (the simulator).
-func (n *Node) logDirAttr(i int) slog.Attr {
-	if i < len(n.cfg.Broker.LogDirs) {
-		return slog.String("log_dir", n.cfg.Broker.LogDirs[i])
+func (pm *partitionManager) logDirAttr(i int) slog.Attr {
+	if i < len(pm.cfg.Broker.LogDirs) {
+		return slog.String("log_dir", pm.cfg.Broker.LogDirs[i])
 	}
 	return slog.Int("log_dir_index", i)
 }
 
-// highWatermarksByManager returns, for each log directory (n.managers'
+// highWatermarksByManager returns, for each log directory (n.parts.managers'
 // order), the high watermark of each partition it holds: the content of
 // its replication-offset-checkpoint.
-func (n *Node) highWatermarksByManager() []map[log.TopicPartition]int64 {
-	hws := make([]map[log.TopicPartition]int64, len(n.managers))
+func (pm *partitionManager) highWatermarksByManager() []map[log.TopicPartition]int64 {
+	hws := make([]map[log.TopicPartition]int64, len(pm.managers))
 	for i := range hws {
 		hws[i] = map[log.TopicPartition]int64{}
 	}
-	for _, p := range n.sortedPartitions() {
-		for i, m := range n.managers {
+	for _, p := range pm.sortedPartitions() {
+		for i, m := range pm.managers {
 			if m == p.manager {
 				hws[i][log.TopicPartition{Topic: p.key.topic, Partition: p.key.index}] = p.replica.HighWatermark()
 			}
@@ -205,20 +216,20 @@ func (n *Node) highWatermarksByManager() []map[log.TopicPartition]int64 {
 // replica.high.watermark.checkpoint.interval.ms, applies the time flush
 // policy, and deletes segments past retention every
 // log.retention.check.interval.ms.
-func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
-	n.after(hwCheckpointIntervalMs, func() {
-		hws := n.highWatermarksByManager()
-		retention := sinceRetentionMs+hwCheckpointIntervalMs >= n.cfg.Broker.LogRetentionCheckIntervalMs
-		for _, p := range n.sortedPartitions() {
+func (pm *partitionManager) scheduleCheckpoints(sinceRetentionMs int64) {
+	pm.after(hwCheckpointIntervalMs, func() {
+		hws := pm.highWatermarksByManager()
+		retention := sinceRetentionMs+hwCheckpointIntervalMs >= pm.cfg.Broker.LogRetentionCheckIntervalMs
+		for _, p := range pm.sortedPartitions() {
 			// A compact-only topic keeps old segments: the cleaner thins
 			// them (Kafka skips deletion without cleanup.policy=delete).
-			if retention && !p.storageFailed() && n.topicConfig(p.key.topic).CleanupPolicy.Delete {
-				_, _ = p.log.ApplyRetention(n.wallMs(), p.replica.HighWatermark()) // a failure fails the log
+			if retention && !p.storageFailed() && pm.topicConfig(p.key.topic).CleanupPolicy.Delete {
+				_, _ = p.log.ApplyRetention(pm.wallMs(), p.replica.HighWatermark()) // a failure fails the log
 				producerStartOffsetMoved(p)
 			}
 		}
-		for i, m := range n.managers {
-			m.MaybeFlushByTime(n.wallMs())
+		for i, m := range pm.managers {
+			m.MaybeFlushByTime(pm.wallMs())
 			m.WriteHighWatermarks(hws[i], nil)
 			m.WriteRecoveryPoints(nil)
 			m.WriteLogStartOffsets(nil)
@@ -228,7 +239,7 @@ func (n *Node) scheduleCheckpoints(sinceRetentionMs int64) {
 		} else {
 			sinceRetentionMs += hwCheckpointIntervalMs
 		}
-		n.scheduleCheckpoints(sinceRetentionMs)
+		pm.scheduleCheckpoints(sinceRetentionMs)
 	})
 }
 
@@ -257,9 +268,9 @@ func errorCodeOf(err error) int16 {
 }
 
 // sortedPartitions lists the hosted partitions by topic, then index.
-func (n *Node) sortedPartitions() []*partition {
-	out := make([]*partition, 0, len(n.partitions))
-	for _, p := range n.partitions { // order-independent: sorted below
+func (pm *partitionManager) sortedPartitions() []*partition {
+	out := make([]*partition, 0, len(pm.partitions))
+	for _, p := range pm.partitions { // order-independent: sorted below
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -25,7 +25,7 @@ func TestDeletedTopicAnswersWaitingAcksAtOnce(t *testing.T) {
 			produce.done, fetch.done)
 	}
 	c.deleteTopic(1, "r")
-	c.waitFor("node 2 retires r-0", 2000, func() bool { return c.nodes[2].node.partitions[partitionKey{"r", 0}] == nil })
+	c.waitFor("node 2 retires r-0", 2000, func() bool { return c.nodes[2].node.parts.partitions[partitionKey{"r", 0}] == nil })
 	retiredAtMs := c.s.NowNs() / 1e6
 	c.run(20)
 	if !produce.done || !fetch.done {

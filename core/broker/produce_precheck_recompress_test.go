@@ -61,10 +61,10 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	c.createTopicWith("as-sent", map[string]string{"compression.type": "producer"})
 	c.createTopicWith("to-zstd-small", map[string]string{"compression.type": "zstd", "max.message.bytes": "200"})
 	n := c.nodes[1].node
-	if topic := n.precheckView.topics["to-gzip"]; topic == nil || !topic.recompress || topic.codec != batch.CodecGzip {
+	if topic := n.parts.precheckView.topics["to-gzip"]; topic == nil || !topic.recompress || topic.codec != batch.CodecGzip {
 		t.Fatalf("codec published for to-gzip: %+v, want gzip", topic)
 	}
-	if topic := n.precheckView.topics["as-sent"]; topic == nil || topic.recompress {
+	if topic := n.parts.precheckView.topics["as-sent"]; topic == nil || topic.recompress {
 		t.Fatalf("codec published for a topic keeping the producer's: %+v", topic)
 	}
 
@@ -79,12 +79,12 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 		if r := v.recompression; r == nil || r.codec != batch.CodecGzip || r.stored == nil || r.batchBytes != len(r.stored) {
 			t.Fatalf("from %s: the pre-check made no gzip copy: %+v", from, r)
 		}
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != next {
 			t.Fatalf("from %s: error %d base %d, want 0 and %d", from, r.ErrorCode, r.BaseOffset, next)
 		}
-		if n.loopRecompressions != loopBefore {
-			t.Errorf("from %s: the loop recompressed %d batches of a pre-checked produce", from, n.loopRecompressions-loopBefore)
+		if n.parts.loopRecompressions != loopBefore {
+			t.Errorf("from %s: the loop recompressed %d batches of a pre-checked produce", from, n.parts.loopRecompressions-loopBefore)
 		}
 		f := c.fetch(1, "to-gzip", 0, next)
 		codec, lat, vals := storedBatch(t, f.RecordBatches)
@@ -114,8 +114,8 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 		if r := c.produce(1, "to-gzip", 0, -1, bytes.Clone(plain)); r.ErrorCode != 0 {
 			t.Fatalf("from %s: unchecked batch: error %d", from, r.ErrorCode)
 		}
-		if n.loopRecompressions != loopBefore+1 {
-			t.Fatalf("from %s: %d loop recompressions for one batch produced without a pre-check", from, n.loopRecompressions-loopBefore)
+		if n.parts.loopRecompressions != loopBefore+1 {
+			t.Fatalf("from %s: %d loop recompressions for one batch produced without a pre-check", from, n.parts.loopRecompressions-loopBefore)
 		}
 		offPrecheck, offLoop := c.fetch(1, "to-gzip", 0, next+2), c.fetch(1, "to-gzip", 0, next+4)
 		a, _ := batch.ParseHeader(offPrecheck.RecordBatches)
@@ -157,11 +157,11 @@ func TestPrecheckRecompressesOffTheLoop(t *testing.T) {
 	if r := v.recompression; len(small) > 200 || r == nil || len(r.stored) <= 200 {
 		t.Fatalf("test batch of %d bytes, recompressed %+v: want a copy that fits only before", len(small), r)
 	}
-	loopBefore := n.loopRecompressions
+	loopBefore := n.parts.loopRecompressions
 	if r := c.sendPrechecked(prechecked); r.ErrorCode != kerr.MessageTooLarge.Code {
 		t.Errorf("batch growing past max.message.bytes when recompressed by the pre-check: error %d, want MESSAGE_TOO_LARGE", r.ErrorCode)
 	}
-	if n.loopRecompressions != loopBefore {
+	if n.parts.loopRecompressions != loopBefore {
 		t.Errorf("the loop recompressed the oversized batch again")
 	}
 }
@@ -183,7 +183,7 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 		t.Helper()
 		c.mustAlter(1, "changing", set("compression.type", compressionType))
 		c.waitFor("compression.type "+compressionType+" applied", 10000, func() bool {
-			return n.topicConfig("changing").CompressionType == compressionType
+			return n.parts.topicConfig("changing").CompressionType == compressionType
 		})
 	}
 	steps := []struct {
@@ -209,11 +209,11 @@ func TestPrecheckRecompressionRaceFallsBackToTheLoop(t *testing.T) {
 			t.Fatalf("step %d: the pre-check's copy is %+v, want one in %s", i, r, step.precheckedAs)
 		}
 		alterTo(step.alteredTo)
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != 0 || r.BaseOffset != int64(2*i) {
 			t.Fatalf("step %d: error %d base %d, want 0 and %d", i, r.ErrorCode, r.BaseOffset, 2*i)
 		}
-		if got := n.loopRecompressions - loopBefore; got != step.wantLoop {
+		if got := n.parts.loopRecompressions - loopBefore; got != step.wantLoop {
 			t.Errorf("step %d: %d recompressions on the loop, want %d", i, got, step.wantLoop)
 		}
 		codec, _, vals := storedBatch(t, c.fetch(1, "changing", 0, int64(2*i)).RecordBatches)
@@ -253,17 +253,143 @@ func TestPrecheckKeepsNoCopyOverMessageMaxBytes(t *testing.T) {
 		if r := v.recompression; len(small) > 200 || r == nil || r.stored != nil || r.batchBytes <= 200 || r.codec != batch.CodecZstd {
 			t.Fatalf("%s: batch of %d bytes recompressed %+v: want its zstd size over 200 and no copy", tc.topic, len(small), r)
 		}
-		loopBefore := n.loopRecompressions
+		loopBefore := n.parts.loopRecompressions
 		if r := c.sendPrechecked(prechecked); r.ErrorCode != tc.wantCode {
 			t.Errorf("%s: error %v, want %v", tc.topic, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(tc.wantCode))
 		}
-		if got := n.loopRecompressions - loopBefore; got != tc.wantLoop {
+		if got := n.parts.loopRecompressions - loopBefore; got != tc.wantLoop {
 			t.Errorf("%s: %d recompressions on the loop, want %d", tc.topic, got, tc.wantLoop)
 		}
 		if tc.wantCode == 0 {
 			if codec, _, _ := storedBatch(t, c.fetch(1, tc.topic, 0, 0).RecordBatches); codec != batch.CodecZstd {
 				t.Errorf("%s: stored %s, want zstd", tc.topic, codec)
 			}
+		}
+	}
+}
+
+// TestRecompressionKeepsIdempotenceAndHeader: every producer codec into
+// every topic codec: the stored batch verifies (length, CRC), keeps the
+// producer id, epoch, sequence, offsets and timestamps, holds the records,
+// and a retry of the same batch (same sequence, as sent: in the producer's
+// codec) is recognised as a duplicate and answered with the first offsets,
+// then the next sequence appends after it.
+func TestRecompressionKeepsIdempotenceAndHeader(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	codecs := []batch.Codec{batch.CodecNone, batch.CodecGzip, batch.CodecSnappy, batch.CodecLZ4, batch.CodecZstd}
+	types := map[batch.Codec]string{batch.CodecNone: "uncompressed", batch.CodecGzip: "gzip", batch.CodecSnappy: "snappy", batch.CodecLZ4: "lz4", batch.CodecZstd: "zstd"}
+	recs := []batch.Record{{Key: []byte("a"), Value: []byte("one one one one"), TimestampDelta: 0}, {Key: []byte("b"), Value: []byte("two two two two"), TimestampDelta: 5}}
+	pid := int64(100)
+	for _, to := range codecs {
+		topic := "to-" + types[to]
+		c.createTopicWith(topic, map[string]string{"compression.type": types[to]})
+		next := int64(0)
+		for _, from := range codecs {
+			pid++
+			spec := batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: from, Records: recs,
+				Idempotent: true, ProducerID: pid, ProducerEpoch: 3, BaseSequence: 0}
+			sent := batch.Build(spec)
+			r := c.produce(1, topic, 0, -1, append([]byte(nil), sent...))
+			if r.ErrorCode != 0 || r.BaseOffset != next {
+				t.Fatalf("%s from %s: error %d base %d, want 0 and %d", topic, from, r.ErrorCode, r.BaseOffset, next)
+			}
+			f := c.fetch(1, topic, 0, next)
+			h, err := batch.Verify(f.RecordBatches)
+			if err != nil {
+				t.Fatalf("%s from %s: stored batch: %v", topic, from, err)
+			}
+			if int(h.TotalBytes()) != len(f.RecordBatches) {
+				t.Fatalf("%s from %s: fetched %d bytes, batch says %d", topic, from, len(f.RecordBatches), h.TotalBytes())
+			}
+			if h.Codec() != to || h.ProducerID != pid || h.ProducerEpoch != 3 || h.BaseSequence != 0 ||
+				h.BaseOffset != next || h.LastOffsetDelta != 1 || h.RecordCount != 2 ||
+				h.FirstTimestamp != 1_767_225_600_000 || h.MaxTimestamp != 1_767_225_600_005 ||
+				h.Attributes&batch.AttrLogAppendTime != 0 {
+				t.Fatalf("%s from %s: stored header %+v", topic, from, h)
+			}
+			if _, _, vals := storedBatch(t, f.RecordBatches); joined(vals) != "one one one one,two two two two" {
+				t.Fatalf("%s from %s: values %q", topic, from, vals)
+			}
+			retry := c.produce(1, topic, 0, -1, append([]byte(nil), sent...))
+			if retry.ErrorCode != 0 || retry.BaseOffset != next {
+				t.Fatalf("%s from %s: retry of the same sequence: error %d base %d, want the first answer (0, %d)", topic, from, retry.ErrorCode, retry.BaseOffset, next)
+			}
+			spec.BaseSequence = 2
+			if r := c.produce(1, topic, 0, -1, batch.Build(spec)); r.ErrorCode != 0 || r.BaseOffset != next+2 {
+				t.Fatalf("%s from %s: next sequence: error %d base %d, want 0 and %d", topic, from, r.ErrorCode, r.BaseOffset, next+2)
+			}
+			next += 4
+		}
+	}
+}
+
+// TestPrecheckCopiesBoundedPerRequest: a Produce whose batches are tiny but
+// expand when recompressed (zstd of zeros into an uncompressed topic) must
+// not make the pre-check hold copies many times the request's size: the
+// request waits for the loop with them, and realnet's connection budgets
+// count only the request's bytes. Each copy is within message.max.bytes,
+// so the bound per batch alone lets a request of a few kilobytes hold
+// megabytes. The copies a request keeps stay within its own batch bytes
+// plus one message.max.bytes; the batches beyond are recompressed on the
+// loop, stored all the same.
+func TestPrecheckCopiesBoundedPerRequest(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitRegistered()
+	c.createTopicWith("to-none", map[string]string{"compression.type": "uncompressed"})
+	n := c.nodes[1].node
+
+	zeros := make([]byte, 200_000)
+	tiny := batch.Build(batch.BuildSpec{FirstTimestamp: 1_767_225_600_000, Codec: batch.CodecZstd,
+		Records: []batch.Record{{Key: []byte("k"), Value: zeros}}})
+	const batches = 40
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "to-none"
+	requestBytes := 0
+	for range batches {
+		tp := kmsg.NewProduceRequestTopicPartition()
+		tp.Partition, tp.Records = 0, bytes.Clone(tiny)
+		rt.Partitions = append(rt.Partitions, tp)
+		requestBytes += len(tiny)
+	}
+	req.Topics = append(req.Topics, rt)
+	hdr := env.RequestHeader{APIKey: req.Key(), APIVersion: req.GetVersion(), CorrelationID: 1, Listener: "PLAINTEXT"}
+	prechecked, ok := precheckOn(n, hdr, req).(*PrecheckedProduce)
+	if !ok {
+		t.Fatalf("the published pre-check did not pre-check a Produce")
+	}
+	kept := 0
+	for _, v := range prechecked.verdicts[0] {
+		if v.recompression != nil {
+			kept += len(v.recompression.stored)
+		}
+	}
+	if bound := requestBytes + n.parts.precheckView.batchBytesMax; kept > bound {
+		t.Errorf("a request of %d batch bytes keeps %d bytes of recompressed copies, want at most %d", requestBytes, kept, bound)
+	}
+
+	// Every batch is stored uncompressed whichever recompressed it.
+	tn := c.nodes[1]
+	tn.nn.SetHandler(&replacing{node: tn.node, with: prechecked})
+	resp := c.request(1, produceReq("to-none", 0, 1, recordBatch("placeholder"))).(*kmsg.ProduceResponse)
+	tn.nn.SetHandler(tn.node)
+	for i, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.BaseOffset != int64(i) {
+			t.Fatalf("batch %d: error %d base %d, want 0 and %d", i, p.ErrorCode, p.BaseOffset, i)
+		}
+	}
+	for i := range batches {
+		fetched := c.fetch(1, "to-none", 0, int64(i)).RecordBatches
+		h, err := batch.ParseHeader(fetched)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		codec, _, vals := storedBatch(t, fetched[:h.TotalBytes()])
+		if codec != batch.CodecNone || len(vals) != 1 || len(vals[0]) != len(zeros) {
+			t.Fatalf("batch %d stored as %s with %d values, want uncompressed with one of %d bytes", i, codec, len(vals), len(zeros))
 		}
 	}
 }

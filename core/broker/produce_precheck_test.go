@@ -18,10 +18,10 @@ import (
 // as realnet's connection readers do, without a buffer budget; before n
 // published one, req is handed on unchecked, as realnet does.
 func precheckOn(n *Node, hdr env.RequestHeader, req kmsg.Request) kmsg.Request {
-	if n.precheckView == nil {
+	if n.parts.precheckView == nil {
 		return req
 	}
-	return n.precheckView.Precheck(hdr, req, nil)
+	return n.parts.precheckView.Precheck(hdr, req, nil)
 }
 
 // prechecking is the handler realnet presents: every request goes through
@@ -60,7 +60,7 @@ func (c *cluster) createTopicWith(name string, configs map[string]string) {
 	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
 		c.t.Fatalf("create %s: error %d", name, code)
 	}
-	c.waitFor("leader of "+name, 10000, func() bool { return c.nodes[1].node.partitions[partitionKey{name, 0}] != nil })
+	c.waitFor("leader of "+name, 10000, func() bool { return c.nodes[1].node.parts.partitions[partitionKey{name, 0}] != nil })
 }
 
 // precheckCase is one batch and the error code Produce must answer for it.

@@ -24,16 +24,16 @@ import (
 
 // producerConfig is the producer state configuration of every partition:
 // Kafka's defaults, with the planted bug dedup-off from Config.Bugs.
-func (n *Node) producerConfig() producer.Config {
+func (pm *partitionManager) producerConfig() producer.Config {
 	cfg := producer.DefaultConfig()
-	cfg.DedupOff = n.cfg.Bugs.DedupOff
+	cfg.DedupOff = pm.cfg.Bugs.DedupOff
 	return cfg
 }
 
 // loadProducers rebuilds p's producer state from its snapshots and log.
-func (n *Node) loadProducers(p *partition) error {
+func (p *partition) loadProducers() error {
 	l := p.log
-	state, err := producer.Load(n.producerConfig(), p.snapshots, l.LogStartOffset(), l.LogEndOffset(), producer.LogReader(l))
+	state, err := producer.Load(p.producerConfig, p.snapshots, l.LogStartOffset(), l.LogEndOffset(), producer.LogReader(l))
 	if err != nil {
 		return fmt.Errorf("load producer state of %s: %w", p.key, err)
 	}
@@ -46,10 +46,10 @@ func (n *Node) loadProducers(p *partition) error {
 // failed earlier is loaded again. A state that cannot be brought in line is
 // dropped (nil), so that it is never trusted while stale; the caller
 // answers KAFKA_STORAGE_ERROR.
-func (n *Node) syncProducers(p *partition) error {
+func (p *partition) syncProducers() error {
 	l := p.log
 	if p.producers == nil {
-		return n.loadProducers(p)
+		return p.loadProducers()
 	}
 	var err error
 	switch end := l.LogEndOffset(); {
@@ -74,14 +74,14 @@ func producerStartOffsetMoved(p *partition) {
 // scheduleProducerExpiry forgets, every
 // producer.id.expiration.check.interval.ms, the producers whose last batch
 // is older than producer.id.expiration.ms by this node's wall clock.
-func (n *Node) scheduleProducerExpiry() {
-	n.after(producer.DefaultExpirationCheckIntervalMs, func() {
-		now := n.wallMs()
-		for _, p := range n.sortedPartitions() {
+func (pm *partitionManager) scheduleProducerExpiry() {
+	pm.after(producer.DefaultExpirationCheckIntervalMs, func() {
+		now := pm.wallMs()
+		for _, p := range pm.sortedPartitions() {
 			if p.producers != nil {
 				p.producers.ExpireProducers(now)
 			}
 		}
-		n.scheduleProducerExpiry()
+		pm.scheduleProducerExpiry()
 	})
 }

@@ -34,7 +34,7 @@ func TestReplicationAcksAllAndFollowersCatchUp(t *testing.T) {
 	// Followers hold identical logs.
 	c.waitFor("followers caught up", 5000, func() bool {
 		for _, id := range []int32{1, 3} {
-			if c.nodes[id].node.partitions[partitionKey{"r", 0}].log.LogEndOffset() != 2 {
+			if c.nodes[id].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset() != 2 {
 				return false
 			}
 		}
@@ -85,7 +85,7 @@ func TestHighWatermarkVisibleToConsumersOnly(t *testing.T) {
 	// Healed, the followers catch up and the HW covers everything.
 	c.net.Heal()
 	c.waitFor("HW catches up", 10000, func() bool {
-		return c.nodes[2].node.partitions[partitionKey{"r", 0}].replica.HighWatermark() == 3
+		return c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].replica.HighWatermark() == 3
 	})
 	if got := joined(values(t, c.fetch(2, "r", 0, 0).RecordBatches)); got != "committed,uncommitted,waits" {
 		t.Fatalf("after heal: %q", got)
@@ -106,11 +106,11 @@ func TestNotEnoughReplicas(t *testing.T) {
 	}
 	c.nodes[victim].proc.Crash()
 	c.waitFor("ISR shrinks", 20000, func() bool {
-		s, _ := c.nodes[leader].node.image.PartitionByName("m", 0)
+		s, _ := c.nodes[leader].node.meta.image.PartitionByName("m", 0)
 		return len(s.ISR) == 2
 	})
 	c.waitFor("leader learns the ISR", 5000, func() bool {
-		return len(c.nodes[leader].node.partitions[partitionKey{"m", 0}].replica.State().ISR) == 2
+		return len(c.nodes[leader].node.parts.partitions[partitionKey{"m", 0}].replica.State().ISR) == 2
 	})
 	if r := c.produce(leader, "m", 0, -1, recordBatch("refused")); r.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=all below min.insync: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(r.ErrorCode))
@@ -130,12 +130,12 @@ func TestLeaderFailoverWhenFenced(t *testing.T) {
 	// elects another ISR member with a new leader epoch.
 	c.waitFor("new leader", 20000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
-	s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0)
+	s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0)
 	if s.LeaderEpoch != 1 {
 		t.Fatalf("leader epoch after failover %d, want 1", s.LeaderEpoch)
 	}
 	c.waitFor("new leader takes over", 5000, func() bool {
-		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}]
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}]
 		return p.replica.LeaderEpoch() == 1
 	})
 	// The acknowledged record survives; min.insync=2 still holds with two
@@ -167,7 +167,7 @@ func TestDiskFullGivesStorageErrorAndMovesLeadership(t *testing.T) {
 	c.waitFor("leadership moves", 10000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
 	leader := c.leaderOf("r", 0)
 	c.waitFor("new leader takes over", 5000, func() bool {
-		p := c.nodes[leader].node.partitions[partitionKey{"r", 0}].replica
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica
 		return p.LeaderEpoch() == 1 && p.HighWatermark() == 1
 	})
 	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {
@@ -233,7 +233,7 @@ func TestProduceManyPartitionsOneRequest(t *testing.T) {
 				want = kerr.NotLeaderForPartition.Code
 			} else {
 				led++
-				if hw := c.nodes[node].node.partitions[partitionKey{rt.Topic, rp.Partition}].replica.HighWatermark(); hw < 1 {
+				if hw := c.nodes[node].node.parts.partitions[partitionKey{rt.Topic, rp.Partition}].replica.HighWatermark(); hw < 1 {
 					t.Errorf("%s-%d answered with HW %d: not committed", rt.Topic, rp.Partition, hw)
 				}
 			}

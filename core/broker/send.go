@@ -35,20 +35,20 @@ var errRequestTimedOut = errors.New("broker: request to peer timed out")
 
 // send sends req to peer; done runs exactly once, with the answer, the
 // network's error, or errRequestTimedOut after requestTimeoutMs.
-func (n *Node) send(peer int32, req kmsg.Request, done func(kmsg.Response, error)) {
-	n.sendWithin(peer, req, requestTimeoutMs, done)
+func (e *nodeEnv) send(peer int32, req kmsg.Request, done func(kmsg.Response, error)) {
+	e.sendWithin(peer, req, requestTimeoutMs, done)
 }
 
 // sendWithin is send with its own timeout.
-func (n *Node) sendWithin(peer int32, req kmsg.Request, timeoutMs int64, done func(kmsg.Response, error)) {
+func (e *nodeEnv) sendWithin(peer int32, req kmsg.Request, timeoutMs int64, done func(kmsg.Response, error)) {
 	finished := false
-	timer := n.after(timeoutMs, func() {
+	timer := e.after(timeoutMs, func() {
 		if !finished {
 			finished = true
 			done(nil, errRequestTimedOut)
 		}
 	})
-	n.net.Send(env.NodeID(peer), req, func(resp kmsg.Response, err error) {
+	e.net.Send(env.NodeID(peer), req, func(resp kmsg.Response, err error) {
 		if finished {
 			return
 		}

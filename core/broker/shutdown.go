@@ -26,16 +26,19 @@ const cleanShutdownBytesMax = 32
 // ShouldShutdown once it leads nothing. Then done runs, and the caller stops
 // the process with Close. A node without the broker role, or not registered
 // yet, is done at once.
-func (n *Node) BeginShutdown(done func()) {
-	if !n.cfg.Broker.Roles.Broker || n.brokerEpoch < 0 {
+func (n *Node) BeginShutdown(done func()) { n.meta.beginShutdown(done) }
+
+// beginShutdown is BeginShutdown.
+func (mf *metadataFollower) beginShutdown(done func()) {
+	if !mf.cfg.Broker.Roles.Broker || mf.brokerEpoch < 0 {
 		done()
 		return
 	}
-	n.shutdownDone = func() {
-		n.shutdownClean = true
+	mf.shutdownDone = func() {
+		mf.shutdownClean = true
 		done()
 	}
-	n.heartbeat()
+	mf.heartbeat()
 }
 
 // AbandonControlledShutdown ends a controlled shutdown that no controller
@@ -46,12 +49,15 @@ func (n *Node) BeginShutdown(done func()) {
 // the controlled shutdown, since the marker says only that the logs lost
 // nothing. The node's leaderships stay in the metadata for the controller
 // to move once a quorum is back.
-func (n *Node) AbandonControlledShutdown() bool {
-	done := n.shutdownDone
+func (n *Node) AbandonControlledShutdown() bool { return n.meta.abandonControlledShutdown() }
+
+// abandonControlledShutdown is AbandonControlledShutdown.
+func (mf *metadataFollower) abandonControlledShutdown() bool {
+	done := mf.shutdownDone
 	if done == nil {
 		return false
 	}
-	n.shutdownDone = nil
+	mf.shutdownDone = nil
 	done()
 	return true
 }
@@ -71,17 +77,17 @@ func (n *Node) AbandonControlledShutdown() bool {
 // must not be used afterwards, and pending timers and callbacks are the
 // environment's to drop (the process is going away).
 func (n *Node) Close(done func(error)) {
-	n.resignQuorum(func() { n.close(done) })
+	n.controllerRole.resignQuorum(func() { n.close(done) })
 }
 
 // close is Close once the quorum has been handed on.
 func (n *Node) close(done func(error)) {
-	if !n.shutdownClean {
+	if !n.meta.shutdownClean {
 		done(n.closeFiles())
 		return
 	}
-	n.flushForShutdown(func(flushErr error) {
-		n.writeShutdownCheckpoints(func(checkpointErr error) {
+	n.parts.flushForShutdown(func(flushErr error) {
+		n.parts.writeShutdownCheckpoints(func(checkpointErr error) {
 			n.writeCleanShutdown(errors.Join(flushErr, checkpointErr), done)
 		})
 	})
@@ -89,9 +95,9 @@ func (n *Node) close(done func(error)) {
 
 // flushForShutdown flushes every log to its end and takes the producer
 // snapshots, then runs done with what failed.
-func (n *Node) flushForShutdown(done func(error)) {
+func (pm *partitionManager) flushForShutdown(done func(error)) {
 	all := joinedCompletions(done)
-	for _, p := range n.sortedPartitions() {
+	for _, p := range pm.sortedPartitions() {
 		if err := p.log.Err(); err != nil {
 			// A failed log cannot be flushed: its tail may never reach
 			// the disk, so no marker may say that every log is durable
@@ -100,7 +106,7 @@ func (n *Node) flushForShutdown(done func(error)) {
 		} else {
 			p.log.Flush(p.log.LogEndOffset(), all.add())
 		}
-		if !p.storageFailed() && n.syncProducers(p) == nil {
+		if !p.storageFailed() && p.syncProducers() == nil {
 			// The next start loads this snapshot instead of replaying the
 			// log. It is only an optimisation: a failure is not an
 			// unclean shutdown.
@@ -123,10 +129,10 @@ func (n *Node) flushForShutdown(done func(error)) {
 //   - the high watermarks, as Kafka's ReplicaManager.shutdown does: a node
 //     restarted with older ones hides committed records from consumers
 //     until its followers fetch again.
-func (n *Node) writeShutdownCheckpoints(done func(error)) {
+func (pm *partitionManager) writeShutdownCheckpoints(done func(error)) {
 	all := joinedCompletions(done)
-	hws := n.highWatermarksByManager()
-	for i, m := range n.managers {
+	hws := pm.highWatermarksByManager()
+	for i, m := range pm.managers {
 		m.WriteRecoveryPoints(all.add())
 		m.WriteLogStartOffsets(all.add())
 		m.WriteHighWatermarks(hws[i], all.add())
@@ -176,7 +182,7 @@ func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 		err = f.Truncate(0)
 	}
 	if err == nil {
-		err = f.Append([]byte(strconv.FormatInt(n.brokerEpoch, 10)))
+		err = f.Append([]byte(strconv.FormatInt(n.meta.brokerEpoch, 10)))
 	}
 	if err != nil {
 		done(errors.Join(fmt.Errorf("broker: write %s: %w", cleanShutdownFile, err), n.closeFiles()))
@@ -193,18 +199,13 @@ func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 // closeFiles closes every log, its producer snapshots, and the controller.
 func (n *Node) closeFiles() error {
 	var err error
-	for _, p := range n.sortedPartitions() {
+	for _, p := range n.parts.sortedPartitions() {
 		p.snapshots.Close()
 	}
-	for _, m := range n.managers {
+	for _, m := range n.parts.managers {
 		err = errors.Join(err, m.Close())
 	}
-	if n.ctrl != nil {
-		n.ctrl.Close()
-	}
-	if n.quorumNode != nil {
-		n.quorumNode.Stop()
-	}
+	n.controllerRole.close()
 	if err != nil {
 		return fmt.Errorf("broker: close node %d: %w", n.id, err)
 	}

@@ -37,29 +37,27 @@ import (
 // write. The answers, and the waking of parked fetches and DeleteRecords,
 // wait for the next turn of the event loop, as the listener may run inside
 // the very call (an append, a fetch's read) that failed the log.
-func (n *Node) onLogFailure(p *partition) {
-	waits := n.takeProduceWaits(p)
-	n.after(0, func() { n.answerLogFailure(p, waits) })
+func (pm *partitionManager) onLogFailure(p *partition) {
+	waits := pm.takeProduceWaits(p)
+	pm.after(0, func() { pm.answerLogFailure(p, waits) })
 }
 
 // takeProduceWaits removes from their purgatories the produces waiting on
 // p (acks=all for the HW, oldest first, then those waiting for the
-// recovery point) and stops their timeouts. The replica's own waiters are
-// expired with them, so that they hold no purgatory room.
-func (n *Node) takeProduceWaits(p *partition) []*produceSlot {
+// recovery point) and stops the partition's produce timer. The replica's
+// own waiters are expired with them, so that they hold no purgatory room.
+func (pm *partitionManager) takeProduceWaits(p *partition) []*produceSlot {
 	var slots []*produceSlot
 	p.replica.ExpireAcks(math.MaxInt64) // every waiter, whatever its deadline
 	for _, r := range p.replica.TakeAckResults() {
-		if slot, ok := n.produceWaits[r.RequestID]; ok {
-			delete(n.produceWaits, r.RequestID)
+		if slot, ok := p.ackWaits[r.RequestID]; ok {
+			delete(p.ackWaits, r.RequestID)
 			slots = append(slots, slot)
 		}
 	}
 	slots = append(slots, p.durableWaits...)
 	p.durableWaits = nil
-	for _, slot := range slots {
-		slot.timeout.Stop()
-	}
+	p.stopProduceExpiry()
 	return slots
 }
 
@@ -67,10 +65,10 @@ func (n *Node) takeProduceWaits(p *partition) []*produceSlot {
 // p's purgatories, and to any parked since, and re-checks what else waits
 // on p: parked fetches answer KAFKA_STORAGE_ERROR, DeleteRecords too, and a
 // group coordinator on it resigns.
-func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
-	n.answerProduceWaits(append(slots, n.takeProduceWaits(p)...), kerr.KafkaStorageError.Code)
+func (pm *partitionManager) answerLogFailure(p *partition, slots []*produceSlot) {
+	pm.answerProduceWaits(append(slots, pm.takeProduceWaits(p)...), kerr.KafkaStorageError.Code)
 	if !p.retired {
-		n.afterReplicaChange(p)
+		pm.afterReplicaChange(p)
 	}
 }
 
@@ -80,16 +78,16 @@ func (n *Node) answerLogFailure(p *partition, slots []*produceSlot) {
 // the image holds the partition again (a topic re-created under the same
 // name), UNKNOWN_TOPIC_OR_PARTITION otherwise (notHostedCode). Its
 // DeleteRecords are answered too.
-func (n *Node) answerRetired(p *partition, slots []*produceSlot) {
-	n.answerProduceWaits(slots, n.notHostedCode(p.key))
-	n.completeDeleteRecords(p)
+func (pm *partitionManager) answerRetired(p *partition, slots []*produceSlot) {
+	pm.answerProduceWaits(slots, pm.notHostedCode(p.key))
+	pm.completeDeleteRecords(p)
 }
 
 // answerProduceWaits answers code to the produces takeProduceWaits took.
-func (n *Node) answerProduceWaits(slots []*produceSlot, code int16) {
+func (pm *partitionManager) answerProduceWaits(slots []*produceSlot, code int16) {
 	for _, slot := range slots {
 		slot.part.ErrorCode, slot.part.BaseOffset = code, -1
-		n.releaseProduce(slot.pending)
+		pm.releaseProduce(slot.pending)
 	}
 }
 
@@ -101,15 +99,15 @@ func (n *Node) answerProduceWaits(slots []*produceSlot, code int16) {
 // directory refuses new logs), or when a directory went offline before its
 // logs were read: tp's log may be there, and an empty one created
 // elsewhere would replace it.
-func (n *Node) logDirFor(tp log.TopicPartition) (int, error) {
-	for i, m := range n.managers {
+func (pm *partitionManager) logDirFor(tp log.TopicPartition) (int, error) {
+	for i, m := range pm.managers {
 		if _, ok := m.Log(tp); ok {
 			return i, nil
 		}
 	}
 	chosen := -1
 	var offline []error
-	for i, m := range n.managers {
+	for i, m := range pm.managers {
 		if err := m.Err(); err != nil {
 			if m.LogsUnknown() {
 				return -1, fmt.Errorf("log %s may be in a log directory that went offline before its logs were read: %w", tp.DirName(), err)
@@ -117,7 +115,7 @@ func (n *Node) logDirFor(tp log.TopicPartition) (int, error) {
 			offline = append(offline, err)
 			continue
 		}
-		if chosen < 0 || len(m.Partitions()) < len(n.managers[chosen].Partitions()) {
+		if chosen < 0 || len(m.Partitions()) < len(pm.managers[chosen].Partitions()) {
 			chosen = i
 		}
 	}
@@ -131,30 +129,50 @@ func (n *Node) logDirFor(tp log.TopicPartition) (int, error) {
 // be opened (err): its requests answer KAFKA_STORAGE_ERROR until an open
 // succeeds (reconcilePartitions tries again at each metadata change). The
 // first failure is logged, not each retry.
-func (n *Node) markPartitionOffline(tp metadata.TopicPartition, err error) {
+func (pm *partitionManager) markPartitionOffline(tp metadata.TopicPartition, err error) {
 	key := partitionKey{tp.Topic, tp.Partition}
-	if n.offlinePartitions[key] {
+	if pm.offlinePartitions[key] {
 		return
 	}
-	if n.offlinePartitions == nil {
-		n.offlinePartitions = map[partitionKey]bool{}
+	if pm.offlinePartitions == nil {
+		pm.offlinePartitions = map[partitionKey]bool{}
 	}
-	n.offlinePartitions[key] = true
-	n.cfg.Log.Error("cannot open partition; it stays offline on this broker, requests on it get KAFKA_STORAGE_ERROR",
+	pm.offlinePartitions[key] = true
+	pm.cfg.Log.Error("cannot open partition; it stays offline on this broker, requests on it get KAFKA_STORAGE_ERROR",
 		slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)), slog.Any("err", err))
 }
 
 // forgetOfflinePartitions drops the offline partitions that are open now
 // or that the image no longer assigns to this broker.
-func (n *Node) forgetOfflinePartitions() {
-	for key := range n.offlinePartitions { // order-independent: deletes only
-		s, assigned := n.image.PartitionByName(key.topic, key.index)
-		if n.partitions[key] != nil || !assigned || !slices.Contains(s.Replicas, n.id) {
-			delete(n.offlinePartitions, key)
+func (pm *partitionManager) forgetOfflinePartitions() {
+	for key := range pm.offlinePartitions { // order-independent: deletes only
+		s, assigned := pm.meta.image.PartitionByName(key.topic, key.index)
+		if pm.partitions[key] != nil || !assigned || !slices.Contains(s.Replicas, pm.id) {
+			delete(pm.offlinePartitions, key)
 		}
 	}
 }
 
 // partitionOffline reports whether key is assigned to this broker but
 // could not be opened (markPartitionOffline).
-func (n *Node) partitionOffline(key partitionKey) bool { return n.offlinePartitions[key] }
+func (pm *partitionManager) partitionOffline(key partitionKey) bool { return pm.offlinePartitions[key] }
+
+// storageFailed reports whether a log directory is offline or a hosted
+// partition's log has failed. Until log directories have ids, one failed
+// directory fences the whole broker: coarse, but it moves every affected
+// leadership away. An offline directory counts even while it holds no
+// log: it refuses new ones, so a broker left unfenced would be given
+// replicas, and leaderships, it cannot host.
+func (pm *partitionManager) storageFailed() bool {
+	for _, m := range pm.managers {
+		if m.Err() != nil {
+			return true
+		}
+	}
+	for _, p := range pm.sortedPartitions() {
+		if p.storageFailed() {
+			return true
+		}
+	}
+	return false
+}

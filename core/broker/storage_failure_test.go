@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -56,7 +57,7 @@ func holdAcksOnNode2(t *testing.T, c *cluster) (produce, fetch *asyncAnswer) {
 	if produce.done || fetch.done {
 		t.Fatalf("test premise: acks=all (answered %v) and the fetch at the HW (answered %v) wait", produce.done, fetch.done)
 	}
-	if leo := c.nodes[2].node.partitions[partitionKey{"r", 0}].log.LogEndOffset(); leo != 1 {
+	if leo := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}].log.LogEndOffset(); leo != 1 {
 		t.Fatalf("test premise: node 2's r-0 LEO is %d, want 1", leo)
 	}
 	return produce, fetch
@@ -90,7 +91,7 @@ func TestLogDirFailureAnswersWaitingAcksAndFetches(t *testing.T) {
 	c := threeNodes(t)
 	produce, fetch := holdAcksOnNode2(t, c)
 	failedAtMs := c.s.NowNs() / 1e6
-	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	c.nodes[2].node.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
 	c.run(20)
 	if !produce.done || !fetch.done {
 		t.Fatalf("20 ms after the directory went offline: acks=all answered %v, fetch answered %v; want both answered",
@@ -129,7 +130,7 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 	produce := c.sendAlone(2, req)
 	n3 := c.nodes[3].node
 	c.waitFor("node 3 replicates the record", 5000, func() bool {
-		p := n3.partitions[partitionKey{"r", 0}]
+		p := n3.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 1
 	})
 	c.run(1500) // node 3's next fetch tells the leader its LEO; node 1 stops counting as caught up
@@ -137,20 +138,20 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 		t.Fatalf("test premise: acks=all waits for node 1, in the ISR; answered %+v", produce.resp)
 	}
 	n2 := c.nodes[2].node
-	p := n2.partitions[partitionKey{"r", 0}]
-	state, _ := n2.image.PartitionByName("r", 0)
+	p := n2.parts.partitions[partitionKey{"r", 0}]
+	state, _ := n2.meta.image.PartitionByName("r", 0)
 	if !slices.Equal(state.ISR, []int32{1, 2, 3}) || p.replica.HighWatermark() != 0 {
 		t.Fatalf("test premise: ISR %v (want [1 2 3]), HW %d (want 0)", state.ISR, p.replica.HighWatermark())
 	}
 
-	n2.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	n2.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
 	shrunk := state
 	shrunk.ISR, shrunk.PartitionEpoch = []int32{2, 3}, state.PartitionEpoch+1
 	// The shrink, committed before the failure was noticed, applied as
 	// reconcilePartitions applies a pushed state.
-	n2.applyPartitionState(p, shrunk)
-	n2.setIneligibleReplicas(p)
-	n2.afterReplicaChange(p)
+	n2.parts.applyPartitionState(p, shrunk)
+	n2.parts.setIneligibleReplicas(p)
+	n2.parts.afterReplicaChange(p)
 	if p.replica.HighWatermark() != 1 {
 		t.Fatalf("test premise: the shrink moved the HW to %d, want 1", p.replica.HighWatermark())
 	}
@@ -172,7 +173,7 @@ func TestFailedSyncAnswersDurableWaitAtOnce(t *testing.T) {
 	c.waitRegistered()
 	c.createTopic(1, "d", 1, 1)
 	n := c.nodes[1]
-	p := n.node.partitions[partitionKey{"d", 0}]
+	p := n.node.parts.partitions[partitionKey{"d", 0}]
 	if p == nil || !p.syncAcks {
 		t.Fatal("test premise: d-0 is hosted with flush.messages=1")
 	}
@@ -238,17 +239,17 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	if err := c.startWithTwoLogDirs(n, nil); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.partitions[partitionKey{"r", 0}] != nil })
-	if n.node.partitions[partitionKey{"r", 0}].manager != n.node.managers[0] {
+	c.waitFor("node 2 opens r-0", 20000, func() bool { return n.node.parts.partitions[partitionKey{"r", 0}] != nil })
+	if n.node.parts.partitions[partitionKey{"r", 0}].manager != n.node.parts.managers[0] {
 		t.Fatal("test premise: r-0's log, recovered from the first directory, is opened from it")
 	}
 	// The second directory, holding no log, goes offline.
-	n.node.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	n.node.parts.managers[1].Fail(fmt.Errorf("injected: %w", env.ErrIO))
 	p, err := openFresh(n.node, 0)
 	if err != nil {
 		t.Fatalf("openPartition with one live directory: %v", err)
 	}
-	if p.manager != n.node.managers[0] {
+	if p.manager != n.node.parts.managers[0] {
 		t.Fatal("the new log went to the offline directory")
 	}
 	if p.log.Err() != nil {
@@ -256,7 +257,7 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	}
 
 	// No directory live: the open fails with a storage error.
-	n.node.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
+	n.node.parts.managers[0].Fail(fmt.Errorf("injected: %w", env.ErrIO))
 	if _, err := openFresh(n.node, 1); errorCodeOf(err) != kerr.KafkaStorageError.Code {
 		t.Fatalf("openPartition with no live directory: %v, want a storage error", err)
 	}
@@ -288,10 +289,10 @@ func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 	n.disk.Writeback() // the removal survives the crash below
 	c.restartWithFailedOpenSync(n)
 	c.run(3000)
-	if n.node.managers[0].Err() == nil {
+	if n.node.parts.managers[0].Err() == nil {
 		t.Fatal("test premise: the directory is not offline")
 	}
-	if n.node.partitions[partitionKey{"r", 0}] != nil {
+	if n.node.parts.partitions[partitionKey{"r", 0}] != nil {
 		t.Fatal("test premise: r-0 opened on node 3")
 	}
 	if f := c.fetch(3, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
@@ -306,14 +307,14 @@ func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 
 	c.deleteTopic(2, "r")
 	c.waitFor("node 3 forgets the deleted topic's offline partition", 10000, func() bool {
-		return !n.node.partitionOffline(partitionKey{"r", 0})
+		return !n.node.parts.partitionOffline(partitionKey{"r", 0})
 	})
 }
 
 // openFresh opens partition index of a topic "fresh" the image does not
 // know, as reconcilePartitions opens an assigned one.
 func openFresh(n *Node, index int32) (*partition, error) {
-	return n.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: index, TopicID: metadata.TopicID{1}})
+	return n.parts.openPartition(metadata.TopicPartition{Topic: "fresh", Partition: index, TopicID: metadata.TopicID{1}})
 }
 
 func mustList(t *testing.T, disk env.Disk, dir string) []string {
@@ -351,13 +352,13 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	if err := c.startWithTwoLogDirs(n, second); err != nil {
 		t.Fatalf("a broker with one healthy and one broken log dir did not start: %v", err)
 	}
-	if n.node.previousBrokerEpoch != -1 {
-		t.Errorf("restart with an offline log dir registers as clean (epoch %d)", n.node.previousBrokerEpoch)
+	if n.node.meta.previousBrokerEpoch != -1 {
+		t.Errorf("restart with an offline log dir registers as clean (epoch %d)", n.node.meta.previousBrokerEpoch)
 	}
-	c.waitFor("node 2 registers", 20000, func() bool { return n.node.brokerEpoch >= 0 })
+	c.waitFor("node 2 registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 	c.run(3000)
-	if n.node.managers[0].Err() != nil || n.node.managers[1].Err() == nil {
-		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.managers[0].Err(), n.node.managers[1].Err())
+	if n.node.parts.managers[0].Err() != nil || n.node.parts.managers[1].Err() == nil {
+		t.Fatalf("log dirs' errors: %v, %v; want the first online, the second offline", n.node.parts.managers[0].Err(), n.node.parts.managers[1].Err())
 	}
 	const offline = "storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR"
 	lines := n.logs.matching(slog.LevelError, offline, map[string]string{"log_dir": "/data2/node2"})
@@ -367,7 +368,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
 		t.Error("broker 2, with an offline log dir, is not fenced")
 	}
-	if p := n.node.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.managers[0] || p.log.Err() != nil {
+	if p := n.node.parts.partitions[partitionKey{"r", 0}]; p == nil || p.manager != n.node.parts.managers[0] || p.log.Err() != nil {
 		t.Error("r-0, in the healthy log dir, is not open from it")
 	}
 	_, err := openFresh(n.node, 0)
@@ -418,13 +419,204 @@ func TestFailedLeaderLogProposesNoISRShrink(t *testing.T) {
 	if r := c.produce(2, "r", 0, 1, recordBatch("b")); r.ErrorCode != 0 {
 		t.Fatalf("acks=1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	c.nodes[2].node.managers[0].Fail(fmt.Errorf("injected: a segment write failed: %w", env.ErrIO))
+	c.nodes[2].node.parts.managers[0].Fail(fmt.Errorf("injected: a segment write failed: %w", env.ErrIO))
 	c.run(10000)
-	p := c.nodes[2].node.partitions[partitionKey{"r", 0}]
+	p := c.nodes[2].node.parts.partitions[partitionKey{"r", 0}]
 	if !p.storageFailed() || p.replica.Role() != replica.RoleLeader {
 		t.Fatalf("test premise: node 2 still leads r-0 (role %v) with a failed log (%v)", p.replica.Role(), p.storageFailed())
 	}
 	if shrinks := c.nodes[2].logs.matching(slog.LevelInfo, "shrinking ISR", map[string]string{"topic": "r"}); len(shrinks) != 0 {
 		t.Fatalf("the leader with a failed log proposed %d ISR shrinks of r-0, want none; its log:\n%s", len(shrinks), c.nodes[2].logs)
 	}
+}
+
+// TestFollowerLogFailureAnswersAParkedConsumerFetch: a consumer's Fetch
+// v12 long-polling on a follower (KIP-392) at the follower's HW is
+// answered KAFKA_STORAGE_ERROR as soon as the follower's log directory
+// goes offline, as on a leader, not at its MaxWait; and a new one is
+// refused at once. The follower's parked fetch is woken by the failure
+// listener's re-check, which the role check alone would not do.
+func TestFollowerLogFailureAnswersAParkedConsumerFetch(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("a", "b")); r.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	key := partitionKey{"r", 0}
+	follower := c.nodes[1].node.parts.partitions[key]
+	c.waitFor("follower 1 learns HW 2", 5000, func() bool { return follower.replica.HighWatermark() == 2 })
+	if follower.replica.Role() != replica.RoleFollower {
+		t.Fatalf("test premise: node 1 is not a follower of r-0")
+	}
+	fetch := c.sendAlone(1, fetchReq("r", 0, 2, 30000))
+	c.run(200)
+	if fetch.done {
+		t.Fatalf("test premise: a fetch at the follower's HW waits; answered %v", fetch.resp)
+	}
+	failedAtMs := c.s.NowNs() / 1e6
+	c.nodes[1].node.parts.managers[0].Fail(fmt.Errorf("injected: a checkpoint sync failed: %w", env.ErrIO))
+	c.run(20)
+	if !fetch.done {
+		t.Fatalf("20 ms after the follower's directory went offline, its parked consumer fetch is not answered")
+	}
+	if code := fetchCode(t, fetch); code != kerr.KafkaStorageError.Code || fetch.atMs-failedAtMs > 5 {
+		t.Errorf("parked fetch answered %v after %d ms, want KAFKA_STORAGE_ERROR at once", kerr.ErrorForCode(code), fetch.atMs-failedAtMs)
+	}
+	again := c.sendAlone(1, fetchReq("r", 0, 0, 30000))
+	c.run(20)
+	if !again.done || fetchCode(t, again) != kerr.KafkaStorageError.Code {
+		t.Errorf("a new consumer fetch on the failed follower: answered %v, want KAFKA_STORAGE_ERROR at once", again.done)
+	}
+}
+
+// TestOfflineDirWritesNoCleanShutdownMarker: a log directory taken offline
+// by a failed write of a file other than the HW and log-start-offset
+// checkpoints (here the sync of its parent at open) must not let a
+// controlled shutdown write the clean-shutdown marker: its logs are not
+// flushed at shutdown (they failed), so the marker's "every log is
+// durable" would be false, and SPEC §3.5 says an offline directory's
+// clean shutdown writes no marker. Before the fix the directory's other
+// checkpoint writers were still healthy, went on writing the offline
+// directory every interval, and Close succeeded with the marker written.
+func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	n := c.nodes[2]
+	c.restartWithFailedOpenSync(n)
+	c.run(2 * hwCheckpointIntervalMs)
+	if err := n.node.parts.managers[0].Err(); err == nil {
+		t.Fatal("test premise: the failed sync at open did not take the directory offline")
+	}
+	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
+		t.Fatal("broker 2 with an offline log directory is not fenced")
+	}
+
+	stopped := false
+	n.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown of the broker with an offline directory", 20000, func() bool { return stopped })
+	var closeErr error
+	closed := false
+	n.node.Close(func(err error) { closeErr, closed = err, true })
+	c.waitFor("closed", 5000, func() bool { return closed })
+	f, err := n.disk.Open(cleanShutdownFile, env.OpenOptions{})
+	if err == nil {
+		_ = f.Close()
+		t.Fatalf("the clean-shutdown marker was written though the log directory is offline (Close: %v)", closeErr)
+	}
+	if !errors.Is(err, env.ErrNotExist) {
+		t.Fatalf("open %s: %v", cleanShutdownFile, err)
+	}
+	if closeErr == nil {
+		t.Fatal("Close of a broker with an offline log directory reported no error")
+	}
+}
+
+// TestFailedLogWritesNoCleanShutdownMarker: a broker one of whose logs
+// failed (here a Sync of its segment: the records on it may not be
+// durable, and the log never syncs again) must not write the
+// clean-shutdown marker at a controlled shutdown. Close flushes every log
+// before the marker ("every log is durable"); a failed log cannot be
+// flushed, and Kafka, whose LogDirFailureChannel takes the log's whole
+// directory offline on its IOException, writes no marker in an offline
+// directory and reads none at start (LogManager
+// .readBrokerEpochFromCleanShutdownFiles: any offline directory, no
+// broker epoch). Before, Close skipped the failed log's flush and wrote
+// the marker: the restarted broker registered as clean and kept its ELR
+// eligibility with a log whose tail was never synced.
+func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
+	c := threeNodes(t)
+	for range 3 {
+		if r := c.produce(2, "r", 0, -1, recordBatch("unsynced")); r.ErrorCode != 0 {
+			t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	n := c.nodes[3]
+	p := n.node.parts.partitions[partitionKey{"r", 0}]
+	if p == nil || p.log.LogEndOffset() != 3 || p.log.RecoveryPoint() != 0 {
+		t.Fatalf("test premise: node 3's r-0 holds 3 unsynced records")
+	}
+	if err := n.disk.FailNextSync(p.log.Dir() + "/00000000000000000000.log"); err != nil {
+		t.Fatal(err)
+	}
+	flushed := false
+	p.log.Flush(p.log.LogEndOffset(), func(error) { flushed = true }) // as log.flush.interval.ms would
+	c.waitFor("the failed flush", 1000, func() bool { return flushed })
+	if p.log.Err() == nil {
+		t.Fatal("test premise: the failed Sync did not fail the log")
+	}
+
+	stopped := false
+	n.node.BeginShutdown(func() { stopped = true })
+	c.waitFor("controlled shutdown of the broker with a failed log", 20000, func() bool { return stopped })
+	var closeErr error
+	closed := false
+	n.node.Close(func(err error) { closeErr, closed = err, true })
+	c.waitFor("closed", 5000, func() bool { return closed })
+	if f, err := n.disk.Open(cleanShutdownFile, env.OpenOptions{}); err == nil {
+		_ = f.Close()
+		t.Fatalf("the clean-shutdown marker was written though r-0's log failed unsynced (Close: %v)", closeErr)
+	}
+	if closeErr == nil {
+		t.Fatal("Close of a broker with a failed log reported no error")
+	}
+}
+
+// TestOfflineEmptyDirFencesTheBroker: a log directory that goes offline
+// while it holds no log (here a new broker's directory, whose sync at
+// open fails) refuses every new log, so the broker cannot host any
+// partition: it must ask to be fenced like one with failed logs, and the
+// controller then places no replica, and no leadership, on it. Before,
+// the broker asked to be fenced only when a hosted log had failed: it
+// stayed unfenced, took its share of a new topic's partitions and led
+// some of them, and those partitions could not be produced to.
+func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
+	c := newCluster(t, 4, map[string]string{"default.replication.factor": "1"})
+	c.waitRegistered()
+	n := c.nodes[4]
+	c.restartWithFailedOpenSync(n)
+	c.run(3000)
+	if n.node.parts.managers[0].Err() == nil {
+		t.Fatal("test premise: the failed sync at open did not take the directory offline")
+	}
+	if len(n.node.parts.managers[0].Partitions()) != 0 {
+		t.Fatal("test premise: the offline directory holds logs")
+	}
+	if b, ok := c.nodes[1].node.controllerRole.ctrl.Image().Broker(4); !ok || !b.Fenced {
+		t.Fatal("broker 4, whose only log directory is offline, is not fenced")
+	}
+
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", 8, 1
+	req.Topics = append(req.Topics, rt)
+	if code := c.request(1, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create fresh: %v", kerr.ErrorForCode(code))
+	}
+	c.run(3000)
+	for p := range int32(8) {
+		leader := c.leaderOf("fresh", p)
+		if leader < 0 {
+			t.Fatalf("fresh-%d has no leader", p)
+		}
+		if r := c.produce(leader, "fresh", p, -1, recordBatch("x")); r.ErrorCode != 0 {
+			t.Errorf("produce to fresh-%d on its leader %d: %v", p, leader, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+}
+
+// restartWithFailedOpenSync crashes and restarts n with the first sync of
+// its disk's root failing: that sync is the Manager's (OpenManager syncs
+// the parent of its directory), so the directory starts offline. It
+// returns once n has registered.
+func (c *cluster) restartWithFailedOpenSync(n *testNode) {
+	c.t.Helper()
+	n.proc.Crash()
+	n.proc.Restart()
+	if err := n.disk.FailNextSync("."); err != nil {
+		c.t.Fatal(err)
+	}
+	c.start(n)
+	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 }

@@ -82,7 +82,7 @@ func writeLogTopicID(disk env.Disk, dir string, id metadata.TopicID) {
 // claimLog makes the log of tp in m belong to topic id: a log recorded under
 // another id is deleted first (a stray of a re-created topic), and the id is
 // written where it is missing. It returns the log to use.
-func (n *Node) claimLog(m *log.Manager, disk env.Disk, tp log.TopicPartition, id metadata.TopicID) (*log.Log, error) {
+func (pm *partitionManager) claimLog(m *log.Manager, disk env.Disk, tp log.TopicPartition, id metadata.TopicID) (*log.Log, error) {
 	existing, ok := m.Log(tp)
 	if ok {
 		recorded, found, err := logTopicID(disk, existing.Dir())
@@ -92,14 +92,14 @@ func (n *Node) claimLog(m *log.Manager, disk env.Disk, tp log.TopicPartition, id
 		case found && recorded == id:
 			return existing, nil
 		case found:
-			n.cfg.Log.Warn("deleting the stray log of a topic deleted and created again while this broker was away",
+			pm.cfg.Log.Warn("deleting the stray log of a topic deleted and created again while this broker was away",
 				slog.String("dir", existing.Dir()), slog.String("topic_id", id.String()), slog.String("stray_topic_id", recorded.String()))
 			if err := m.DeleteLog(tp, nil); err != nil {
 				return nil, err
 			}
 		}
 	}
-	l, err := m.CreateLog(tp, n.wallMs())
+	l, err := m.CreateLog(tp, pm.wallMs())
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +110,13 @@ func (n *Node) claimLog(m *log.Manager, disk env.Disk, tp log.TopicPartition, id
 // deleteStrayLogs deletes the logs no topic assigns to this broker: those
 // of topics deleted while it was away. It runs once, when the broker first
 // catches up with the metadata log, before any partition is opened.
-func (n *Node) deleteStrayLogs() {
-	for _, m := range n.managers {
+func (pm *partitionManager) deleteStrayLogs() {
+	for _, m := range pm.managers {
 		for _, tp := range m.Partitions() {
-			if s, ok := n.image.PartitionByName(tp.Topic, tp.Partition); ok && slices.Contains(s.Replicas, n.id) {
+			if s, ok := pm.meta.image.PartitionByName(tp.Topic, tp.Partition); ok && slices.Contains(s.Replicas, pm.id) {
 				continue
 			}
-			n.cfg.Log.Warn("deleting a stray log: no topic assigns this partition to this broker any more",
+			pm.cfg.Log.Warn("deleting a stray log: no topic assigns this partition to this broker any more",
 				slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)))
 			_ = m.DeleteLog(tp, nil) // a failure leaves files behind only
 		}

@@ -23,10 +23,10 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 			t.Fatalf("produce to the old r: error %d", r.ErrorCode)
 		}
 	}
-	oldID, _ := c.nodes[1].node.ctrl.Image().TopicByName("r")
+	oldID, _ := c.nodes[1].node.controllerRole.ctrl.Image().TopicByName("r")
 	tn := c.nodes[3]
 	c.waitFor("node 3 has the old records", 5000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 5
 	})
 	tn.proc.Crash()
@@ -34,13 +34,13 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 	c.deleteTopic(1, "r")
 	c.deleteTopic(1, "other")
 	c.waitFor("r and other deleted on node 2", 5000, func() bool {
-		_, r := c.nodes[2].node.image.TopicByName("r")
-		_, other := c.nodes[2].node.image.TopicByName("other")
+		_, r := c.nodes[2].node.meta.image.TopicByName("r")
+		_, other := c.nodes[2].node.meta.image.TopicByName("other")
 		return !r && !other
 	})
 	c.createTopic(1, "r", 1, 3)
-	newID, _ := c.nodes[1].node.ctrl.Image().TopicByName("r")
-	if s, _ := c.nodes[1].node.ctrl.Image().PartitionByName("r", 0); !slices.Contains(s.Replicas, 3) || s.Leader == 3 {
+	newID, _ := c.nodes[1].node.controllerRole.ctrl.Image().TopicByName("r")
+	if s, _ := c.nodes[1].node.controllerRole.ctrl.Image().PartitionByName("r", 0); !slices.Contains(s.Replicas, 3) || s.Leader == 3 {
 		t.Fatalf("test premise: the new r-0 has replicas %v led by %d; want node 3 a follower", s.Replicas, s.Leader)
 	}
 	for _, v := range []string{"new-0", "new-1"} {
@@ -52,11 +52,11 @@ func TestStrayLogsOfTopicsChangedWhileAway(t *testing.T) {
 	tn.proc.Restart()
 	c.start(tn)
 	c.waitFor("node 3 follows the new r-0", 30000, func() bool {
-		p := tn.node.partitions[partitionKey{"r", 0}]
+		p := tn.node.parts.partitions[partitionKey{"r", 0}]
 		return p != nil && p.log.LogEndOffset() == 2
 	})
 	c.run(1000)
-	p := tn.node.partitions[partitionKey{"r", 0}]
+	p := tn.node.parts.partitions[partitionKey{"r", 0}]
 	res, err := p.log.Read(0, math.MaxInt32, p.log.LogEndOffset(), true)
 	if err != nil {
 		t.Fatal(err)

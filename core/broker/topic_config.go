@@ -16,20 +16,20 @@ import (
 //
 // Resolved configurations are cached until the image next changes, so the
 // produce path does not parse overrides per batch.
-func (n *Node) topicConfig(topic string) config.TopicConfig {
-	if n.topicConfigs == nil || n.topicConfigsAt != n.image.Offset() {
-		n.topicConfigs, n.topicConfigsAt = map[string]config.TopicConfig{}, n.image.Offset()
+func (pm *partitionManager) topicConfig(topic string) config.TopicConfig {
+	if pm.topicConfigs == nil || pm.topicConfigsAt != pm.meta.image.Offset() {
+		pm.topicConfigs, pm.topicConfigsAt = map[string]config.TopicConfig{}, pm.meta.image.Offset()
 	}
-	if t, ok := n.topicConfigs[topic]; ok {
+	if t, ok := pm.topicConfigs[topic]; ok {
 		return t
 	}
-	overrides := n.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
-	t, err := n.cfg.Broker.ResolveTopicConfig(overrides)
+	overrides := pm.meta.image.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic})
+	t, err := pm.cfg.Broker.ResolveTopicConfig(overrides)
 	if err != nil {
-		t = n.cfg.Broker.TopicDefaults()
+		t = pm.cfg.Broker.TopicDefaults()
 	}
-	if len(n.topicConfigs) < topicConfigsCachedMax {
-		n.topicConfigs[topic] = t
+	if len(pm.topicConfigs) < topicConfigsCachedMax {
+		pm.topicConfigs[topic] = t
 	}
 	return t
 }
@@ -40,11 +40,11 @@ const topicConfigsCachedMax = 10000
 // logConfigFor is the log configuration of a topic's partitions, read when
 // a log is opened or created; applyTopicConfigs hands later changes to open
 // logs.
-func (n *Node) logConfigFor(topic string) log.Config {
-	if c := logConfigOf(n.topicConfig(topic)); c.Validate() == nil {
+func (pm *partitionManager) logConfigFor(topic string) log.Config {
+	if c := logConfigOf(pm.topicConfig(topic)); c.Validate() == nil {
 		return c
 	}
-	return n.logConfig
+	return pm.logConfig
 }
 
 // applyTopicConfigs brings every hosted partition in line with its topic's
@@ -53,19 +53,19 @@ func (n *Node) logConfigFor(topic string) log.Config {
 // cleaning pass (log.SetConfig), and on the replica's min.insync.replicas
 // at once, as Kafka's brokers reconfigure their logs when a ConfigRecord
 // arrives. Unchanged partitions are left alone.
-func (n *Node) applyTopicConfigs() {
-	for _, p := range n.sortedPartitions() {
-		t := n.topicConfig(p.key.topic)
-		if c := n.logConfigFor(p.key.topic); c != p.log.Config() {
+func (pm *partitionManager) applyTopicConfigs() {
+	for _, p := range pm.sortedPartitions() {
+		t := pm.topicConfig(p.key.topic)
+		if c := pm.logConfigFor(p.key.topic); c != p.log.Config() {
 			_ = p.log.SetConfig(c) // logConfigFor returns only valid configurations
 		}
 		if minISR := int(t.MinInsyncReplicas); minISR != p.replica.MinInsyncReplicas() {
-			_ = p.replica.SetMinInsyncReplicas(minISR, n.nowMs()) // ResolveTopicConfig keeps it ≥ 1
-			n.afterReplicaChange(p)
+			_ = p.replica.SetMinInsyncReplicas(minISR, pm.nowMs()) // ResolveTopicConfig keeps it ≥ 1
+			pm.afterReplicaChange(p)
 		}
 		p.syncAcks = t.FlushMessages == 1
 	}
-	n.publishPrecheckView()
+	pm.publishPrecheckView()
 }
 
 // logConfigOf maps a topic's settings onto its logs' configuration.
@@ -86,8 +86,8 @@ func logConfigOf(t config.TopicConfig) log.Config {
 }
 
 // produceLimits are the topic settings a produced batch is judged by.
-func (n *Node) produceLimits(topic string) batch.ProduceLimits {
-	t := n.topicConfig(topic)
+func (pm *partitionManager) produceLimits(topic string) batch.ProduceLimits {
+	t := pm.topicConfig(topic)
 	tsType := batch.CreateTime
 	if t.MessageTimestampType == config.TimestampLogAppendTime {
 		tsType = batch.LogAppendTime
@@ -106,7 +106,7 @@ func (n *Node) produceLimits(topic string) batch.ProduceLimits {
 		TimestampType:        tsType,
 		TimestampBeforeMaxMs: before,
 		TimestampAfterMaxMs:  after,
-		NowMs:                n.wallMs(),
+		NowMs:                pm.wallMs(),
 	}
 }
 

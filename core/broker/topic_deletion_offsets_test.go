@@ -102,7 +102,7 @@ func TestDeletedTopicsOffsetsAreRemoved(t *testing.T) {
 	c.deleteTopic(1, "events")
 	c.waitFor("events deleted everywhere", 10000, func() bool {
 		for _, tn := range c.nodes {
-			if _, ok := tn.node.image.TopicByName("events"); ok {
+			if _, ok := tn.node.meta.image.TopicByName("events"); ok {
 				return false
 			}
 		}

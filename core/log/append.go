@@ -18,6 +18,11 @@ type AppendResult struct {
 	// LogStartOffset is the log start offset after the append, for the
 	// produce response.
 	LogStartOffset int64
+	// Rolled is set when the append started a new segment (before its
+	// first batch, or before any of a follower's batches): the producer
+	// state is snapshotted at a roll, as Kafka does, and the caller learns
+	// of it here rather than by counting segments.
+	Rolled bool
 }
 
 // AppendAsLeader appends b, which must be exactly one batch already checked
@@ -63,7 +68,8 @@ func (l *Log) appendAsLeader(b []byte, leaderEpoch int32, nowMs int64, verify fu
 	batch.SetBaseOffset(b, base)
 	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
 	h.BaseOffset, h.PartitionLeaderEpoch = base, leaderEpoch
-	if err := l.appendBatch(b, h, nowMs); err != nil {
+	rolled, err := l.appendBatch(b, h, nowMs)
+	if err != nil {
 		return AppendResult{}, err
 	}
 	if l.epochs.assign(leaderEpoch, base) {
@@ -71,7 +77,7 @@ func (l *Log) appendAsLeader(b []byte, leaderEpoch int32, nowMs int64, verify fu
 	}
 	l.maybeFlushByMessages(int64(h.LastOffsetDelta) + 1)
 	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), AppendTimeMs: nowMs,
-		LogStartOffset: l.logStartOffset}, l.failed
+		LogStartOffset: l.logStartOffset, Rolled: rolled}, l.failed
 }
 
 // AppendAsFollower appends b, one or more batches whose offsets the leader
@@ -94,9 +100,11 @@ func (l *Log) AppendAsFollower(b []byte, nowMs int64) (AppendResult, error) {
 	var records int64
 	for _, at := range batches {
 		end := at.position + at.header.TotalBytes()
-		if err := l.appendBatch(b[at.position:end:end], at.header, nowMs); err != nil {
+		rolled, err := l.appendBatch(b[at.position:end:end], at.header, nowMs)
+		if err != nil {
 			return AppendResult{}, err
 		}
+		result.Rolled = result.Rolled || rolled
 		l.epochs.assign(at.header.PartitionLeaderEpoch, at.header.BaseOffset)
 		records += int64(at.header.LastOffsetDelta) + 1
 		result.LastOffset = at.header.LastOffset()
@@ -137,17 +145,19 @@ func (l *Log) splitFollowerBatches(b []byte) ([]batchAt, error) {
 	return batches, nil
 }
 
-// appendBatch rolls if needed and appends one stamped, verified batch.
-func (l *Log) appendBatch(b []byte, h batch.Header, nowMs int64) error {
-	if l.shouldRoll(h, nowMs) {
+// appendBatch rolls if needed and appends one stamped, verified batch. It
+// reports whether it rolled.
+func (l *Log) appendBatch(b []byte, h batch.Header, nowMs int64) (rolled bool, err error) {
+	if l.shouldRoll(h, nowMs) { // never for an empty segment, the one roll keeps
 		if err := l.roll(nowMs); err != nil {
-			return err
+			return false, err
 		}
+		rolled = true
 	}
 	if err := l.active().append(b, h); err != nil {
-		return l.fail(err)
+		return rolled, l.fail(err)
 	}
-	return nil
+	return rolled, nil
 }
 
 // shouldRoll is Kafka's LogSegment.shouldRoll: roll before this batch if it

@@ -184,6 +184,23 @@ func TestRollBySegmentMs(t *testing.T) {
 	if got := l.SegmentBaseOffsets(); len(got) != 3 || got[2] != 3 {
 		t.Fatalf("explicit roll: segments %v", got)
 	}
+
+	// A follower's append of several batches reports a roll before any of
+	// them, and none when they all fit the active segment.
+	follower := openLog(t, memdisk.New(memdisk.Options{}), cfg, OpenOptions{})
+	first, second := makeBatch(1, 5000, 40), makeBatch(1, 5100, 40)
+	batch.SetBaseOffset(second, 1)
+	res, err := follower.AppendAsFollower(append(first, second...), 5100)
+	if err != nil || res.Rolled || follower.SegmentCount() != 1 {
+		t.Fatalf("follower append within segment.ms: %+v, %v, %d segments", res, err, follower.SegmentCount())
+	}
+	third, fourth := makeBatch(1, 5200, 40), makeBatch(1, 6500, 40)
+	batch.SetBaseOffset(third, 2)
+	batch.SetBaseOffset(fourth, 3)
+	res, err = follower.AppendAsFollower(append(third, fourth...), 6500)
+	if err != nil || !res.Rolled || follower.SegmentCount() != 2 {
+		t.Fatalf("follower append past segment.ms: %+v, %v, %d segments", res, err, follower.SegmentCount())
+	}
 }
 
 func TestRollWhenIndexFull(t *testing.T) {

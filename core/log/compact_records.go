@@ -127,21 +127,9 @@ func rebuildBatch(h batch.Header, attributes int16, firstTimestamp int64, keptCo
 			return nil, fmt.Errorf("recompress batch at %d: %w", h.BaseOffset, err)
 		}
 	}
-	b := make([]byte, batch.HeaderBytes, batch.HeaderBytes+len(records))
-	binary.BigEndian.PutUint64(b[0:], uint64(h.BaseOffset))
-	binary.BigEndian.PutUint32(b[8:], uint32(batch.HeaderBytes-batch.LogOverheadBytes+len(records)))
-	binary.BigEndian.PutUint32(b[12:], uint32(h.PartitionLeaderEpoch))
-	b[16] = batch.Magic
-	binary.BigEndian.PutUint16(b[21:], uint16(attributes))
-	binary.BigEndian.PutUint32(b[23:], uint32(h.LastOffsetDelta))
-	binary.BigEndian.PutUint64(b[27:], uint64(firstTimestamp))
-	binary.BigEndian.PutUint64(b[35:], uint64(h.MaxTimestamp))
-	binary.BigEndian.PutUint64(b[43:], uint64(h.ProducerID))
-	binary.BigEndian.PutUint16(b[51:], uint16(h.ProducerEpoch))
-	binary.BigEndian.PutUint32(b[53:], uint32(h.BaseSequence))
-	binary.BigEndian.PutUint32(b[57:], uint32(keptCount))
-	b = append(b, records...)
-	binary.BigEndian.PutUint32(b[17:], batch.ComputeCRC(b))
+	rebuilt := h
+	rebuilt.Attributes, rebuilt.FirstTimestamp, rebuilt.RecordCount = attributes, firstTimestamp, keptCount
+	b := batch.Assemble(rebuilt, records)
 	if _, err := batch.Verify(b); err != nil {
 		panic(fmt.Sprintf("log: cleaner built a batch Verify rejects: %v", err))
 	}

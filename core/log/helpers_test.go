@@ -62,9 +62,13 @@ type appended struct {
 func appendLeader(t *testing.T, l *Log, records int, timestamp int64, epoch int32) appended {
 	t.Helper()
 	b := makeBatch(records, timestamp, 40)
+	segments := l.SegmentCount()
 	result, err := l.AppendAsLeader(b, epoch, timestamp)
 	if err != nil {
 		t.Fatalf("AppendAsLeader: %v", err)
+	}
+	if result.Rolled != (l.SegmentCount() != segments) {
+		t.Fatalf("append reports Rolled %v, segments %d -> %d", result.Rolled, segments, l.SegmentCount())
 	}
 	if result.LastOffset-result.BaseOffset != int64(records-1) {
 		t.Fatalf("append of %d records got offsets [%d, %d]", records, result.BaseOffset, result.LastOffset)

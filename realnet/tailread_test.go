@@ -1,6 +1,7 @@
 package realnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,15 +17,76 @@ import (
 	"strand/diskio"
 )
 
-// reviewByteAt is the byte the review test's file holds at position p: a
+// TestColdTailOfAGrowingFileIsLeftToTheWriter: the 10 s rule looks at the
+// file's last append, not at the age of the bytes a region covers, so a slow
+// partition's segment can qualify with a tail long gone from the page cache.
+// Such a region is read by the connection's writer, never on the loop, where
+// a disk read would stall every connection; the fresh bytes just appended
+// still are read on the loop. Which bytes are in memory is the file's answer
+// (diskio's TestReadCachedAtReadsOnlyMemory checks that one against the page
+// cache); here a file declares its first bytes cold, so that the loop's
+// decision is checked the same on every file system.
+func TestColdTailOfAGrowingFileIsLeftToTheWriter(t *testing.T) {
+	loop := NewLoop()
+	go loop.Run()
+	defer loop.Stop()
+	old := bytes.Repeat([]byte("o"), 200<<10)
+	appended, closeDisk := appendedFile(t, loop, old)
+	defer closeDisk()
+	file := coldBelow{File: appended.(*diskio.File), coldEnd: int64(len(old))}
+	loop.Call(func() {
+		if err := file.Append([]byte("new")); err != nil {
+			t.Error(err)
+		}
+	})
+	read := func(position, bytes int64) (cached bool, got []byte) {
+		frame := env.Frame{Pieces: []env.FramePiece{{Bytes: []byte("hdr")}, {Region: env.FileRegion{File: file, Position: position, Bytes: bytes}}}}
+		loop.Call(func() {
+			read, buf, ok := readTailOnLoop(frame)
+			cached = ok
+			if ok {
+				for _, piece := range read.Pieces {
+					got = append(got, piece.Bytes...)
+				}
+			}
+			recycleTailRead(buf)
+		})
+		return cached, got
+	}
+	if cached, _ := read(0, int64(len(old))); cached {
+		t.Fatal("a region whose pages left the page cache was read on the loop")
+	}
+	if cached, _ := read(int64(len(old))-1, 4); cached {
+		t.Fatal("a region with one byte no longer in the page cache was read on the loop")
+	}
+	if cached, got := read(int64(len(old)), 3); !cached || string(got) != "hdrnew" {
+		t.Fatalf("the bytes just appended: read on the loop %v, frame %q; want true, \"hdrnew\"", cached, got)
+	}
+}
+
+// coldBelow is a diskio file whose bytes below coldEnd are not in memory, as
+// far as ReadCachedAt tells: those of a segment whose tail left the page cache.
+type coldBelow struct {
+	*diskio.File
+	coldEnd int64
+}
+
+func (f coldBelow) ReadCachedAt(p []byte, off int64) (bool, error) {
+	if off < f.coldEnd {
+		return false, nil
+	}
+	return f.File.ReadCachedAt(p, off)
+}
+
+// tailByteAt is the byte the tail-read test's file holds at position p: a
 // hash of p, so that bytes from another answer, another region or another
 // offset of the same region do not match by luck.
-func reviewByteAt(p int64) byte {
+func tailByteAt(p int64) byte {
 	x := uint64(p) * 0x9e3779b97f4a7c15
 	return byte(x >> 56)
 }
 
-// TestReviewTailReadsUnderPartialWritesAndCloses drives many connections at
+// TestTailReadsUnderPartialWritesAndCloses drives many connections at
 // once with Fetch-like answers whose regions are read on the loop (tail
 // reads into pooled buffers), sent by the writer (sendfile, pread) or mixed,
 // through small socket buffers and slow readers, so that the loop's direct
@@ -40,7 +102,7 @@ func reviewByteAt(p int64) byte {
 // buffer it left partly written to the writer, if the writer puts its
 // buffers back before writing them, or if a tail-read frame is released
 // before its regions are copied.
-func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
+func TestTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stress test")
 	}
@@ -140,9 +202,9 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 					data := make([]byte, length)
 					got, err := io.ReadFull(c.client, data)
 					for b := range got {
-						if data[b] != reviewByteAt(pos+int64(b)) {
+						if data[b] != tailByteAt(pos+int64(b)) {
 							errs <- fmt.Errorf("conn %d answer %d region %d [%d, +%d): byte %d is %#x, want %#x",
-								i, k, r, pos, length, b, data[b], reviewByteAt(pos+int64(b)))
+								i, k, r, pos, length, b, data[b], tailByteAt(pos+int64(b)))
 							return
 						}
 					}
@@ -228,21 +290,21 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 		binary.BigEndian.PutUint32(hdr[8:], uint32(regions))
 		frame := env.Frame{Pieces: []env.FramePiece{{Bytes: hdr}}}
 		body := len(hdr) - 4
-		var pins []*reviewRegionFile
+		var pins []*tailRegionFile
 		var regionsOf []env.FileRegion
 		for r := range regions {
 			length := regionSize()
 			pos := file.Size()
 			chunk := make([]byte, length)
 			for b := range chunk {
-				chunk[b] = reviewByteAt(pos + int64(b))
+				chunk[b] = tailByteAt(pos + int64(b))
 			}
 			if err := file.Append(chunk); err != nil {
 				return env.Frame{}, err
 			}
 			binary.BigEndian.PutUint64(hdr[12+12*r:], uint64(pos))
 			binary.BigEndian.PutUint32(hdr[12+12*r+8:], uint32(length))
-			pin := &reviewRegionFile{File: file}
+			pin := &tailRegionFile{File: file}
 			region := env.FileRegion{File: pin, Position: pos, Bytes: int64(length)}
 			frame.Pieces = append(frame.Pieces, env.FramePiece{Bytes: []byte("<rg>")}, env.FramePiece{Region: region})
 			pins = append(pins, pin)
@@ -271,7 +333,7 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 				for _, r := range regionsOf {
 					garbage := make([]byte, r.Bytes)
 					for b := range garbage {
-						garbage[b] = ^reviewByteAt(r.Position + int64(b))
+						garbage[b] = ^tailByteAt(r.Position + int64(b))
 					}
 					if err := file.WriteAt(garbage, r.Position); err != nil {
 						panic(err)
@@ -367,14 +429,14 @@ func TestReviewTailReadsUnderPartialWritesAndCloses(t *testing.T) {
 	})
 }
 
-// reviewRegionFile is one region's view of a diskio file: it records
+// tailRegionFile is one region's view of a diskio file: it records
 // whether the writer sent the region with sendfile (which asks for Fd).
-type reviewRegionFile struct {
+type tailRegionFile struct {
 	*diskio.File
 	sendfiled atomic.Bool
 }
 
-func (f *reviewRegionFile) Fd() int {
+func (f *tailRegionFile) Fd() int {
 	f.sendfiled.Store(true)
 	return f.File.Fd()
 }
