@@ -53,6 +53,11 @@ package broker
 //     UIs), and DescribeAcls, CreateAcls and DeleteAcls v1..v3 answered
 //     SECURITY_DISABLED, as a Kafka broker without an authorizer answers
 //     (v0 of all four went in Kafka 4.0, KIP-896).
+//   - DescribeUserScramCredentials v0, answered from the broker's
+//     metadata, and AlterUserScramCredentials v0, served by
+//     core/controller and forwarded to it as CreateTopics is (KIP-554;
+//     kafka-configs.sh --entity-type users, kadm's
+//     DescribeUserSCRAMs/AlterUserSCRAMs).
 //   - SaslHandshake v0..v1 (KIP-43; v1 has SaslAuthenticate follow) and
 //     SaslAuthenticate v0..v2 (v1 carries KIP-368's session lifetime, v2
 //     is flexible), on every listener as Kafka lists them: realnet's
@@ -221,6 +226,12 @@ var apiTable = []apiEntry{
 	{key: kmsg.BrokerHeartbeat, versionMin: 0, versionMax: 1, listeners: controllerListener,
 		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
+		handle: (*Node).handleControllerRequest, requires: clusterAccess},
+	{key: kmsg.DescribeUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
+		handle: typed((*Node).handleDescribeUserScramCredentials), requires: clusterDescribeAccess},
+	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
+		handle: typed((*Node).handleAlterUserScramCredentials), requires: clusterAlterAccess},
+	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: controllerListener,
 		handle: (*Node).handleControllerRequest, requires: clusterAccess},
 	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: typed((*Node).handleSASLHandshake)},
 	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: typed((*Node).handleSASLAuthenticate)},

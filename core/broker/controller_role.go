@@ -40,6 +40,11 @@ func (n *Node) startController(disk env.Disk) error {
 		cfg.SnapshotIntervalRecords = n.cfg.ControllerSnapshotIntervalRecords
 	}
 	cfg.Log = n.cfg.Log.With(slog.String("component", "controller"))
+	boot, err := readBootstrap(disk)
+	if err != nil {
+		return err
+	}
+	cfg.BootstrapRecords = boot
 	q := quorum.NewMetadataQuorum()
 	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, n.randInt63n)
 	qcfg.Bugs, qcfg.Observer = n.cfg.Bugs.Quorum, n.cfg.QuorumObserver
@@ -128,7 +133,8 @@ func (n *Node) handleControllerRequest(conn env.ConnID, hdr env.RequestHeader, r
 	reply := func(resp kmsg.Response) { n.net.Reply(conn, hdr.CorrelationID, resp) }
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest:
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest,
+		*kmsg.AlterUserSCRAMCredentialsRequest:
 		if n.cfg.Broker.Roles.Broker {
 			n.toController(req, func(resp kmsg.Response, err error) {
 				if err != nil {
@@ -246,6 +252,8 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return -1, len(r.Results) > 0 && r.Results[0].ErrorCode == notController
 	case *kmsg.ElectLeadersResponse:
 		// v0 has no top-level code: its first partition says it.
 		return -1, r.ErrorCode == notController ||

@@ -392,6 +392,7 @@ func (n *Node) reconcilePartitions() {
 	}
 	n.forgetOfflinePartitions()
 	n.applyTopicConfigs()
+	n.publishScramCredentials()
 	n.wakeAllFetchWaiters()
 }
 

@@ -155,6 +155,9 @@ type Node struct {
 	// precheckView is the PrecheckView last handed to the environment
 	// (publishPrecheckView), kept to publish a new one only on a change.
 	precheckView *PrecheckView
+	// scramPublished is the SCRAM credential set last handed to the
+	// environment (publishScramCredentials).
+	scramPublished *metadata.ScramCredentials
 	// loopRecompressions counts the batches produceOne recompressed on the
 	// loop (storedForm): in realnet only those whose pre-check missed the
 	// topic's codec, as each holds every partition of the broker for the
