@@ -4,12 +4,18 @@ package auth
 // ScramSaslServer serves them: no channel binding (gs2 flag "n"), Kafka's
 // extensions after the client nonce (tokenauth=true asks for delegation
 // token authentication, which Strand does not have: refused), the
-// credentials looked up in the metadata the node has applied. The
-// exchange's arithmetic is github.com/xdg-go/scram's; the messages are
-// parsed here first, strictly, because xdg-go's parsers index a message
-// they have not checked (an empty gs2 flag, a proof longer than the hash
-// panic there), and because Kafka's user names are RFC 5802 saslnames
-// (=2C and =3D escapes) that xdg-go hands over undecoded.
+// credentials looked up in the metadata the node has applied.
+//
+// The node's own login to other nodes and the credentials `strand format`
+// makes are github.com/xdg-go/scram's. The server side is written here:
+// xdg-go's server conversation requires the client-final nonce to equal
+// the joined one, while librdkafka sends its own nonce again in front of
+// it and Kafka accepts any nonce that ends with the joined one; and its
+// parsers index messages they have not checked (an empty gs2 flag, a
+// proof longer than the hash panic there). Strand parses both client
+// messages strictly, decodes RFC 5802 saslnames (=2C and =3D), and does
+// the RFC's arithmetic (ClientKey = proof XOR HMAC(StoredKey,
+// AuthMessage), H(ClientKey) == StoredKey) itself.
 //
 // An unknown user is answered as a known one, with a salt derived from
 // the name and a key that no proof matches, so that the exchange fails at
@@ -44,13 +50,13 @@ type ScramLookup func(mechanism, user string) (env.ScramCredential, bool)
 const scramTokenAuthExtension = "tokenauth"
 
 // scramMockSaltBytes is the length of the salt an unknown user is given:
-// what `strand format --add-scram` and Kafka's tools draw.
-const scramMockSaltBytes = 32
+// what `strand format --add-scram` and kadm (the strand configs tool)
+// draw, so that the salt's length does not tell them apart.
+const scramMockSaltBytes = ScramSaltBytes
 
 // scramMechanism is the server side of one SCRAM mechanism.
 type scramMechanism struct {
 	mechanism metadata.ScramMechanism
-	hash      scram.HashGeneratorFcn
 	lookup    ScramLookup
 	// mockKey derives unknown users' salts and keys: drawn at start, so
 	// that a user's mock salt is stable for the node's life and says
@@ -65,7 +71,7 @@ func NewScram(name string, lookup ScramLookup) (Mechanism, error) {
 	if !ok {
 		return nil, fmt.Errorf("%q is not a SCRAM mechanism", name)
 	}
-	s := &scramMechanism{mechanism: m, hash: scramHash(m), lookup: lookup}
+	s := &scramMechanism{mechanism: m, lookup: lookup}
 	if _, err := rand.Read(s.mockKey[:]); err != nil {
 		return nil, fmt.Errorf("%s: drawing the unknown-user key: %w", name, err)
 	}
@@ -106,80 +112,120 @@ const (
 	scramDone
 )
 
+// scramServerNonceBytes is the randomness of the server's part of the
+// nonce.
+const scramServerNonceBytes = 24
+
 // scramExchange is one authentication.
 type scramExchange struct {
-	mech  *scramMechanism
-	step  scramStep
-	conv  *scram.ServerConversation
-	first ScramClientFirst
+	mech       *scramMechanism
+	step       scramStep
+	first      ScramClientFirst
+	credential env.ScramCredential
 	// known: the user has a credential (else the exchange runs on a mock
 	// one and fails at the proof).
-	known     bool
-	principal string
+	known bool
+	// nonce is the client's and the server's nonce joined; authPrefix is
+	// the AuthMessage up to the client-final-message-without-proof.
+	nonce, authPrefix string
+	principal         string
 }
 
 func (e *scramExchange) Next(token []byte) ([]byte, bool, error) {
-	name := e.mech.Name()
 	switch e.step {
 	case scramAwaitFirst:
 		e.step = scramDone // until it succeeds
-		first, err := ParseScramClientFirst(token)
+		answer, err := e.serverFirst(token)
 		if err != nil {
-			return nil, false, invalidCredentials(name, err)
+			return nil, false, err
 		}
-		if first.Extensions[scramTokenAuthExtension] == "true" {
-			return nil, false, invalidCredentials(name, fmt.Errorf("user %q asked for delegation token authentication (tokenauth=true), which Strand does not have", first.User))
-		}
-		if first.AuthzID != "" && first.AuthzID != first.User {
-			return nil, false, &Failure{Message: "Authentication failed: Client requested an authorization id that is different from username"}
-		}
-		credential, known := e.mech.lookup(name, first.User)
-		if !known {
-			credential = e.mech.mockCredential(first.User)
-		} else if credential.Iterations < metadata.ScramIterationsMin {
-			return nil, false, invalidCredentials(name, fmt.Errorf("user %q: iterations %d is less than the minimum %d for %s",
-				first.User, credential.Iterations, metadata.ScramIterationsMin, name))
-		}
-		server, err := e.mech.hash.NewServer(func(string) (scram.StoredCredentials, error) {
-			return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(credential.Salt), Iters: int(credential.Iterations)},
-				StoredKey: credential.StoredKey, ServerKey: credential.ServerKey}, nil
-		})
-		if err != nil {
-			return nil, false, invalidCredentials(name, err)
-		}
-		e.conv = server.NewConversation()
-		answer, err := e.conv.Step(string(token))
-		if err != nil {
-			return nil, false, invalidCredentials(name, err)
-		}
-		e.first, e.known, e.step = first, known, scramAwaitFinal
-		return []byte(answer), false, nil
+		e.step = scramAwaitFinal
+		return answer, false, nil
 	case scramAwaitFinal:
 		e.step = scramDone
-		final, err := ParseScramClientFinal(token)
+		answer, err := e.serverFinal(token)
 		if err != nil {
-			return nil, false, invalidCredentials(name, err)
-		}
-		if len(final.Proof) != e.mech.mechanism.KeyBytes() {
-			return nil, false, invalidCredentials(name, fmt.Errorf("client proof of %d bytes, want %d", len(final.Proof), e.mech.mechanism.KeyBytes()))
-		}
-		answer, err := e.conv.Step(string(token))
-		if err != nil || !e.conv.Valid() {
-			cause := fmt.Errorf("user %q: %w", e.first.User, err)
-			if !e.known {
-				cause = fmt.Errorf("user %q: unknown user", e.first.User)
-			}
-			return nil, false, invalidCredentials(name, cause)
-		}
-		if !e.known {
-			// A mock key that a proof matched: impossible short of a
-			// collision; refuse all the same.
-			return nil, false, invalidCredentials(name, fmt.Errorf("user %q: unknown user", e.first.User))
+			return nil, false, err
 		}
 		e.principal = "User:" + e.first.User
-		return []byte(answer), true, nil
+		return answer, true, nil
 	}
-	return nil, false, invalidCredentials(name, errExchangeOver)
+	return nil, false, invalidCredentials(e.mech.Name(), errExchangeOver)
+}
+
+// serverFirst answers the client-first-message with the salt and
+// iterations of the user's credential (a mock one for an unknown user)
+// and the joined nonce.
+func (e *scramExchange) serverFirst(token []byte) ([]byte, error) {
+	name := e.mech.Name()
+	first, err := ParseScramClientFirst(token)
+	if err != nil {
+		return nil, invalidCredentials(name, err)
+	}
+	if first.Extensions[scramTokenAuthExtension] == "true" {
+		return nil, invalidCredentials(name, fmt.Errorf("user %q asked for delegation token authentication (tokenauth=true), which Strand does not have", first.User))
+	}
+	if first.AuthzID != "" && first.AuthzID != first.User {
+		return nil, &Failure{Message: "Authentication failed: Client requested an authorization id that is different from username"}
+	}
+	credential, known := e.mech.lookup(name, first.User)
+	if !known {
+		credential = e.mech.mockCredential(first.User)
+	} else if credential.Iterations < metadata.ScramIterationsMin {
+		return nil, invalidCredentials(name, fmt.Errorf("user %q: iterations %d is less than the minimum %d for %s",
+			first.User, credential.Iterations, metadata.ScramIterationsMin, name))
+	}
+	var random [scramServerNonceBytes]byte
+	if _, err := rand.Read(random[:]); err != nil {
+		return nil, invalidCredentials(name, fmt.Errorf("drawing a nonce: %w", err))
+	}
+	e.first, e.credential, e.known = first, credential, known
+	e.nonce = first.Nonce + base64.RawStdEncoding.EncodeToString(random[:])
+	serverFirst := fmt.Sprintf("r=%s,s=%s,i=%d", e.nonce, base64.StdEncoding.EncodeToString(credential.Salt), credential.Iterations)
+	e.authPrefix = first.Bare + "," + serverFirst + ","
+	return []byte(serverFirst), nil
+}
+
+// serverFinal checks the client's proof and answers with the server's
+// signature (RFC 5802 §3).
+func (e *scramExchange) serverFinal(token []byte) ([]byte, error) {
+	name, m := e.mech.Name(), e.mech.mechanism
+	final, err := ParseScramClientFinal(token)
+	if err != nil {
+		return nil, invalidCredentials(name, err)
+	}
+	if string(final.ChannelBinding) != e.first.GS2Header {
+		return nil, invalidCredentials(name, fmt.Errorf("user %q: channel binding %q is not the gs2 header %q", e.first.User, final.ChannelBinding, e.first.GS2Header))
+	}
+	// Kafka's ScramSaslServer accepts a nonce that ends with the joined
+	// one: librdkafka sends its own nonce again in front of it.
+	if !strings.HasSuffix(final.Nonce, e.nonce) {
+		return nil, invalidCredentials(name, fmt.Errorf("user %q: the client-final nonce is not the one sent", e.first.User))
+	}
+	if len(final.Proof) != m.KeyBytes() {
+		return nil, invalidCredentials(name, fmt.Errorf("user %q: client proof of %d bytes, want %d", e.first.User, len(final.Proof), m.KeyBytes()))
+	}
+	authMessage := []byte(e.authPrefix + final.WithoutProof)
+	clientKey := scramHMAC(m, e.credential.StoredKey, authMessage)
+	for i := range clientKey {
+		clientKey[i] ^= final.Proof[i]
+	}
+	h := m.Hash()()
+	h.Write(clientKey)
+	if !hmac.Equal(h.Sum(nil), e.credential.StoredKey) || !e.known {
+		cause := "wrong password"
+		if !e.known {
+			cause = "unknown user"
+		}
+		return nil, invalidCredentials(name, fmt.Errorf("user %q: %s", e.first.User, cause))
+	}
+	return []byte("v=" + base64.StdEncoding.EncodeToString(scramHMAC(m, e.credential.ServerKey, authMessage))), nil
+}
+
+func scramHMAC(m metadata.ScramMechanism, key, text []byte) []byte {
+	h := hmac.New(m.Hash(), key)
+	h.Write(text)
+	return h.Sum(nil)
 }
 
 func (e *scramExchange) Result() Result { return Result{Principal: e.principal} }
@@ -193,6 +239,12 @@ type ScramClientFirst struct {
 	Nonce         string
 	// Extensions are Kafka's key=value pairs after the nonce.
 	Extensions map[string]string
+	// GS2Header is the message's first two fields and their commas ("n,,"
+	// or "n,a=<authzid>,"): what the client-final's c= must carry.
+	GS2Header string
+	// Bare is the rest, client-first-message-bare, which starts the
+	// AuthMessage.
+	Bare string
 }
 
 // ParseScramClientFirst parses a client-first-message: gs2 flag "n" (no
@@ -240,6 +292,8 @@ func ParseScramClientFirst(msg []byte) (ScramClientFirst, error) {
 	if out.Extensions, err = scramExtensions(fields[4:]); err != nil {
 		return out, fmt.Errorf("client-first-message: %w", err)
 	}
+	out.GS2Header = fields[0] + "," + fields[1] + ","
+	out.Bare = string(msg[len(out.GS2Header):])
 	return out, nil
 }
 
@@ -251,6 +305,9 @@ type ScramClientFinal struct {
 	Nonce          string
 	// Proof is p=, decoded.
 	Proof []byte
+	// WithoutProof is the message up to the comma before p=, which ends
+	// the AuthMessage.
+	WithoutProof string
 }
 
 // ParseScramClientFinal parses a client-final-message: c=, r=, Kafka's
@@ -277,6 +334,7 @@ func ParseScramClientFinal(msg []byte) (ScramClientFinal, error) {
 	if out.Proof, err = scramBase64(fields[len(fields)-1], "p"); err != nil {
 		return out, fmt.Errorf("client-final-message: %w", err)
 	}
+	out.WithoutProof = string(msg[:len(msg)-len(fields[len(fields)-1])-1])
 	return out, nil
 }
 
@@ -430,4 +488,30 @@ func checkServerIterations(msg []byte) error {
 		}
 	}
 	return errors.New("server-first-message has no iteration count")
+}
+
+// ScramSaltBytes is the length of the salt NewScramCredential draws: what
+// kadm draws for AlterUserScramCredentials (Kafka's tools draw 25 or 26).
+const ScramSaltBytes = 24
+
+// NewScramCredential makes the credential a server keeps for password,
+// with a fresh random salt: what `strand format --add-scram` writes (the
+// client tools let kadm make theirs).
+func NewScramCredential(m metadata.ScramMechanism, password string, iterations int32) (metadata.ScramCredential, error) {
+	if !m.Known() {
+		return metadata.ScramCredential{}, fmt.Errorf("%v is not a SCRAM mechanism", m)
+	}
+	if iterations < metadata.ScramIterationsMin || iterations > metadata.ScramIterationsMax {
+		return metadata.ScramCredential{}, fmt.Errorf("%d iterations: want %d to %d", iterations, metadata.ScramIterationsMin, metadata.ScramIterationsMax)
+	}
+	salt := make([]byte, ScramSaltBytes)
+	if _, err := rand.Read(salt); err != nil {
+		return metadata.ScramCredential{}, fmt.Errorf("drawing a salt: %w", err)
+	}
+	client, err := scramHash(m).NewClientUnprepped("", password, "")
+	if err != nil {
+		return metadata.ScramCredential{}, err
+	}
+	stored := client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: int(iterations)})
+	return metadata.ScramCredential{Salt: salt, StoredKey: stored.StoredKey, ServerKey: stored.ServerKey, Iterations: iterations}, nil
 }

@@ -366,3 +366,71 @@ func FuzzScramExchange(f *testing.F) {
 		}
 	})
 }
+
+// TestNewScramCredentialMatchesTheController: the credential xdg-go
+// derives from a password is the one the controller derives from the
+// salted password a client sends (metadata.NewScramCredential over
+// PBKDF2), and it authenticates.
+func TestNewScramCredentialMatchesTheController(t *testing.T) {
+	for _, m := range metadata.ScramMechanisms {
+		c, err := NewScramCredential(m, "pw", 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		salted, _ := pbkdf2.Key(m.Hash(), "pw", c.Salt, 4096, m.KeyBytes())
+		want := metadata.NewScramCredential(m, c.Salt, salted, 4096)
+		if string(c.StoredKey) != string(want.StoredKey) || string(c.ServerKey) != string(want.ServerKey) || len(c.Salt) != ScramSaltBytes {
+			t.Fatalf("%v: xdg-go's credential differs from the controller's", m)
+		}
+		lookup := func(string, string) (env.ScramCredential, bool) {
+			return env.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, true
+		}
+		if err := clientRun(t, scramHash(m), newScram(t, m.String(), lookup).Start(nil), "u", "pw"); err != nil {
+			t.Fatalf("%v: %v", m, err)
+		}
+	}
+	if _, err := NewScramCredential(metadata.ScramSHA256, "pw", 100); err == nil {
+		t.Fatal("100 iterations accepted")
+	}
+}
+
+// TestScramAcceptsLibrdkafkasNonce: librdkafka sends its own nonce again
+// in front of the joined one in its client-final-message; Kafka accepts
+// any nonce that ends with the joined one, and so does Strand (xdg-go's
+// server conversation refuses it). Any other nonce is refused.
+func TestScramAcceptsLibrdkafkasNonce(t *testing.T) {
+	m := newScram(t, "SCRAM-SHA-512", scramUsers(t, 4096, map[string]string{"alice": "alice-secret"}))
+	run := func(finalNonce func(clientNonce, joined string) string) error {
+		ex := m.Start(nil)
+		first := "n,,n=alice,r=cnonce"
+		serverFirst, _, err := ex.Next([]byte(first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := parseServerFirstForTest(t, string(serverFirst))
+		joined := strings.TrimPrefix(strings.Split(string(serverFirst), ",")[0], "r=")
+		salted, _ := pbkdf2.Key(metadata.ScramSHA512.Hash(), "alice-secret", []byte(fields.salt), 4096, 64)
+		c := metadata.NewScramCredential(metadata.ScramSHA512, []byte(fields.salt), salted, 4096)
+		withoutProof := "c=biws,r=" + finalNonce("cnonce", joined)
+		authMessage := "n=alice,r=cnonce," + string(serverFirst) + "," + withoutProof
+		clientKey := scramHMAC(metadata.ScramSHA512, salted, []byte("Client Key"))
+		proof := scramHMAC(metadata.ScramSHA512, c.StoredKey, []byte(authMessage))
+		for i := range proof {
+			proof[i] ^= clientKey[i]
+		}
+		_, _, err = ex.Next([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		return err
+	}
+	if err := run(func(_, joined string) string { return joined }); err != nil {
+		t.Fatalf("the joined nonce: %v", err)
+	}
+	if err := run(func(client, joined string) string { return client + joined }); err != nil {
+		t.Fatalf("librdkafka's nonce: %v", err)
+	}
+	if err := run(func(_, joined string) string { return joined + "x" }); err == nil {
+		t.Fatal("a nonce with a suffix after the joined one was accepted")
+	}
+	if err := run(func(client, _ string) string { return client }); err == nil {
+		t.Fatal("the client's nonce alone was accepted")
+	}
+}
