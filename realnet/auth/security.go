@@ -65,7 +65,7 @@ func Load(cfg config.Broker, opts Options) (*Security, error) {
 			mechanisms:   map[string]Mechanism{},
 		}
 		if ls.TLS != nil {
-			lt, err := loadTLS(name, ls.TLS)
+			lt, err := loadTLS("listener "+name, ls.TLS)
 			if err != nil {
 				return nil, err
 			}
