@@ -13,6 +13,7 @@ import (
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/metadata"
 	"strand/core/quorum"
 )
 
@@ -279,6 +280,16 @@ func (n *Node) QuorumRaft() *quorum.Raft {
 // ControllerActive reports whether this node hosts the active controller:
 // its voter leads and its epoch's first entry has committed.
 func (n *Node) ControllerActive() bool { return n.ctrl != nil && n.ctrl.Active() }
+
+// ControllerImage is this node's controller's committed image, for the
+// simulator's checkers; nil without the controller role. Callers must not
+// modify it.
+func (n *Node) ControllerImage() *metadata.Image {
+	if n.ctrl == nil {
+		return nil
+	}
+	return n.ctrl.Image()
+}
 
 // resignWaitMs bounds how long a resigning leader waits for a successor
 // before closing anyway: two election timeouts, ample for the best-placed

@@ -212,7 +212,8 @@ func (r *run) execute(bugs Bugs) {
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
-		Forger: c.forgerConfig(streams.Get("workload/forger")),
+		Forger:          c.forgerConfig(streams.Get("workload/forger")),
+		ScramIntervalNs: drawScramInterval(streams), ScramRand: streams.Get("workload/scram"),
 	}
 	hostileWorkload(&wcfg, r.shape)
 	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), wcfg)
@@ -406,6 +407,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 		}
 		final[tp] = pf
 	}
+	if why := r.scramConverged(); why != "" {
+		return nil, why
+	}
 	for _, tp := range r.tps {
 		for i := range final[tp].Replicas {
 			if err := decodeRecords(&final[tp].Replicas[i], tp); err != nil {
@@ -447,6 +451,7 @@ func (r *run) check() {
 	res.LostOverBudget += fin.LostOverBudget
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
+	vs = append(vs, r.checkScram()...)
 	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
