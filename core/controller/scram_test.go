@@ -203,3 +203,23 @@ func TestBootstrapRecordsAreTheFirstDecision(t *testing.T) {
 		t.Fatal("a bootstrap credential of 10 iterations was accepted")
 	}
 }
+
+// TestScramUserNameIsBounded: a name of metadata.ScramUserNameBytesMax
+// bytes is taken, one byte more is UNACCEPTABLE_CREDENTIAL (a record's
+// string could not hold it).
+func TestScramUserNameIsBounded(t *testing.T) {
+	h := newHarness(t, DefaultConfig(100))
+	named := func(name string) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
+		u := upsertion(name, sha256, 4096, "p")
+		u.Salt = []byte("s")
+		return u
+	}
+	longest := string(bytes.Repeat([]byte{'a'}, metadata.ScramUserNameBytesMax))
+	if got := h.alterScram(nil, named(longest)); got[longest] != "ok" {
+		t.Fatalf("a %d-byte name: %.80s", len(longest), got[longest])
+	}
+	over := longest + "a"
+	if got := h.alterScram(nil, named(over)); got[over] != kerr.UnacceptableCredential.Message+": Username of 32768 bytes: at most 32767" {
+		t.Fatalf("a %d-byte name: %.80s", len(over), got[over])
+	}
+}

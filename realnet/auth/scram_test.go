@@ -4,6 +4,7 @@ import (
 	"crypto/pbkdf2"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -259,6 +260,22 @@ func TestParseScramClientFirst(t *testing.T) {
 		if _, err := ParseScramClientFirst([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// TestScramExtensionsAreBounded: scramExtensionsMax extensions parse, one
+// more is refused.
+func TestScramExtensionsAreBounded(t *testing.T) {
+	msg := "n,,n=alice,r=abc"
+	for i := range scramExtensionsMax {
+		msg += fmt.Sprintf(",k%c=v", 'a'+i)
+	}
+	msg = strings.ReplaceAll(msg, "k", "x") // keys are letters only
+	if _, err := ParseScramClientFirst([]byte(msg)); err != nil {
+		t.Fatalf("%d extensions: %v", scramExtensionsMax, err)
+	}
+	if _, err := ParseScramClientFirst([]byte(msg + ",xz=v")); err == nil || !strings.Contains(err.Error(), "at most 16") {
+		t.Fatalf("%d extensions: %v", scramExtensionsMax+1, err)
 	}
 }
 
