@@ -46,7 +46,8 @@ FUZZ_TARGETS := ./core/batch:FuzzCheck ./core/batch:FuzzBuild ./core/batch:FuzzP
 	./core/log:FuzzRecover ./core/wire:FuzzParseRequest ./core/wire:FuzzRequestStream ./core/config:FuzzParseProperties \
 	./core/broker:FuzzProduceRequest \
 	./realnet/auth:FuzzParsePlainMessage ./realnet/auth:FuzzParseContextToken ./realnet/auth:FuzzParseWrapToken \
-	./realnet/auth:FuzzGSSAPIExchange ./realnet/auth:FuzzParsePEM
+	./realnet/auth:FuzzGSSAPIExchange ./realnet/auth:FuzzParsePEM \
+	./realnet/auth:FuzzParseScramClientFirst ./realnet/auth:FuzzParseScramClientFinal ./realnet/auth:FuzzScramExchange
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; \

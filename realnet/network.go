@@ -84,6 +84,9 @@ type Network struct {
 	// expiredSessions counts connections closed because their SASL
 	// session ended without re-authentication (KIP-368).
 	expiredSessions atomic.Int64
+	// scram is the SCRAM credentials the core last published, which the
+	// listeners' SCRAM mechanisms look users up in (scram.go).
+	scram *scramStore
 }
 
 var _ env.Network = (*Network)(nil)
@@ -112,6 +115,7 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 		nextConnID:          1,
 		stopped:             make(chan struct{}),
 		reaped:              make(chan struct{}),
+		scram:               &scramStore{},
 
 		authenticationTimeout: authenticationTimeoutDefault,
 	}

@@ -133,7 +133,8 @@ func Start(opts Options) (*Node, error) {
 	}
 	// Authentication first: a node that cannot log in to its KDC or read
 	// its certificates does not start (SPEC.md §10.6).
-	security, err := auth.Load(cfg, auth.Options{Krb5Config: opts.Krb5Config, Logger: logger})
+	scram := &scramStore{}
+	security, err := auth.Load(cfg, auth.Options{Krb5Config: opts.Krb5Config, Logger: logger, Scram: scram.lookup})
 	if err != nil {
 		return fail(err)
 	}
@@ -144,6 +145,7 @@ func Start(opts Options) (*Node, error) {
 		return fail(err)
 	}
 	n.net.security = security
+	n.net.scram = scram
 	n.net.peers.security = newPeerSecurity(cfg, security)
 	ok := false
 	defer func() {

@@ -38,6 +38,9 @@ type secureClusterSpec struct {
 	// extraListeners are node 1's listeners beside the client one, bound
 	// already, by name.
 	extraListeners map[string]net.Listener
+	// nodeListeners are more listeners every node binds on its host,
+	// beside the client one, by name.
+	nodeListeners []string
 }
 
 func (s secureClusterSpec) host(id int) string {
@@ -77,6 +80,11 @@ func startSecureCluster(t *testing.T, spec secureClusterSpec) *testCluster {
 			"broker.session.timeout.ms":    "3000",
 		}
 		bound := map[string]net.Listener{spec.clientListener: clientL}
+		for _, name := range spec.nodeListeners {
+			l := listen(spec.host(id))
+			props["listeners"] += fmt.Sprintf(",%s://%s", name, l.Addr())
+			bound[name] = l
+		}
 		if id == 1 {
 			props["process.roles"] = "broker,controller"
 			props["listeners"] += fmt.Sprintf(",CONTROLLER://%s:%d", spec.host(1), portOf(controllerL))

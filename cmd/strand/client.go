@@ -26,17 +26,23 @@ const defaultBootstrapServer = "127.0.0.1:9092"
 type clientFlags struct {
 	bootstrapServer string
 	timeout         time.Duration
+	// commandConfig is a Kafka client properties file for secured
+	// listeners (clientconfig.go).
+	commandConfig string
 }
 
-// addClientFlags registers --bootstrap-server and --timeout on flags.
+// addClientFlags registers --bootstrap-server, --command-config and
+// --timeout on flags.
 func addClientFlags(flags *flag.FlagSet) *clientFlags {
 	f := &clientFlags{}
 	flags.StringVar(&f.bootstrapServer, "bootstrap-server", defaultBootstrapServer, "comma-separated host:port list of brokers to connect to")
+	flags.StringVar(&f.commandConfig, "command-config", "", "Kafka client properties for a secured listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
 	flags.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up on the cluster after this long")
 	return f
 }
 
-// newClient connects a kgo client to the bootstrap servers.
+// newClient connects a kgo client to the bootstrap servers, secured as
+// --command-config says.
 func (f *clientFlags) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	var seeds []string
 	for _, s := range strings.Split(f.bootstrapServer, ",") {
@@ -47,8 +53,12 @@ func (f *clientFlags) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(seeds) == 0 {
 		return nil, usageErrorf("--bootstrap-server is empty")
 	}
-	opts = append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(f.timeout / 2),
-		kgo.RetryTimeout(f.timeout)}, opts...)
+	security, err := clientOpts(f.commandConfig)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(f.timeout / 2),
+		kgo.RetryTimeout(f.timeout)}, security...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", f.bootstrapServer, err)

@@ -281,14 +281,24 @@ func readWholeFile(disk *diskio.Disk, name string) ([]byte, error) {
 	return text, nil
 }
 
-// writeMeta writes meta.properties durably: a temp file, fsynced, renamed
-// into place, then the directory fsynced.
+// writeMeta writes meta.properties durably.
 func writeMeta(dir string, meta config.Meta) error {
-	if err := createDirDurably(dir); err != nil {
-		return fmt.Errorf("creating log dir %s: %w", dir, err)
+	if err := writeDurably(dir, config.MetaFileName, config.EncodeMeta(meta)); err != nil {
+		return fmt.Errorf("writing %s in log dir %s: %w", config.MetaFileName, dir, err)
 	}
-	err := withDisk(dir, func(disk *diskio.Disk, loop *completions) error {
-		f, err := disk.Open(metaTempName, env.OpenOptions{Create: true})
+	return nil
+}
+
+// writeDurably writes data as dir/name durably: dir created (durably), a
+// temp file written and fsynced, renamed into place, then the directory
+// fsynced, so that a crash leaves the old file or the new one whole.
+func writeDurably(dir, name string, data []byte) error {
+	if err := createDirDurably(dir); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	temp := name + ".tmp"
+	return withDisk(dir, func(disk *diskio.Disk, loop *completions) error {
+		f, err := disk.Open(temp, env.OpenOptions{Create: true})
 		if err != nil {
 			return err
 		}
@@ -296,7 +306,7 @@ func writeMeta(dir string, meta config.Meta) error {
 			f.Close()
 			return err
 		}
-		if err := f.Append(config.EncodeMeta(meta)); err != nil {
+		if err := f.Append(data); err != nil {
 			f.Close()
 			return err
 		}
@@ -307,15 +317,11 @@ func writeMeta(dir string, meta config.Meta) error {
 		if err := f.Close(); err != nil {
 			return err
 		}
-		if err := disk.Rename(metaTempName, config.MetaFileName); err != nil {
+		if err := disk.Rename(temp, name); err != nil {
 			return err
 		}
 		return loop.wait(func(done func(error)) { disk.SyncDir(".", done) })
 	})
-	if err != nil {
-		return fmt.Errorf("writing %s in log dir %s: %w", config.MetaFileName, dir, err)
-	}
-	return nil
 }
 
 // completions is a minimal event loop for diskio's asynchronous Sync: the

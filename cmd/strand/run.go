@@ -11,15 +11,17 @@ const usage = `usage: strand <command> [flags]
 
 commands:
   serve              run a node (--config FILE, --override key=value ...)
-  format             write meta.properties into every log directory (--config FILE, --cluster-id ID)
+  format             write meta.properties into every log directory (--config FILE, --cluster-id ID,
+                     --add-scram 'SCRAM-SHA-256=[name=USER,password=SECRET]' ...)
   random-cluster-id  print a new random cluster id, as kafka-storage.sh random-uuid does
   version            print the version
 
-client tools (--bootstrap-server HOST:PORT, default 127.0.0.1:9092):
+client tools (--bootstrap-server HOST:PORT, default 127.0.0.1:9092; --command-config FILE for a secured listener):
   topics             create, list, describe, delete, alter-config (strand topics help)
   produce            send stdin's lines as records (--topic T [--key-separator SEP])
   consume            print records (--topic T [--from-beginning | --offset N | --timestamp MS])
   groups             list, describe (lag), reset offsets (strand groups help)
+  configs            users' SCRAM credentials: --alter --add-config/--delete-config, --describe (strand configs help)
 `
 
 // run executes one subcommand and returns the process exit status. It writes
@@ -47,6 +49,8 @@ func runWithStdin(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return consume(args[1:], stdout, stderr)
 	case "groups":
 		return groups(args[1:], stdout, stderr)
+	case "configs":
+		return configs(args[1:], stdout, stderr)
 	case "random-cluster-id":
 		return randomClusterID(stdout, stderr)
 	case "version":

@@ -11,10 +11,14 @@ package main
 // costs per request after the handshake (nothing is expected: the reader
 // checks one state per request). Then new authenticated connections per
 // second, one after another for connectionsDuration each: TCP plus
-// ApiVersions on PLAINTEXT, a TLS handshake, SASL/PLAIN and, where MIT
-// Kerberos is installed, SASL/GSSAPI against a KDC started for the run
-// (the client's service ticket is fetched once and cached, as clients do;
-// each connection sends a fresh AP-REQ the broker verifies).
+// ApiVersions on PLAINTEXT, a TLS handshake, SASL/PLAIN, SASL/SCRAM-SHA-256
+// and SCRAM-SHA-512 (credentials of 4096 iterations bootstrapped with
+// `strand format --add-scram`; the client derives the salted password on
+// every connection, as Kafka's clients do) and, where MIT Kerberos is
+// installed, SASL/GSSAPI against a KDC started for the run (the client's
+// service ticket is fetched once and cached, as clients do; each
+// connection sends a fresh AP-REQ the broker verifies). Each connection
+// row is also given as a ratio to the PLAINTEXT row of the same run.
 
 import (
 	"bufio"
@@ -28,6 +32,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/kerberos"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"strand/core/env"
 	"strand/core/wire"
@@ -167,7 +173,7 @@ func startSecurityNode(strandBin, dir string) (*securityNode, error) {
 	pool.AppendCertsFromPEM([]byte(ca.PEM))
 	n.tlsCfg = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 
-	mechanisms := "PLAIN"
+	mechanisms := "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 	var gssapiJAAS string
 	var procEnv []string
 	if authtest.KDCAvailable() == nil {
@@ -213,10 +219,17 @@ listener.name.ssl.ssl.keystore.type=PEM
 listener.name.ssl.ssl.keystore.location=%[6]s
 listener.name.sasl.sasl.enabled.mechanisms=%[7]s
 listener.name.sasl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+listener.name.sasl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 %[8]s`, addr(0), addr(1), addr(2), addr(3), filepath.Join(dir, "data"), keystore, mechanisms, gssapiJAAS)
 	configPath := filepath.Join(dir, "server.properties")
 	if err := os.WriteFile(configPath, []byte(props), 0o644); err != nil {
 		return nil, err
+	}
+	format := exec.Command(strandBin, "format", "--config", configPath,
+		"--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]", "--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]")
+	if out, err := format.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("strand format --add-scram: %w: %s", err, out)
 	}
 	p := &brokerProcess{name: "security node", logPath: filepath.Join(dir, "stderr.log"), env: procEnv}
 	args := []string{"serve", "--config", configPath}
@@ -286,6 +299,8 @@ func measureConnections(n *securityNode) ([]connectionRun, error) {
 		{"PLAINTEXT", n.plain.bootstrap[0], false, nil},
 		{"SSL", n.tls.bootstrap[0], true, nil},
 		{"SASL/PLAIN", n.sasl.bootstrap[0], false, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()},
+		{"SASL/SCRAM-SHA-256", n.sasl.bootstrap[0], false, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()},
+		{"SASL/SCRAM-SHA-512", n.sasl.bootstrap[0], false, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()},
 	}
 	if n.kdc != nil {
 		b, err := os.ReadFile(filepath.Join(n.dir, "alice.keytab"))
@@ -483,9 +498,11 @@ func printSecurityResults(listeners []securityListener, produce, consume [][]pro
 		"  costs more per 100-byte record than the whole zero-copy send)")
 	fmt.Println("\nnew authenticated connections, one after another (dial, TLS/SASL, ApiVersions, close):")
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "\tconnections/s\tbroker CPU µs per connection")
+	fmt.Fprintln(w, "\tconnections/s\tbroker CPU µs per connection\tconnections/s / plaintext\tCPU per connection / plaintext")
 	for _, r := range conns {
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\n", r.name, r.perSec(), r.brokerMicrosPerConn())
+		base := conns[0] // PLAINTEXT, measured first in the same run
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t%.2f\n", r.name, r.perSec(), r.brokerMicrosPerConn(),
+			r.perSec()/base.perSec(), r.brokerMicrosPerConn()/base.brokerMicrosPerConn())
 	}
 	w.Flush()
 	return met

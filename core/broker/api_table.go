@@ -232,6 +232,12 @@ var apiTable = []apiEntry{
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DescribeUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
+		handle: serve(byMetadata, (*metadataFollower).handleDescribeUserScramCredentials), requires: clusterDescribeAccess},
+	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAlterAccess},
+	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: controllerListener,
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLHandshake)},
 	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLAuthenticate)},
 }

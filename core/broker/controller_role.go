@@ -13,6 +13,7 @@ import (
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
+	"strand/core/metadata"
 	"strand/core/quorum"
 )
 
@@ -68,6 +69,11 @@ func (cr *controllerRole) start(disk env.Disk) error {
 		cfg.SnapshotIntervalRecords = cr.cfg.ControllerSnapshotIntervalRecords
 	}
 	cfg.Log = cr.cfg.Log.With(slog.String("component", "controller"))
+	boot, err := readBootstrap(disk)
+	if err != nil {
+		return err
+	}
+	cfg.BootstrapRecords = boot
 	q := quorum.NewMetadataQuorum()
 	qcfg := quorum.DefaultConfig(cfg.NodeID, cfg.Voters, cr.randInt63n)
 	qcfg.Bugs, qcfg.Observer = cr.cfg.Bugs.Quorum, cr.cfg.QuorumObserver
@@ -156,7 +162,8 @@ func (cr *controllerRole) handleControllerRequest(conn env.ConnID, hdr env.Reque
 	reply := func(resp kmsg.Response) { cr.net.Reply(conn, hdr.CorrelationID, resp) }
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
-		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest:
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.ElectLeadersRequest,
+		*kmsg.AlterUserSCRAMCredentialsRequest:
 		if cr.cfg.Broker.Roles.Broker {
 			cr.toController(req, func(resp kmsg.Response, err error) {
 				if err != nil {
@@ -274,6 +281,8 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return -1, len(r.Resources) > 0 && r.Resources[0].ErrorCode == notController
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return -1, len(r.Results) > 0 && r.Results[0].ErrorCode == notController
 	case *kmsg.ElectLeadersResponse:
 		// v0 has no top-level code: its first partition says it.
 		return -1, r.ErrorCode == notController ||
@@ -301,6 +310,16 @@ func (n *Node) QuorumRaft() *quorum.Raft {
 func (n *Node) ControllerActive() bool {
 	c := n.controllerRole.ctrl
 	return c != nil && c.Active()
+}
+
+// ControllerImage is this node's controller's committed image, for the
+// simulator's checkers; nil without the controller role. Callers must not
+// modify it.
+func (n *Node) ControllerImage() *metadata.Image {
+	if n.controllerRole.ctrl == nil {
+		return nil
+	}
+	return n.controllerRole.ctrl.Image()
 }
 
 // resignWaitMs bounds how long a resigning leader waits for a successor

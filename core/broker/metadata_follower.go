@@ -26,6 +26,9 @@ type metadataFollower struct {
 
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
+	// scramPublished is the SCRAM credential set last handed to the
+	// environment (publishScramCredentials).
+	scramPublished *metadata.ScramCredentials
 	// inFlight is set while a metadata fetch is.
 	inFlight bool
 	// err is the first record that did not apply: the follower stops,
@@ -321,6 +324,7 @@ func (mf *metadataFollower) reconcilePartitions() {
 	}
 	mf.noticeInitialCatchUp()
 	mf.parts.reconcilePartitions()
+	mf.publishScramCredentials()
 }
 
 // caughtUpWithRegistration reports whether this incarnation's

@@ -17,16 +17,23 @@ const (
 
 // The SASL mechanisms Strand implements.
 const (
-	MechanismGSSAPI = "GSSAPI"
-	MechanismPlain  = "PLAIN"
+	MechanismGSSAPI      = "GSSAPI"
+	MechanismPlain       = "PLAIN"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismScramSHA512 = "SCRAM-SHA-512"
 )
 
 // implementedMechanisms are the SASL mechanisms a listener may enable.
-var implementedMechanisms = []string{MechanismGSSAPI, MechanismPlain}
+var implementedMechanisms = []string{MechanismGSSAPI, MechanismPlain, MechanismScramSHA256, MechanismScramSHA512}
 
 // laterMechanisms are Kafka's other SASL mechanisms: refused with a
 // message that says so, rather than as unknown.
-var laterMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+var laterMechanisms = []string{"OAUTHBEARER"}
+
+// IsScram reports whether mechanism is SCRAM-SHA-256 or SCRAM-SHA-512.
+func IsScram(mechanism string) bool {
+	return mechanism == MechanismScramSHA256 || mechanism == MechanismScramSHA512
+}
 
 // The principal builders of principal.builder.class.
 const (
@@ -156,6 +163,9 @@ type SASLSettings struct {
 	// Kerberos is the GSSAPI settings, set when the listener serves
 	// GSSAPI or the node connects to it with GSSAPI.
 	Kerberos *KerberosSettings
+	// Scram is ScramLoginModule's settings per SCRAM mechanism, set for
+	// each the listener serves or the node connects to it with.
+	Scram map[string]*ScramSettings
 	// ServerMaxReceiveBytes is sasl.server.max.receive.size: the largest
 	// frame read from a connection before it has authenticated.
 	ServerMaxReceiveBytes int32
@@ -177,6 +187,14 @@ type PlainSettings struct {
 	Users map[string]string
 	// Username and Password are the node's own credentials, used when it
 	// connects to this listener.
+	Username, Password string
+}
+
+// ScramSettings are ScramLoginModule's options: the node's own user and
+// password, which it authenticates with when it connects to the listener.
+// A listener serving SCRAM checks clients against the credentials of the
+// metadata log, not against these.
+type ScramSettings struct {
 	Username, Password string
 }
 
@@ -584,7 +602,7 @@ func listenerKeyName(listener, key string) string {
 // the mechanisms it serves or the node uses on it.
 func (b *builder) resolveSASL(listener string, served bool, clientMechanism string) (*SASLSettings, error) {
 	p := b.security
-	s := &SASLSettings{ReauthMaxMs: map[string]int64{}}
+	s := &SASLSettings{ReauthMaxMs: map[string]int64{}, Scram: map[string]*ScramSettings{}}
 	mechanisms, mechanismsKey, _ := p.lookup(listener, "", "sasl.enabled.mechanisms")
 	items, err := parseList(mechanismsKey, mechanisms)
 	if err != nil {
@@ -600,6 +618,11 @@ func (b *builder) resolveSASL(listener string, served bool, clientMechanism stri
 	}
 	if served && len(s.Mechanisms) == 0 {
 		return nil, valueError(mechanismsKey, mechanisms, "is empty: listener %s uses SASL and must enable a mechanism", listener)
+	}
+	if slices.Contains(b.ControllerListenerNames, listener) {
+		if err := refuseScramOnControllerListener(listener, served, s.Mechanisms, mechanismsKey, clientMechanism); err != nil {
+			return nil, err
+		}
 	}
 	if served && clientMechanism != "" && !s.Serves(clientMechanism) {
 		key := "sasl.mechanism.inter.broker.protocol"
@@ -642,9 +665,34 @@ func (b *builder) resolveSASL(listener string, served bool, clientMechanism stri
 			if s.Kerberos, err = b.kerberosSettings(listener, jaasKey, jaas); err != nil {
 				return nil, err
 			}
+		case MechanismScramSHA256, MechanismScramSHA512:
+			if s.Scram[mech], err = b.scramSettings(jaasKey, jaas, mech == clientMechanism); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s, nil
+}
+
+// refuseScramOnControllerListener refuses SCRAM on a controller listener,
+// served or connected with: its credentials are in the metadata log, which
+// the controllers must reach over this very listener, so a controller quorum
+// restarting after a credential change could never elect a leader again (as
+// in Kafka, where SCRAM does not authenticate the controller listener,
+// KAFKA-15513).
+func refuseScramOnControllerListener(listener string, served bool, mechanisms []string, mechanismsKey, clientMechanism string) error {
+	const why = "SCRAM cannot authenticate controller listener %s: its credentials live in the metadata log, which the controllers reach over this listener (as in Kafka); use PLAIN, GSSAPI or SSL client certificates there%s"
+	if served {
+		for _, m := range mechanisms {
+			if IsScram(m) {
+				return keyError(mechanismsKey, why, listener, ", and set listener.name."+strings.ToLower(listener)+".sasl.enabled.mechanisms")
+			}
+		}
+	}
+	if IsScram(clientMechanism) {
+		return keyError("sasl.mechanism.controller.protocol", why, listener, "")
+	}
+	return nil
 }
 
 func usedHow(serves, connects bool) string {
@@ -681,6 +729,33 @@ func (b *builder) plainSettings(key string, jaas JAASConfig, client bool) (*Plai
 		b.requirement(keyError(key, "needs username and password options: nodes connect to this listener with PLAIN"))
 	}
 	return ps, nil
+}
+
+// scramSettings reads ScramLoginModule's options. client says the node
+// connects with this mechanism, so its own username and password are
+// required. tokenauth (a delegation token login) is refused: Strand has no
+// delegation tokens.
+func (b *builder) scramSettings(key string, jaas JAASConfig, client bool) (*ScramSettings, error) {
+	if jaas.LoginModule != scramLoginModule {
+		return nil, keyError(key, "names login module %s: SCRAM takes %s", jaas.LoginModule, scramLoginModule)
+	}
+	ss := &ScramSettings{}
+	for _, opt := range slices.Sorted(maps.Keys(jaas.Options)) {
+		switch opt {
+		case "username":
+			ss.Username = jaas.Options[opt]
+		case "password":
+			ss.Password = jaas.Options[opt]
+		case "tokenauth":
+			return nil, keyError(key, "has option tokenauth: Strand has no delegation tokens")
+		default:
+			return nil, keyError(key, "has option %s, which ScramLoginModule does not take (username, password)", opt)
+		}
+	}
+	if client && (ss.Username == "" || ss.Password == "") {
+		b.requirement(keyError(key, "needs username and password options: nodes connect to this listener with SCRAM"))
+	}
+	return ss, nil
 }
 
 // krb5Options are the Krb5LoginModule options Strand accepts. Those that

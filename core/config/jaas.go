@@ -21,6 +21,7 @@ type JAASConfig struct {
 const (
 	plainLoginModule    = "org.apache.kafka.common.security.plain.PlainLoginModule"
 	kerberosLoginModule = "com.sun.security.auth.module.Krb5LoginModule"
+	scramLoginModule    = "org.apache.kafka.common.security.scram.ScramLoginModule"
 )
 
 // jaasFlags are JAAS's control flags.

@@ -6,6 +6,7 @@ import (
 
 	"strand/core/config"
 	"strand/core/env"
+	"strand/core/metadata"
 )
 
 // Config is the controller's configuration. Names follow Kafka's keys.
@@ -54,6 +55,10 @@ type Config struct {
 	// configuration), which CreateTopics v5+ answers with (KIP-525), as
 	// Kafka's controller resolves them from its own. Nil leaves them out.
 	DescribeTopicConfig func(overrides map[string]string) []config.ConfigEntry
+	// BootstrapRecords are the records the first active controller of a
+	// new cluster appends before anything else (metadata.DecodeBootstrap:
+	// SCRAM credentials, `strand format --add-scram`); nil for none.
+	BootstrapRecords []metadata.Record
 	// Log receives the controller's operator log lines (activation,
 	// broker fencing, elections, topic changes); the zero Log discards
 	// them. Logging never changes a decision.
@@ -105,5 +110,5 @@ func (c Config) validate() error {
 	case c.SnapshotIntervalRecords < 1:
 		return fmt.Errorf("controller config: SnapshotIntervalRecords %d is below 1", c.SnapshotIntervalRecords)
 	}
-	return nil
+	return checkBootstrap(c.BootstrapRecords)
 }

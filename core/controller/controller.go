@@ -153,6 +153,7 @@ func (c *Controller) maybeActivate() {
 	c.brokers.resumeAll(c.latest, c.nowNs())
 	c.armExpiryTimer()
 	c.armRebalanceTimer()
+	c.maybeWriteBootstrap()
 }
 
 // resign stops deciding: records not yet committed are forgotten (the new
@@ -204,7 +205,7 @@ func Handles(req kmsg.Request) bool {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.AlterPartitionRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
 		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest,
-		*kmsg.ElectLeadersRequest:
+		*kmsg.ElectLeadersRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
@@ -241,6 +242,8 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleIncrementalAlterConfigs(r, reply)
 	case *kmsg.ElectLeadersRequest:
 		c.handleElectLeaders(r, reply)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		c.handleAlterUserScramCredentials(r, reply)
 	case *kmsg.FetchRequest:
 		c.handleFetch(r, reply)
 	case *kmsg.FetchSnapshotRequest:

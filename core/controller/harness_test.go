@@ -148,11 +148,12 @@ func (h *harness) stop() {
 // noNetwork is the network of a voter with no reachable peer.
 type noNetwork struct{}
 
-func (noNetwork) Reply(env.ConnID, int32, kmsg.Response)  {}
-func (noNetwork) Skip(env.ConnID, int32)                  {}
-func (noNetwork) ReplyFrame(env.ConnID, int32, env.Frame) {}
-func (noNetwork) Close(env.ConnID, int32)                 {}
-func (noNetwork) SetPrechecker(env.Prechecker)            {}
+func (noNetwork) Reply(env.ConnID, int32, kmsg.Response)   {}
+func (noNetwork) Skip(env.ConnID, int32)                   {}
+func (noNetwork) ReplyFrame(env.ConnID, int32, env.Frame)  {}
+func (noNetwork) Close(env.ConnID, int32)                  {}
+func (noNetwork) SetPrechecker(env.Prechecker)             {}
+func (noNetwork) SetScramCredentials(env.ScramCredentials) {}
 func (noNetwork) Send(env.NodeID, kmsg.Request, func(kmsg.Response, error)) {
 	// Lost: a voter whose peers are unreachable never wins an election.
 }

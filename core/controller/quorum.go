@@ -120,6 +120,8 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		return resp
 	case *kmsg.ElectLeadersRequest:
 		return electLeadersErrorResponse(r, code, "")
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return scramErrorResponse(r, code)
 	}
 	if resp, ok := configsErrorResponse(req, code); ok {
 		return resp

@@ -88,6 +88,13 @@ type Network interface {
 	// what the pre-check depends on changes; until the first call the
 	// environment pre-checks nothing.
 	SetPrechecker(p Prechecker)
+	// SetScramCredentials hands the environment the SCRAM credentials of
+	// the metadata the node has now applied, which replace the previous
+	// ones for the authentications that look a user up from then on
+	// (SPEC.md §10.6): a credential change is usable on a node once it has
+	// applied the record. The core calls it on the loop when it starts and
+	// whenever a credential changes; until the first call no user has one.
+	SetScramCredentials(c ScramCredentials)
 }
 
 // Prechecker runs the checks of a request that need no state the event

@@ -27,7 +27,7 @@ func genString(t *rapid.T, label string) string {
 }
 
 func genRecord(t *rapid.T) Record {
-	switch rapid.IntRange(0, 9).Draw(t, "type") {
+	switch rapid.IntRange(0, 11).Draw(t, "type") {
 	case 0:
 		r := &RegisterBrokerRecord{
 			BrokerID: rapid.Int32().Draw(t, "id"), BrokerEpoch: rapid.Int64().Draw(t, "epoch"),
@@ -75,6 +75,10 @@ func genRecord(t *rapid.T) Record {
 	case 8:
 		return &ProducerIdsRecord{BrokerID: rapid.Int32().Draw(t, "id"), BrokerEpoch: rapid.Int64().Draw(t, "epoch"),
 			NextProducerID: rapid.Int64().Draw(t, "next")}
+	case 10:
+		return genScramRecord(t)
+	case 11:
+		return &RemoveUserScramCredentialRecord{Name: genString(t, "name"), Mechanism: ScramMechanism(rapid.Int8().Draw(t, "mech"))}
 	}
 	return &NoOpRecord{}
 }

@@ -62,6 +62,8 @@ type Image struct {
 	topicsByName   map[string]TopicID
 	configs        map[ConfigResource]map[string]string
 	nextProducerID int64
+	// scram is replaced, never changed, by a SCRAM record (scram.go).
+	scram *ScramCredentials
 }
 
 // NewImage returns the image of the empty log.
@@ -87,6 +89,8 @@ func (im *Image) Clone() *Image {
 	out := NewImage()
 	out.offset = im.offset
 	out.nextProducerID = im.nextProducerID
+	out.scram = im.scram // immutable: shared
+
 	for id, b := range im.brokers { // order-independent: copying a map
 		out.brokers[id] = b
 	}
@@ -131,6 +135,10 @@ func (im *Image) Apply(offset int64, rec Record) error {
 		err = im.applyConfig(r)
 	case *ProducerIdsRecord:
 		err = im.applyProducerIDs(r)
+	case *UserScramCredentialRecord:
+		err = im.applyUserScramCredential(r)
+	case *RemoveUserScramCredentialRecord:
+		err = im.applyRemoveUserScramCredential(r)
 	case *NoOpRecord:
 	default:
 		err = fmt.Errorf("unknown record type %T", rec)

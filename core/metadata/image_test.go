@@ -204,7 +204,9 @@ func genSmallRecord(t *rapid.T, ids []TopicID) Record {
 		return Change(smallIDs(label))
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "topic")
-	switch rapid.IntRange(0, 5).Draw(t, "kind") {
+	switch rapid.IntRange(0, 7).Draw(t, "kind") {
+	case 6, 7:
+		return genSmallScramRecord(t)
 	case 0:
 		return &TopicRecord{Name: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name"), ID: id}
 	case 1:

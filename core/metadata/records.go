@@ -47,6 +47,10 @@ func (t RecordType) String() string {
 		return "BrokerRegistrationChangeRecord"
 	case TypeNoOp:
 		return "NoOpRecord"
+	case TypeUserScramCredential:
+		return "UserScramCredentialRecord"
+	case TypeRemoveUserScramCredential:
+		return "RemoveUserScramCredentialRecord"
 	}
 	return fmt.Sprintf("RecordType(%d)", int16(t))
 }
@@ -264,6 +268,10 @@ func newRecord(t RecordType) Record {
 		return &ProducerIdsRecord{}
 	case TypeNoOp:
 		return &NoOpRecord{}
+	case TypeUserScramCredential:
+		return &UserScramCredentialRecord{}
+	case TypeRemoveUserScramCredential:
+		return &RemoveUserScramCredentialRecord{}
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ const snapshotHeaderBytes = 18
 // version, the image's offset, the next producer id, which no record can
 // carry without a registered broker) and one RecordBatch v2 of records:
 // brokers by id, topics by name each followed by its partitions, then
-// configs by resource and key. The same image always encodes to the same
-// bytes.
+// configs by resource and key, then SCRAM credentials by user and
+// mechanism. The same image always encodes to the same bytes.
 func (im *Image) EncodeSnapshot() []byte {
 	out := binary.BigEndian.AppendUint16(nil, snapshotVersion)
 	out = binary.BigEndian.AppendUint64(out, uint64(im.offset))
@@ -52,6 +52,7 @@ func (im *Image) EncodeSnapshot() []byte {
 			records = append(records, &ConfigRecord{ResourceType: res.Type, ResourceName: res.Name, Name: key, Value: &value})
 		}
 	}
+	records = append(records, im.scramSnapshotRecords()...)
 	if len(records) > 0 {
 		out = append(out, EncodeBatch(records, 0)...)
 	}

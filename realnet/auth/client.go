@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"strand/core/config"
+	"strand/core/metadata"
 )
 
 // ClientMechanism is the client side of a SASL mechanism: what a node
@@ -43,6 +44,13 @@ func (l *Listener) ClientMechanism(name string) (ClientMechanism, error) {
 			return nil, fmt.Errorf("listener %s: no Kerberos login for connecting nodes", l.name)
 		}
 		return gssapiClient{login: l.kerberos, service: l.sasl.Kerberos.ServiceName}, nil
+	case config.MechanismScramSHA256, config.MechanismScramSHA512:
+		s := l.sasl.Scram[name]
+		if s == nil || s.Username == "" {
+			return nil, fmt.Errorf("listener %s: no %s username for connecting nodes", l.name, name)
+		}
+		m, _ := metadata.ScramMechanismNamed(name)
+		return scramClient{mechanism: m, user: s.Username, password: s.Password}, nil
 	}
 	return nil, fmt.Errorf("listener %s: SASL mechanism %s has no client", l.name, name)
 }

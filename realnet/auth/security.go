@@ -25,6 +25,9 @@ type Options struct {
 	Krb5Config string
 	// Logger receives the login log lines; nil discards them.
 	Logger *slog.Logger
+	// Scram looks SCRAM credentials up in the metadata the node has
+	// applied; nil finds no user.
+	Scram ScramLookup
 }
 
 // Security is a node's loaded authentication: each listener's TLS
@@ -62,7 +65,7 @@ func Load(cfg config.Broker, opts Options) (*Security, error) {
 			mechanisms:   map[string]Mechanism{},
 		}
 		if ls.TLS != nil {
-			lt, err := loadTLS(name, ls.TLS)
+			lt, err := loadTLS("listener "+name, ls.TLS)
 			if err != nil {
 				return nil, err
 			}
@@ -90,6 +93,16 @@ func Load(cfg config.Broker, opts Options) (*Security, error) {
 					l.mechanisms[mech] = NewPlain(StaticUsers(ls.SASL.Plain.Users))
 				case config.MechanismGSSAPI:
 					l.mechanisms[mech] = newGSSAPI(l.kerberos, ls.SASL.Kerberos.Rules)
+				case config.MechanismScramSHA256, config.MechanismScramSHA512:
+					lookup := opts.Scram
+					if lookup == nil {
+						lookup = func(string, string) (env.ScramCredential, bool) { return env.ScramCredential{}, false }
+					}
+					m, err := NewScram(mech, lookup)
+					if err != nil {
+						return nil, fmt.Errorf("listener %s: %w", name, err)
+					}
+					l.mechanisms[mech] = m
 				default:
 					return nil, fmt.Errorf("listener %s: SASL mechanism %s is not implemented", name, mech)
 				}

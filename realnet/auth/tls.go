@@ -25,8 +25,9 @@ type listenerTLS struct {
 	server *tls.Config
 }
 
-// loadTLS reads a listener's key and trust stores.
-func loadTLS(listener string, t *config.TLSSettings) (*listenerTLS, error) {
+// loadTLS reads a listener's key and trust stores; owner names whose
+// they are in errors ("listener CLIENT").
+func loadTLS(owner string, t *config.TLSSettings) (*listenerTLS, error) {
 	lt := &listenerTLS{settings: t}
 	if t.HasKeystore() {
 		chain, key := t.KeystoreCertificateChain, t.KeystoreKey
@@ -34,13 +35,13 @@ func loadTLS(listener string, t *config.TLSSettings) (*listenerTLS, error) {
 		if t.KeystoreLocation != "" {
 			text, err := os.ReadFile(t.KeystoreLocation)
 			if err != nil {
-				return nil, fmt.Errorf("listener %s: key store (ssl.keystore.location): %w", listener, err)
+				return nil, fmt.Errorf("%s: key store (ssl.keystore.location): %w", owner, err)
 			}
 			chain, key, source = string(text), string(text), "ssl.keystore.location "+t.KeystoreLocation
 		}
 		cert, err := keyPair(chain, key)
 		if err != nil {
-			return nil, fmt.Errorf("listener %s: key store (%s): %w", listener, source, err)
+			return nil, fmt.Errorf("%s: key store (%s): %w", owner, source, err)
 		}
 		lt.cert = &cert
 	}
@@ -49,13 +50,13 @@ func loadTLS(listener string, t *config.TLSSettings) (*listenerTLS, error) {
 		if t.TruststoreLocation != "" {
 			b, err := os.ReadFile(t.TruststoreLocation)
 			if err != nil {
-				return nil, fmt.Errorf("listener %s: trust store (ssl.truststore.location): %w", listener, err)
+				return nil, fmt.Errorf("%s: trust store (ssl.truststore.location): %w", owner, err)
 			}
 			text, source = string(b), "ssl.truststore.location "+t.TruststoreLocation
 		}
 		certs, err := parseCertificates(text)
 		if err != nil {
-			return nil, fmt.Errorf("listener %s: trust store (%s): %w", listener, source, err)
+			return nil, fmt.Errorf("%s: trust store (%s): %w", owner, source, err)
 		}
 		lt.roots = x509.NewCertPool()
 		for _, c := range certs {
@@ -66,6 +67,20 @@ func loadTLS(listener string, t *config.TLSSettings) (*listenerTLS, error) {
 		lt.server = lt.serverConfig()
 	}
 	return lt, nil
+}
+
+// ClientTLS is the tls.Config a client tool connects with, from Kafka's
+// client ssl.* settings: the trust store (else the system's roots)
+// verifies the servers, their host names too unless endpoint
+// identification is off, and the key store's certificate, if any, is the
+// client's. The dialer sets ServerName per broker. source names the
+// settings' file in errors.
+func ClientTLS(source string, t *config.TLSSettings) (*tls.Config, error) {
+	lt, err := loadTLS(source, t)
+	if err != nil {
+		return nil, err
+	}
+	return lt.clientConfig(""), nil
 }
 
 // tlsVersions maps ssl.enabled.protocols to crypto/tls's bounds.

@@ -272,6 +272,7 @@ func (r *run) execute(bugs Bugs) {
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
 		Forger:                c.forgerConfig(streams.Get("workload/forger")),
 		ListOffsetsIntervalNs: listOffsetsIntervalNs, ListOffsetsRand: streams.Get("workload/list-offsets"),
+		ScramIntervalNs: drawScramInterval(streams), ScramRand: streams.Get("workload/scram"),
 	}
 	hostileWorkload(&wcfg, r.shape)
 	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), wcfg)
@@ -483,6 +484,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 		}
 		final[tp] = pf
 	}
+	if why := r.scramConverged(); why != "" {
+		return nil, why
+	}
 	for _, tp := range r.tps {
 		for i := range final[tp].Replicas {
 			if err := decodeRecords(&final[tp].Replicas[i], tp); err != nil {
@@ -536,6 +540,7 @@ func (r *run) check() {
 	}
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
+	vs = append(vs, r.checkScram()...)
 	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})

@@ -141,8 +141,11 @@ type Host struct {
 	// prechecker is the node incarnation's newest one, nil before it
 	// publishes one.
 	prechecker env.Prechecker
-	isNode     bool
-	nodeID     env.NodeID
+	// scramCredentials are the node incarnation's last published, nil
+	// before it publishes any.
+	scramCredentials env.ScramCredentials
+	isNode           bool
+	nodeID           env.NodeID
 	// inbound finds an accepted connection by id, for Reply; only looked up.
 	inbound map[env.ConnID]*conn
 	// peers holds a node's outbound connections to each peer; only looked

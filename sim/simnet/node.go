@@ -37,12 +37,23 @@ func (n *Network) AddNode(id env.NodeID, proc *sched.Node) *NodeNet {
 func (nn *NodeNet) SetHandler(h env.Handler) {
 	nn.host.handler = h
 	nn.host.prechecker = nil
+	nn.host.scramCredentials = nil
 	nn.armReaper()
 }
 
 // SetPrechecker keeps the node's newest prechecker (env.Network), which a
 // Produce delivered to the node takes on a draw (Network.PrecheckWith).
 func (nn *NodeNet) SetPrechecker(p env.Prechecker) { nn.host.prechecker = p }
+
+// SetScramCredentials keeps the SCRAM credentials the node's incarnation
+// last published (env.Network). The simulator authenticates nobody with
+// them (it assigns principals); the metadata checks read them back
+// (ScramCredentials) to see that what a node publishes is what it applied.
+func (nn *NodeNet) SetScramCredentials(c env.ScramCredentials) { nn.host.scramCredentials = c }
+
+// ScramCredentials is what the node's incarnation last published, nil if
+// nothing yet.
+func (nn *NodeNet) ScramCredentials() env.ScramCredentials { return nn.host.scramCredentials }
 
 // Host returns the node's host, for faults.
 func (nn *NodeNet) Host() HostID { return nn.host.id }

@@ -77,6 +77,11 @@ type Config struct {
 	// latest offset; 0: no monitor. ListOffsetsRand is its own stream.
 	ListOffsetsIntervalNs int64
 	ListOffsetsRand       *rand.Rand
+	// ScramIntervalNs is the mean time between two alterations of SCRAM
+	// credentials by the credential admin (scram.go), which draws from
+	// ScramRand; 0: the run alters none.
+	ScramIntervalNs int64
+	ScramRand       *rand.Rand
 }
 
 func (c Config) validate() error {
@@ -99,6 +104,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: RequestTimeoutNs, BackoffNs and ProduceTimeoutMs must be positive")
 	case c.DeleteIntervalNs < 0 || (c.DeleteIntervalNs > 0 && c.DeleteRand == nil):
 		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
+	case c.ScramIntervalNs < 0 || (c.ScramIntervalNs > 0 && c.ScramRand == nil):
+		return fmt.Errorf("workload: ScramIntervalNs %d needs a ScramRand and must not be negative", c.ScramIntervalNs)
 	case c.FollowerFetchOneIn < 0 || (c.FollowerFetchOneIn > 0 && c.FollowerFetchRand == nil):
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
@@ -137,6 +144,10 @@ type Workload struct {
 	// request is out.
 	monitor       *client
 	monitorAsking []bool
+	// scramAdmin alters SCRAM credentials, scramOps records it; nil in a
+	// run without (scram.go).
+	scramAdmin *client
+	scramOps   []models.ScramOp
 	// observedHW is the highest HW a fetch of each partition returned;
 	// deleteFloor the highest offset a DeleteRecords asked for.
 	observedHW  map[models.TopicPartition]int64
@@ -230,10 +241,13 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 		w.hostiles = append(w.hostiles, w.newHostile())
 	}
 	// Last, so that the other clients keep their indices (and record
-	// values) whether or not the run has a monitor.
+	// values) whether or not the run has a monitor or a credential admin.
 	if cfg.ListOffsetsIntervalNs > 0 {
 		w.monitor = w.newClient("monitor")
 		w.monitor.rand = cfg.ListOffsetsRand
+	}
+	if cfg.ScramIntervalNs > 0 {
+		w.scramAdmin = w.newClient("scram")
 	}
 	return w, nil
 }
@@ -257,6 +271,7 @@ func (w *Workload) Start(ready func()) {
 		}
 		w.startChurn()
 		w.startDeletes()
+		w.startScram()
 		if w.forger != nil {
 			w.forger.start()
 		}
@@ -316,6 +331,9 @@ func (w *Workload) Describe() string {
 	if len(w.hostiles) > 0 {
 		s += fmt.Sprintf(" hostile=%d×%d/broker frames=%dB", len(w.hostiles), w.cfg.HostileConnsPerBroker, w.cfg.HostileFrameBytes)
 	}
+	if w.scramAdmin != nil {
+		s += fmt.Sprintf(" scram_interval_ms=%d", w.cfg.ScramIntervalNs/1e6)
+	}
 	return s + "}"
 }
 
@@ -365,6 +383,9 @@ func (w *Workload) Stats() string {
 		}
 		s += fmt.Sprintf(" group_ops=%d assignments=%d commits=%d accepted=%d offset_fetches=%d",
 			len(w.groupHistory.Ops), len(w.groupHistory.Assignments), len(w.groupHistory.Commits), accepted, len(w.groupHistory.Fetches))
+	}
+	if w.scramAdmin != nil {
+		s += fmt.Sprintf(" scram_alterations=%d", len(w.scramOps))
 	}
 	return s + w.hostileStats()
 }
