@@ -24,7 +24,7 @@ func TestInvariantsStopTheInputThatBreaksThem(t *testing.T) {
 		}, "lacks the leader"},
 		{"ISR outside the replicas", func(l *node) {
 			l.p.state.ISR = []int32{1, 2, 4}
-		}, "applied state is invalid"},
+		}, "ISR [1 2 4] holds 4, not in replicas"},
 		{"negative HW", func(l *node) {
 			l.p.hw = -1
 		}, "high watermark -1 is negative"},
