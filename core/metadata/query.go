@@ -158,3 +158,9 @@ func (im *Image) ACLID(b acl.Binding) (acl.ID, bool) {
 	id, ok := im.aclIDs[b]
 	return id, ok
 }
+
+// ACL is the ACL with id, if the image holds it.
+func (im *Image) ACL(id acl.ID) (acl.Binding, bool) {
+	b, ok := im.acls[id]
+	return b, ok
+}
