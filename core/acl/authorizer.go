@@ -112,7 +112,7 @@ func (a *Authorizer) IsSuperUser(principal string) bool {
 	return slices.Contains(a.cfg.SuperUsers, principal)
 }
 
-// Authorize decides whether who may perform x (SPEC.md §10.6): a super
+// Authorize decides whether who may perform x (SPEC.md §10.7): a super
 // user may; else a matching DENY denies; else a matching ALLOW allows;
 // else, with no ACL on the resource at all,
 // allow.everyone.if.no.acl.found decides; else denied.

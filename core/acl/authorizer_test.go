@@ -28,7 +28,7 @@ var (
 	describeT = Action{Operation: Describe, Type: Topic, Name: "orders"}
 )
 
-// TestKafkaAuthorizationRules checks each rule of SPEC.md §10.6 on one
+// TestKafkaAuthorizationRules checks each rule of SPEC.md §10.7 on one
 // case as Kafka's StandardAuthorizer decides it.
 func TestKafkaAuthorizationRules(t *testing.T) {
 	cases := []struct {

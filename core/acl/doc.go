@@ -1,5 +1,5 @@
 // Package acl is Strand's authorizer: Kafka's StandardAuthorizer semantics
-// (SPEC.md §10.6) as a pure function of an ACL set, the super users, the
+// (SPEC.md §10.7) as a pure function of an ACL set, the super users, the
 // allow.everyone.if.no.acl.found setting and a request's principal, host,
 // operation and resource.
 //

@@ -9,7 +9,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// refModel is the reference authorizer: SPEC.md §10.6's rules written as
+// refModel is the reference authorizer: SPEC.md §10.7's rules written as
 // directly as they read, by scanning every ACL. It is what Authorizer, with
 // its index, must agree with.
 type refModel struct {

@@ -1,7 +1,7 @@
 package controller
 
 // CreateAcls (key 30) and DeleteAcls (key 31), as Kafka's
-// AclControlManager serves them (SPEC.md §10.6).
+// AclControlManager serves them (SPEC.md §10.7).
 //
 // The ACLs one request adds, or the ACLs its filters match, become one
 // batch of AccessControlEntryRecords or RemoveAccessControlEntryRecords,
