@@ -219,7 +219,7 @@ type ProducerIdsRecord struct {
 	NextProducerID int64
 }
 
-// AccessControlEntryRecord adds one ACL (SPEC.md §10.6), with Kafka's
+// AccessControlEntryRecord adds one ACL (SPEC.md §10.7), with Kafka's
 // fields and enum ids (ResourceType, PatternType, AclOperation,
 // AclPermissionType). The controller commits the ACLs of one CreateAcls
 // request as one batch.
