@@ -162,3 +162,20 @@ func (a *aclState) auditDenial(who acl.Requester, x acl.Action, api string, d ac
 		slog.String("resource", fmt.Sprintf("%v:LITERAL:%s", x.Type, x.Name)),
 		slog.String("api", api), slog.String("rule", d.String()))
 }
+
+// ControllerACLs are the ACLs of the metadata this node's controller has
+// committed, sorted, and the offset of the last record applied; false
+// without the controller role. The simulator's acl-agreement check
+// compares every broker's EffectiveACLs with the active controller's once
+// every broker's image has reached that offset.
+func (n *Node) ControllerACLs() (acls []acl.Binding, offset int64, ok bool) {
+	ctrl := n.controllerRole.ctrl
+	if ctrl == nil {
+		return nil, -1, false
+	}
+	im := ctrl.Image()
+	for _, a := range im.ACLs() {
+		acls = append(acls, a.Binding)
+	}
+	return acls, im.Offset(), true
+}

@@ -149,24 +149,23 @@ func (a *access) String() string { return a.text }
 
 // authorize decides a request's whole-request requirements. It reports
 // whether the handler may run; if not, the request has been answered (or
-// its connection closed).
+// its connection closed). A node whose ACLs may be stale still refuses
+// what they refuse (refusing is safe), but lets nothing through on them:
+// it closes the connection instead, as a node that is down would look, so
+// that the client tries another.
 func (a *aclState) authorize(conn env.ConnID, g grants, api *apiEntry, req kmsg.Request) bool {
 	rule := api.requires
+	if rule.whole != nil {
+		if code := rule.whole(g, req); code != 0 {
+			a.net.Reply(conn, g.hdr.CorrelationID, authorizationFailed(req, code))
+			return false
+		}
+	}
 	if rule.acls && g.kind == brokerListener && g.needsACLs() && !a.fresh() {
-		// This node cannot say its ACLs are current: fail closed, as a
-		// node that is down would look, so the client tries another.
 		a.net.Close(conn, g.hdr.CorrelationID)
 		return false
 	}
-	if rule.whole == nil {
-		return true
-	}
-	code := rule.whole(g, req)
-	if code == 0 {
-		return true
-	}
-	a.net.Reply(conn, g.hdr.CorrelationID, authorizationFailed(req, code))
-	return false
+	return true
 }
 
 // Error codes of refused requests.
