@@ -344,7 +344,7 @@ func aclsCheck(args []string, stdout, stderr io.Writer) error {
 		if !a.Allowed {
 			word, all = "no", false
 		}
-		parts = append(parts, fmt.Sprintf("%v %s (%v)", a.op, word, a.Decision))
+		parts = append(parts, fmt.Sprintf("%v %s (%s)", a.op, word, checkReason(a.Decision)))
 	}
 	if all {
 		fmt.Fprintln(stdout, "yes")
@@ -356,6 +356,19 @@ func aclsCheck(args []string, stdout, stderr io.Writer) error {
 		return errNo
 	}
 	return nil
+}
+
+// checkReason says why the ACLs decided as they did.
+func checkReason(d acl.Decision) string {
+	switch d.Rule {
+	case acl.RuleMatchingACL:
+		b := d.ACL
+		return fmt.Sprintf("%v %v for %s from %s on %v %v %s", b.Permission, b.Operation, b.Principal, b.Host,
+			strings.ToLower(b.PatternType.String()), strings.ToLower(b.Type.String()), b.Name)
+	case acl.RuleNoACLFound:
+		return "no ACL on the topic"
+	}
+	return "no ACL allows it"
 }
 
 // checkAnswer is the verdict on one operation.
