@@ -78,22 +78,22 @@ type ACL struct {
 func (b Binding) Validate() error {
 	switch {
 	case !b.Type.concrete():
-		return fmt.Errorf("ResourceType %v: want TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN or USER", b.Type)
+		return fmt.Errorf("field ResourceType %v: want TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN or USER", b.Type)
 	case !b.PatternType.concrete():
-		return fmt.Errorf("ResourcePatternType %v: an ACL's pattern is LITERAL or PREFIXED", b.PatternType)
+		return fmt.Errorf("field ResourcePatternType %v: an ACL's pattern is LITERAL or PREFIXED", b.PatternType)
 	case !b.Operation.concrete():
-		return fmt.Errorf("Operation %v: an ACL names one operation or ALL", b.Operation)
+		return fmt.Errorf("field Operation %v: an ACL names one operation or ALL", b.Operation)
 	case !b.Permission.concrete():
-		return fmt.Errorf("PermissionType %v: an ACL is ALLOW or DENY", b.Permission)
+		return fmt.Errorf("field PermissionType %v: an ACL is ALLOW or DENY", b.Permission)
 	case b.Name == "":
-		return fmt.Errorf("ResourceName: empty")
+		return fmt.Errorf("field ResourceName: empty")
 	case b.Type == Cluster && (b.Name != ClusterName || b.PatternType != Literal):
-		return fmt.Errorf("ResourceName %q (%v): the only CLUSTER resource is LITERAL %s", b.Name, b.PatternType, ClusterName)
+		return fmt.Errorf("field ResourceName %q (%v): the only CLUSTER resource is LITERAL %s", b.Name, b.PatternType, ClusterName)
 	case b.Host == "":
-		return fmt.Errorf("Host: empty (use %q for every host)", Wildcard)
+		return fmt.Errorf("field Host: empty (use %q for every host)", Wildcard)
 	}
 	if err := ValidatePrincipal(b.Principal); err != nil {
-		return fmt.Errorf("Principal: %w", err)
+		return fmt.Errorf("field Principal: %w", err)
 	}
 	return nil
 }
@@ -134,13 +134,13 @@ var MatchAll = Filter{Type: AnyResource, PatternType: AnyPattern, Operation: Any
 func (f Filter) Validate() error {
 	switch {
 	case !f.Type.concrete() && f.Type != AnyResource:
-		return fmt.Errorf("ResourceTypeFilter %v: unknown", f.Type)
+		return fmt.Errorf("field ResourceTypeFilter %v: unknown", f.Type)
 	case !f.PatternType.concrete() && f.PatternType != AnyPattern && f.PatternType != Match:
-		return fmt.Errorf("PatternTypeFilter %v: unknown", f.PatternType)
+		return fmt.Errorf("field PatternTypeFilter %v: unknown", f.PatternType)
 	case !f.Operation.concrete() && f.Operation != AnyOperation:
-		return fmt.Errorf("Operation %v: unknown", f.Operation)
+		return fmt.Errorf("field Operation %v: unknown", f.Operation)
 	case !f.Permission.concrete() && f.Permission != AnyPermission:
-		return fmt.Errorf("PermissionType %v: unknown", f.Permission)
+		return fmt.Errorf("field PermissionType %v: unknown", f.Permission)
 	}
 	return nil
 }
