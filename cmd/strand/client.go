@@ -78,6 +78,17 @@ func (f *clientFlags) newAdmin() (adm *kadm.Client, ctx context.Context, closeAd
 	return adm, ctx, func() { cancel(); adm.Close() }, nil
 }
 
+// newACLClient connects the ACL requests' client and starts the run's
+// --timeout deadline; done closes it and releases the deadline.
+func (f *clientFlags) newACLClient() (client aclClient, ctx context.Context, done func(), err error) {
+	cl, err := f.newClient()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := f.deadline()
+	return kgoACLClient{cl}, ctx, func() { cancel(); cl.Close() }, nil
+}
+
 // deadline bounds one tool run by --timeout.
 func (f *clientFlags) deadline() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), f.timeout)

@@ -141,11 +141,17 @@ func clientTLS(props map[string]string) (*tls.Config, error) {
 		TruststoreCertificates: props["ssl.truststore.certificates"], EnabledProtocols: []string{"TLSv1.2", "TLSv1.3"},
 		Protocol: "TLSv1.3", EndpointIdentification: true,
 	}
-	if t.HasKeystore() && valueOr(props, "ssl.keystore.type", "JKS") != "PEM" {
-		return nil, errors.New("ssl.keystore.type must be PEM (Kafka's default is JKS; the strand tools read PEM only)")
-	}
-	if t.HasTruststore() && valueOr(props, "ssl.truststore.type", "JKS") != "PEM" {
-		return nil, errors.New("ssl.truststore.type must be PEM (Kafka's default is JKS; the strand tools read PEM only)")
+	// A store's type must say PEM where a store is given (Kafka's default
+	// is JKS), and may say nothing else where none is.
+	for _, store := range []struct {
+		kind  string
+		given bool
+	}{{"keystore", t.HasKeystore()}, {"truststore", t.HasTruststore()}} {
+		key := "ssl." + store.kind + ".type"
+		_, set := props[key]
+		if typ := valueOr(props, key, "JKS"); (store.given || set) && typ != "PEM" {
+			return nil, fmt.Errorf("%s must be PEM, not %q (Kafka's default is JKS; the strand tools read PEM only)", key, typ)
+		}
 	}
 	if (t.KeystoreCertificateChain == "") != (t.KeystoreKey == "") {
 		return nil, errors.New("ssl.keystore.certificate.chain and ssl.keystore.key go together")

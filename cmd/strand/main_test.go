@@ -228,8 +228,8 @@ func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 // §10, security settings fail closed), where it used to warn and serve
 // wide open.
 func TestServeRefusesUnimplementedSecurityKeys(t *testing.T) {
-	for _, line := range []string{"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"ssl.cipher.suites=TLS_AES_128_GCM_SHA256", "allow.everyone.if.no.acl.found=false"} {
+	for _, line := range []string{"delegation.token.secret.key=x",
+		"ssl.cipher.suites=TLS_AES_128_GCM_SHA256", "password.encoder.secret=x"} {
 		dir := filepath.Join(t.TempDir(), "data")
 		key, _, _ := strings.Cut(line, "=")
 		status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, line))
@@ -237,10 +237,16 @@ func TestServeRefusesUnimplementedSecurityKeys(t *testing.T) {
 			t.Errorf("%s: status %d, stderr %q", line, status, stderr)
 		}
 	}
+	// An authorizer other than KRaft's StandardAuthorizer refuses the start.
+	dir := filepath.Join(t.TempDir(), "data")
+	status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"))
+	if status != 1 || !strings.Contains(stderr, "config key authorizer.class.name") {
+		t.Errorf("ZooKeeper's authorizer: status %d, stderr %q", status, stderr)
+	}
 	// super.users is implemented; a secured listener is served, but not
 	// without the certificate its TLS needs (SPEC.md §10.6).
-	dir := filepath.Join(t.TempDir(), "data")
-	status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, "super.users=User:admin",
+	dir = filepath.Join(t.TempDir(), "data")
+	status, _, stderr = runCmd(t, "serve", "--config", writeConfig(t, "1", []string{dir}, "super.users=User:admin",
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"))
 	if status != 1 || !strings.Contains(stderr, "config key listener.name.controller.ssl.keystore.location: is required") {
 		t.Errorf("SASL_SSL controller listener without a certificate: status %d, stderr %q", status, stderr)

@@ -22,6 +22,7 @@ client tools (--bootstrap-server HOST:PORT, default 127.0.0.1:9092; --command-co
   consume            print records (--topic T [--from-beginning | --offset N | --timestamp MS])
   groups             list, describe (lag), reset offsets (strand groups help)
   configs            users' SCRAM credentials: --alter --add-config/--delete-config, --describe (strand configs help)
+  acls               add, remove, list ACLs as kafka-acls.sh; grant, revoke, reset, check, apply (strand acls help)
 `
 
 // run executes one subcommand and returns the process exit status. It writes
@@ -51,6 +52,8 @@ func runWithStdin(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return groups(args[1:], stdout, stderr)
 	case "configs":
 		return configs(args[1:], stdout, stderr)
+	case "acls":
+		return acls(args[1:], stdin, stdout, stderr)
 	case "random-cluster-id":
 		return randomClusterID(stdout, stderr)
 	case "version":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,15 +181,32 @@ func TestCommandConfigRefusals(t *testing.T) {
 		{"security.protocol=SSL\nssl.truststore.location=/x", "ssl.truststore.type must be PEM"},
 		{"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/nonexistent", "/nonexistent"},
 		{"security.protocol=TLS", "security.protocol"},
+		{"ssl.cipher.suites=X", "ssl.cipher.suites is not one"},
+		{"security.protocol=SSL\nssl.truststore.type=JKS", "ssl.truststore.type must be PEM"},
+		{"security.protocol=SSL\nssl.keystore.type=PKCS12", "ssl.keystore.type must be PEM"},
+		{"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;",
+			"sasl.kerberos.service.name"},
 	} {
 		path := filepath.Join(dir, "client.properties")
 		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		status, _, stderr := runCmd(t, "topics", "list", "--command-config", path, "--bootstrap-server", "127.0.0.1:1")
-		if status != 1 || !strings.Contains(stderr, c.want) {
-			t.Errorf("%q: status %d %q, want 1 mentioning %q", c.text, status, stderr, c.want)
+		// Every client tool builds its client with clientOpts, strand acls too.
+		for _, tool := range [][]string{{"topics", "list"}, {"acls", "--list"}} {
+			args := append(slices.Clone(tool), "--command-config", path, "--bootstrap-server", "127.0.0.1:1")
+			status, _, stderr := runCmd(t, args...)
+			if status != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("%v %q: status %d %q, want 1 mentioning %q", tool, c.text, status, stderr, c.want)
+			}
 		}
+	}
+	path := filepath.Join(dir, "plain.properties")
+	text := "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"s3cret\";\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := clientOpts(path); err != nil || len(opts) != 1 {
+		t.Errorf("SASL PLAIN: %d options, %v; want the SASL option alone", len(opts), err)
 	}
 }
 

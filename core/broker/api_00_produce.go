@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/batch"
 	"strand/core/env"
 	"strand/core/replica"
@@ -105,15 +106,21 @@ func (pm *partitionManager) handleProduce(conn env.ConnID, hdr env.RequestHeader
 		deadlineMs: pm.deadlineMs(int64(max(req.TimeoutMillis, 0)))}
 	acksValid := validAcks(req.Acks)
 	budget := prechecked.decompressionBudget(pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax)
+	g := pm.acls.current
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
+		writable := g.topic(acl.Write, t.Topic)
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
 		for j, tp := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			if !writable {
+				rp.ErrorCode = codeTopicAuthorization
+				continue
+			}
 			if !acksValid {
 				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue

@@ -17,9 +17,11 @@ package broker
 
 import (
 	"maps"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/batch"
 	"strand/core/env"
 	"strand/core/replica"
@@ -47,6 +49,9 @@ type PrecheckView struct {
 	// topics are the topics of the partitions this node leads, internal
 	// topics excepted (no client may produce to them).
 	topics map[string]*precheckTopic
+	// authorizer decides WRITE on each topic (nil: authorization off): a
+	// batch of a topic the principal may not write is never decompressed.
+	authorizer *acl.Authorizer
 }
 
 // precheckTopic is what the pre-check knows of one topic.
@@ -133,8 +138,12 @@ func (v *PrecheckView) Precheck(hdr env.RequestHeader, req kmsg.Request, buffers
 		}
 	}
 	verdicts := make([][]batchPrecheck, len(produce.Topics))
+	who := acl.Requester{Principal: hdr.Principal, Host: strings.TrimPrefix(hdr.ClientHost, "/")}
 	for i := range produce.Topics {
 		topic := v.topics[produce.Topics[i].Topic]
+		if !v.mayWrite(who, produce.Topics[i].Topic) {
+			topic = nil // the loop refuses it, without decompressing
+		}
 		partitions := produce.Topics[i].Partitions
 		verdicts[i] = make([]batchPrecheck, len(partitions))
 		for j := range partitions {
@@ -169,11 +178,17 @@ func (v *PrecheckView) Precheck(hdr env.RequestHeader, req kmsg.Request, buffers
 // fast") demands. This node must lead the partition; a batch it does not
 // lead, or of a topic that does not exist, is answered by the loop
 // (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION) without being
-// decompressed. Authorization joins these checks here, from the request
-// header's principal and ACLs the view will carry: a request the principal
-// may not make never decompresses a batch.
+// decompressed. Precheck has already dropped the topics the request's
+// principal may not write (mayWrite): their batches are never
+// decompressed either.
 func (v *PrecheckView) admits(topic *precheckTopic, partition int32) bool {
 	return topic != nil && topic.led[partition]
+}
+
+// mayWrite reports whether who may write topic: the pre-check's part of
+// authorization. The loop decides again, with the ACLs it holds then.
+func (v *PrecheckView) mayWrite(who acl.Requester, topic string) bool {
+	return v.authorizer == nil || v.authorizer.Allowed(who, acl.Action{Operation: acl.Write, Type: acl.Topic, Name: topic})
 }
 
 // validAcks reports whether acks is one Kafka accepts.
@@ -218,6 +233,7 @@ func (pm *partitionManager) publishPrecheckView() {
 		requestDecompressedBytesMax: pm.cfg.Broker.Limits.ProduceRequestDecompressedBytesMax,
 		produceListeners:            map[string]bool{},
 		topics:                      map[string]*precheckTopic{},
+		authorizer:                  pm.acls.authorizer,
 	}
 	maps.Copy(view.produceListeners, pm.produceListeners)
 	for key, p := range pm.partitions { // order-independent: fills a map
@@ -244,7 +260,7 @@ func (pm *partitionManager) publishPrecheckView() {
 // equal reports whether v and o decide every pre-check alike.
 func (v *PrecheckView) equal(o *PrecheckView) bool {
 	return v.batchBytesMax == o.batchBytesMax && v.requestDecompressedBytesMax == o.requestDecompressedBytesMax &&
-		maps.Equal(v.produceListeners, o.produceListeners) && maps.EqualFunc(v.topics, o.topics, (*precheckTopic).equal)
+		v.authorizer == o.authorizer && maps.Equal(v.produceListeners, o.produceListeners) && maps.EqualFunc(v.topics, o.topics, (*precheckTopic).equal)
 }
 
 // precheckOf returns the pre-check of Topics[topic].Partitions[partition] if

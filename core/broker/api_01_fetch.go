@@ -47,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/metadata"
 	"strand/core/replica"
@@ -96,7 +97,7 @@ func (pm *partitionManager) handleFetch(conn env.ConnID, hdr env.RequestHeader, 
 		pm.replyFetch(conn, hdr.CorrelationID, fetchAnswer{resp: resp})
 		return
 	}
-	answer, bytes, answerNow := pm.executeFetch(exec, true)
+	answer, bytes, answerNow := pm.executeFetch(exec, true, pm.fetchDenied(exec))
 	if answerNow || exec.MaxWaitMillis <= 0 || bytes >= int64(exec.MinBytes) || pm.purgatoryFull(answer.partitions) {
 		pm.replyFetch(conn, hdr.CorrelationID, pm.closeFetchSession(use, exec, answer))
 		return
@@ -134,12 +135,34 @@ func (pm *partitionManager) replyFetch(conn env.ConnID, corr int32, a fetchAnswe
 	pm.net.ReplyFrame(conn, corr, frame)
 }
 
+// fetchDenied are the topics of a consumer's fetch its principal may not
+// READ (nil when none): they are answered TOPIC_AUTHORIZATION_FAILED, so
+// the fetch is answered at once and never parks. A replica's fetch was
+// authorized whole (CLUSTER_ACTION).
+func (pm *partitionManager) fetchDenied(req *kmsg.FetchRequest) map[string]bool {
+	if req.ReplicaID >= 0 {
+		return nil
+	}
+	var denied map[string]bool
+	for _, t := range req.Topics {
+		if t.Topic == "" || denied[t.Topic] || pm.acls.current.topic(acl.Read, t.Topic) {
+			continue
+		}
+		if denied == nil {
+			denied = map[string]bool{}
+		}
+		denied[t.Topic] = true
+	}
+	return denied
+}
+
 // executeFetch builds the answer to req from the logs as they are now; it
 // pins nothing, so an answer that is dropped (the fetch parks) costs nothing.
 // answerNow is set when some partition failed or diverged: Kafka answers
 // those without waiting. keepPartitions fills answer.partitions, for a
-// fetch that may park.
-func (pm *partitionManager) executeFetch(req *kmsg.FetchRequest, keepPartitions bool) (answer fetchAnswer, bytes int64, answerNow bool) {
+// fetch that may park. The partitions of denied topics are answered
+// TOPIC_AUTHORIZATION_FAILED without reading them.
+func (pm *partitionManager) executeFetch(req *kmsg.FetchRequest, keepPartitions bool, denied map[string]bool) (answer fetchAnswer, bytes int64, answerNow bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	answer.resp = resp
 	remaining := int64(req.MaxBytes)
@@ -171,6 +194,9 @@ func (pm *partitionManager) executeFetch(req *kmsg.FetchRequest, keepPartitions 
 			switch {
 			case byID && t.Topic == "":
 				rp = fetchPartitionError(fp.Partition, kerr.UnknownTopicID.Code)
+				p = nil
+			case denied[t.Topic]:
+				rp = fetchPartitionError(fp.Partition, codeTopicAuthorization)
 				p = nil
 			case byID && p != nil && p.topicID != metadata.TopicID(t.TopicID):
 				rp = fetchPartitionError(fp.Partition, kerr.InconsistentTopicID.Code)
@@ -353,7 +379,7 @@ func removeWaiter(list []*fetchWaiter, w *fetchWaiter) []*fetchWaiter {
 }
 
 func (pm *partitionManager) answerFetch(w *fetchWaiter) {
-	answer, _, _ := pm.executeFetch(w.req, false)
+	answer, _, _ := pm.executeFetch(w.req, false, nil) // a fetch with a denied topic never parks
 	pm.replyFetch(w.conn, w.corr, pm.closeFetchSession(w.session, w.req, answer))
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/log"
 )
@@ -48,13 +49,17 @@ func (pm *partitionManager) handleListOffsets(conn env.ConnID, hdr env.RequestHe
 			named[partitionKey{t.Topic, lp.Partition}]++
 		}
 	}
+	g := pm.acls.current
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
+		describable := g.topic(acl.Describe, t.Topic)
 		for _, lp := range t.Partitions {
 			key := partitionKey{t.Topic, lp.Partition}
 			var rp kmsg.ListOffsetsResponseTopicPartition
 			switch {
+			case !describable:
+				rp = listOffsetError(lp, codeTopicAuthorization)
 			case named[key] > 1:
 				// Kafka refuses a partition named twice (its
 				// duplicatePartitions) rather than answer one of them.

@@ -24,8 +24,13 @@ package broker
 // strand.request.topics.max bounds before the request is decoded
 // (core/wire).
 //
-// Skipped: authorized operations (always -2147483648, "not requested"),
-// racks.
+// With the authorizer on (SPEC.md §10.7), every topic needs DESCRIBE: a
+// request for all topics leaves out the others silently, a topic named
+// without it is TOPIC_AUTHORIZATION_FAILED whether or not it exists, and
+// auto-creation needs CREATE on the cluster or the topic. Authorized
+// operations (v8+, cluster ones v8..v10) are told when asked.
+//
+// Skipped: racks.
 
 import (
 	"slices"
@@ -33,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/config"
 	"strand/core/controller"
 	"strand/core/env"
@@ -44,10 +50,23 @@ func (mf *metadataFollower) handleMetadata(conn env.ConnID, hdr env.RequestHeade
 	resp.Brokers, resp.ControllerID = mf.liveBrokers(mf.clientListener(hdr))
 	clusterID := mf.clusterID()
 	resp.ClusterID = &clusterID
+	g := mf.acls.current
+	if req.IncludeClusterAuthorizedOperations && req.Version >= 8 && req.Version <= 10 {
+		resp.AuthorizedOperations = g.authorizedOperations(acl.Cluster, acl.ClusterName)
+	}
+	describe := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.IncludeTopicAuthorizedOperations && req.Version >= 8 {
+			mt.AuthorizedOperations = g.authorizedOperations(acl.Topic, *mt.Topic)
+		}
+		return mt
+	}
 	// All topics: a null list, or in v0 (which has no null) an empty one.
+	// Those the principal may not DESCRIBE are left out, silently.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, t := range mf.image.Topics() {
-			resp.Topics = append(resp.Topics, mf.topicMetadata(t))
+			if g.allowsQuietly(acl.Describe, acl.Topic, t.Name) {
+				resp.Topics = append(resp.Topics, describe(mf.topicMetadata(t)))
+			}
 		}
 		mf.net.Reply(conn, hdr.CorrelationID, resp)
 		return
@@ -61,12 +80,28 @@ func (mf *metadataFollower) handleMetadata(conn env.ConnID, hdr env.RequestHeade
 		}
 		answered[key] = true
 		t, ok := mf.lookupTopic(rt)
-		if ok {
-			resp.Topics = append(resp.Topics, mf.topicMetadata(t))
-			continue
-		}
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+		name := t.Name
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		if (ok || rt.Topic != nil) && !g.topic(acl.Describe, name) {
+			// Whether or not it exists: a name it may not see is refused
+			// alike (by id, Kafka tells the id, which is not secret).
+			mt.ErrorCode = codeTopicAuthorization
+			if rt.Topic == nil {
+				mt.TopicID = t.ID
+			} else {
+				mt.TopicID = [16]byte{}
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		if ok {
+			resp.Topics = append(resp.Topics, describe(mf.topicMetadata(t)))
+			continue
+		}
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		if rt.Topic == nil {
 			mt.ErrorCode = kerr.UnknownTopicID.Code
@@ -76,8 +111,13 @@ func (mf *metadataFollower) handleMetadata(conn env.ConnID, hdr env.RequestHeade
 			mt.ErrorCode = kerr.InvalidTopicException.Code
 		} else if mf.cfg.Broker.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
 			*rt.Topic != controller.MetadataTopic && *rt.Topic != offsetsTopic {
-			mt.ErrorCode = kerr.LeaderNotAvailable.Code
-			create = append(create, *rt.Topic)
+			// Auto-creation needs CREATE, on the cluster or the topic.
+			if g.clusterQuietly(acl.Create) || g.topic(acl.Create, *rt.Topic) {
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				create = append(create, *rt.Topic)
+			} else {
+				mt.ErrorCode = codeTopicAuthorization
+			}
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}

@@ -11,5 +11,6 @@ import (
 )
 
 func (gc *groupCoordinators) handleOffsetCommit(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetCommitRequest) {
-	gc.handleGroupRequest(conn, hdr, req, req.Group)
+	req, complete := gc.acls.current.authorizedOffsetCommit(req)
+	gc.handleGroupRequestThen(conn, hdr, req, req.Group, complete)
 }

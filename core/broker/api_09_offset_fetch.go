@@ -9,6 +9,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/group"
 )
@@ -17,19 +18,45 @@ import (
 const batchedOffsetFetchVersion = 8
 
 func (gc *groupCoordinators) handleOffsetFetch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetFetchRequest) {
+	g := gc.acls.current
 	if req.Version < batchedOffsetFetchVersion {
-		gc.handleGroupRequest(conn, hdr, req, req.Group)
+		req, complete := g.authorizedOffsetFetch(req)
+		gc.handleGroupRequestThen(conn, hdr, req, req.Group, complete)
 		return
 	}
-	groups := make([]string, len(req.Groups))
-	for i, g := range req.Groups {
-		groups[i] = g.Group
+	// Each group needs DESCRIBE; the others are answered
+	// GROUP_AUTHORIZATION_FAILED without reaching a coordinator.
+	names := make([]string, len(req.Groups))
+	for i, rg := range req.Groups {
+		names[i] = rg.Group
 	}
-	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, groups, func(answers []kmsg.Response) {
+	allowed, any := g.groupsAllowed(acl.Describe, names)
+	reduced := *req
+	reduced.Groups = nil
+	var completes []func(kmsg.OffsetFetchResponseGroup) kmsg.OffsetFetchResponseGroup
+	for i, rg := range req.Groups {
+		if allowed[i] {
+			kept, complete := g.authorizedOffsetFetchGroup(rg)
+			reduced.Groups = append(reduced.Groups, kept)
+			completes = append(completes, complete)
+		}
+	}
+	answer := func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-		for i := range groups {
-			resp.Groups = append(resp.Groups, answers[i].(*kmsg.OffsetFetchResponse).Groups[i])
+		j := 0
+		for i := range req.Groups {
+			if !allowed[i] {
+				resp.Groups = append(resp.Groups, offsetFetchGroupDenied(names[i]))
+				continue
+			}
+			resp.Groups = append(resp.Groups, completes[j](answers[j].(*kmsg.OffsetFetchResponse).Groups[j]))
+			j++
 		}
 		gc.net.Reply(conn, hdr.CorrelationID, resp)
-	})
+	}
+	if !any {
+		answer(nil)
+		return
+	}
+	gc.fanOutGroups(&reduced, group.Client{ClientID: hdr.ClientID}, kept(names, allowed), answer)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/group"
 )
@@ -39,17 +40,35 @@ const batchedCoordinatorKeysVersion = 4
 
 func (gc *groupCoordinators) handleFindCoordinator(conn env.ConnID, hdr env.RequestHeader, req *kmsg.FindCoordinatorRequest) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	g := gc.acls.current
 	if req.Version < batchedCoordinatorKeysVersion {
-		c := gc.findCoordinator(gc.clientListener(hdr), req.CoordinatorType, req.CoordinatorKey)
+		c := gc.findAuthorizedCoordinator(g, gc.clientListener(hdr), req.CoordinatorType, req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
 		gc.net.Reply(conn, hdr.CorrelationID, resp)
 		return
 	}
 	for _, key := range req.CoordinatorKeys {
-		resp.Coordinators = append(resp.Coordinators, gc.findCoordinator(gc.clientListener(hdr), req.CoordinatorType, key))
+		resp.Coordinators = append(resp.Coordinators, gc.findAuthorizedCoordinator(g, gc.clientListener(hdr), req.CoordinatorType, key))
 	}
 	gc.net.Reply(conn, hdr.CorrelationID, resp)
+}
+
+// findAuthorizedCoordinator is findCoordinator once the principal may
+// DESCRIBE the key: the group, or the transactional id.
+func (gc *groupCoordinators) findAuthorizedCoordinator(g grants, listener string, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+	refused := func(code int16) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Port, c.ErrorCode = key, -1, -1, code
+		return c
+	}
+	switch {
+	case keyType == coordinatorKeyGroup && !g.group(acl.Describe, key):
+		return refused(codeGroupAuthorization)
+	case keyType == coordinatorKeyTransaction && !g.allows(acl.Describe, acl.TransactionalID, key):
+		return refused(codeTxnIDAuthorization)
+	}
+	return gc.findCoordinator(listener, keyType, key)
 }
 
 // findCoordinator answers for one key, with the coordinator's endpoint on

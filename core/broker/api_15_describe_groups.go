@@ -8,16 +8,36 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/group"
 )
 
 func (gc *groupCoordinators) handleDescribeGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeGroupsRequest) {
-	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
+	g := gc.acls.current
+	allowed, any := g.groupsAllowed(acl.Describe, req.Groups)
+	reduced := *req
+	reduced.Groups = kept(req.Groups, allowed)
+	answer := func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, answers[i].(*kmsg.DescribeGroupsResponse).Groups[i])
+		j := 0
+		for i, name := range req.Groups {
+			if !allowed[i] {
+				resp.Groups = append(resp.Groups, describeGroupDenied(name))
+				continue
+			}
+			rg := answers[j].(*kmsg.DescribeGroupsResponse).Groups[j]
+			if req.IncludeAuthorizedOperations {
+				rg.AuthorizedOperations = g.authorizedOperations(acl.Group, name)
+			}
+			resp.Groups = append(resp.Groups, rg)
+			j++
 		}
 		gc.net.Reply(conn, hdr.CorrelationID, resp)
-	})
+	}
+	if !any {
+		answer(nil)
+		return
+	}
+	gc.fanOutGroups(&reduced, group.Client{ClientID: hdr.ClientID}, reduced.Groups, answer)
 }

@@ -23,6 +23,7 @@ func (gc *groupCoordinators) handleListGroups(conn env.ConnID, hdr env.RequestHe
 	}
 	sort.Slice(indexes, func(i, j int) bool { return indexes[i] < indexes[j] })
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	g := gc.acls.current
 	answers := make([]*kmsg.ListGroupsResponse, len(indexes))
 	remaining := len(indexes) + 1 // held while the requests go out
 	release := func() {
@@ -35,7 +36,7 @@ func (gc *groupCoordinators) handleListGroups(conn env.ConnID, hdr env.RequestHe
 				resp.ErrorCode = a.ErrorCode
 			}
 			if a.ErrorCode == 0 {
-				resp.Groups = append(resp.Groups, a.Groups...)
+				resp.Groups = append(resp.Groups, g.listableGroups(a.Groups)...)
 			}
 		}
 		gc.net.Reply(conn, hdr.CorrelationID, resp)

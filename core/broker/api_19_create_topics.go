@@ -17,5 +17,5 @@ import (
 )
 
 func (cr *controllerRole) handleCreateTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreateTopicsRequest) {
-	cr.handleControllerRequest(conn, hdr, req)
+	cr.forwardCreateTopics(conn, hdr, req)
 }

@@ -21,5 +21,5 @@ import (
 )
 
 func (cr *controllerRole) handleDeleteTopics(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteTopicsRequest) {
-	cr.handleControllerRequest(conn, hdr, req)
+	cr.forwardDeleteTopics(conn, hdr, req)
 }

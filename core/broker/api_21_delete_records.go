@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 )
 
@@ -62,9 +63,15 @@ func (pm *partitionManager) handleDeleteRecords(conn env.ConnID, hdr env.Request
 	// The answers are in place and will not move: waits point into them.
 	dr := &deleteRecordsRequest{conn: conn, corr: hdr.CorrelationID, resp: resp}
 	var waits []*partition
+	g := pm.acls.current
 	for i, t := range req.Topics {
+		deletable := g.topic(acl.Delete, t.Topic)
 		for j, dp := range t.Partitions {
 			answer := &resp.Topics[i].Partitions[j]
+			if !deletable {
+				answer.ErrorCode = codeTopicAuthorization
+				continue
+			}
 			p, offset, code := pm.deleteRecords(partitionKey{t.Topic, dp.Partition}, dp.Offset)
 			if answer.ErrorCode = code; code != 0 {
 				continue

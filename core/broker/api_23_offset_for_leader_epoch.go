@@ -16,18 +16,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 )
 
 func (pm *partitionManager) handleOffsetForLeaderEpoch(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetForLeaderEpochRequest) {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	consumer := req.Version < 3 || req.ReplicaID < 0
+	g := pm.acls.current
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
+		// A replica's request was authorized whole (CLUSTER_ACTION).
+		describable := !consumer || g.topic(acl.Describe, t.Topic)
 		for _, ep := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.EndOffset = ep.Partition, -1, -1
+			if !describable {
+				rp.ErrorCode = codeTopicAuthorization
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			rp.ErrorCode = pm.epochEndOffset(partitionKey{t.Topic, ep.Partition}, ep, consumer, &rp)
 			rt.Partitions = append(rt.Partitions, rp)
 		}

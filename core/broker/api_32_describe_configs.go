@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/config"
 	"strand/core/env"
 	"strand/core/metadata"
@@ -31,9 +32,15 @@ import (
 
 func (mf *metadataFollower) handleDescribeConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DescribeConfigsRequest) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	g := mf.acls.current
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		if code := g.configAccess(acl.DescribeConfigs, res.ResourceType, res.ResourceName); code != 0 {
+			rr.ErrorCode = code
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		entries, readOnly, code, msg := mf.describeResource(res)
 		rr.ErrorCode, rr.ErrorMessage = code, msg
 		for _, e := range entries {

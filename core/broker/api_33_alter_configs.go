@@ -18,5 +18,5 @@ import (
 )
 
 func (cr *controllerRole) handleAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.AlterConfigsRequest) {
-	cr.handleControllerRequest(conn, hdr, req)
+	cr.forwardAlterConfigs(conn, hdr, req)
 }

@@ -14,5 +14,5 @@ import (
 )
 
 func (cr *controllerRole) handleCreatePartitions(conn env.ConnID, hdr env.RequestHeader, req *kmsg.CreatePartitionsRequest) {
-	cr.handleControllerRequest(conn, hdr, req)
+	cr.forwardCreatePartitions(conn, hdr, req)
 }

@@ -8,16 +8,31 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/group"
 )
 
 func (gc *groupCoordinators) handleDeleteGroups(conn env.ConnID, hdr env.RequestHeader, req *kmsg.DeleteGroupsRequest) {
-	gc.fanOutGroups(req, group.Client{ClientID: hdr.ClientID}, req.Groups, func(answers []kmsg.Response) {
+	allowed, any := gc.acls.current.groupsAllowed(acl.Delete, req.Groups)
+	reduced := *req
+	reduced.Groups = kept(req.Groups, allowed)
+	answer := func(answers []kmsg.Response) {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, answers[i].(*kmsg.DeleteGroupsResponse).Groups[i])
+		j := 0
+		for i, name := range req.Groups {
+			if !allowed[i] {
+				resp.Groups = append(resp.Groups, deleteGroupDenied(name))
+				continue
+			}
+			resp.Groups = append(resp.Groups, answers[j].(*kmsg.DeleteGroupsResponse).Groups[j])
+			j++
 		}
 		gc.net.Reply(conn, hdr.CorrelationID, resp)
-	})
+	}
+	if !any {
+		answer(nil)
+		return
+	}
+	gc.fanOutGroups(&reduced, group.Client{ClientID: hdr.ClientID}, reduced.Groups, answer)
 }

@@ -19,5 +19,5 @@ import (
 )
 
 func (cr *controllerRole) handleIncrementalAlterConfigs(conn env.ConnID, hdr env.RequestHeader, req *kmsg.IncrementalAlterConfigsRequest) {
-	cr.handleControllerRequest(conn, hdr, req)
+	cr.forwardIncrementalAlterConfigs(conn, hdr, req)
 }

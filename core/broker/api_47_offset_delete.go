@@ -14,12 +14,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 	"strand/core/group"
 )
 
 func (gc *groupCoordinators) handleOffsetDelete(conn env.ConnID, hdr env.RequestHeader, req *kmsg.OffsetDeleteRequest) {
-	known, unknown := gc.splitUnknownPartitions(req)
+	known, unknown := gc.splitUnknownPartitions(req, gc.acls.current)
 	if len(unknown) == 0 {
 		gc.handleGroupRequest(conn, hdr, req, req.Group)
 		return
@@ -36,7 +37,7 @@ func (gc *groupCoordinators) handleOffsetDelete(conn env.ConnID, hdr env.Request
 // splitUnknownPartitions returns req with only the partitions the metadata
 // image has (req itself when it has them all), and the answers, each
 // UNKNOWN_TOPIC_OR_PARTITION, of those it does not, in request order.
-func (gc *groupCoordinators) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteRequest, []kmsg.OffsetDeleteResponseTopic) {
+func (gc *groupCoordinators) splitUnknownPartitions(req *kmsg.OffsetDeleteRequest, g grants) (*kmsg.OffsetDeleteRequest, []kmsg.OffsetDeleteResponseTopic) {
 	var unknown []kmsg.OffsetDeleteResponseTopic
 	known := *req
 	known.Topics = nil
@@ -44,8 +45,13 @@ func (gc *groupCoordinators) splitUnknownPartitions(req *kmsg.OffsetDeleteReques
 		kt := t
 		kt.Partitions = nil
 		var ut *kmsg.OffsetDeleteResponseTopic
+		code := kerr.UnknownTopicOrPartition.Code
+		readable := g.topic(acl.Read, t.Topic)
+		if !readable {
+			code = codeTopicAuthorization
+		}
 		for _, p := range t.Partitions {
-			if _, ok := gc.meta.image.PartitionByName(t.Topic, p.Partition); ok {
+			if _, ok := gc.meta.image.PartitionByName(t.Topic, p.Partition); ok && readable {
 				kt.Partitions = append(kt.Partitions, p)
 				continue
 			}
@@ -54,7 +60,7 @@ func (gc *groupCoordinators) splitUnknownPartitions(req *kmsg.OffsetDeleteReques
 				ut = &unknown[len(unknown)-1]
 			}
 			ut.Partitions = append(ut.Partitions, kmsg.OffsetDeleteResponseTopicPartition{
-				Partition: p.Partition, ErrorCode: kerr.UnknownTopicOrPartition.Code,
+				Partition: p.Partition, ErrorCode: code,
 			})
 		}
 		if len(kt.Partitions) > 0 {

@@ -18,6 +18,11 @@ package broker
 // broker through the metadata log; a broker authenticates with a changed
 // credential once it has applied its record.
 //
+// As in Kafka, Describe requires DESCRIBE on the cluster and Alter ALTER
+// on the cluster (authorize_apis.go): with the authorizer on, anyone else
+// is answered CLUSTER_AUTHORIZATION_FAILED before anything is read or
+// forwarded.
+//
 // Skipped: nothing of v0.
 
 import (

@@ -7,12 +7,17 @@ package broker
 // (api_03_metadata.go), and the cluster id as Metadata reports it.
 // EndpointType 2 (controllers) is refused with UNSUPPORTED_ENDPOINT_TYPE.
 //
-// Skipped: authorized operations, racks, fenced brokers (v2).
+// Anyone may ask, as in Kafka; the cluster's authorized operations are
+// told when asked, to a principal that may DESCRIBE the cluster (0
+// otherwise).
+//
+// Skipped: racks, fenced brokers (v2).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/env"
 )
 
@@ -31,6 +36,12 @@ func (mf *metadataFollower) handleDescribeCluster(conn env.ConnID, hdr env.Reque
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
 		resp.Brokers = append(resp.Brokers, rb)
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = 0
+		if g := mf.acls.current; g.cluster(acl.Describe) {
+			resp.ClusterAuthorizedOperations = g.authorizedOperations(acl.Cluster, acl.ClusterName)
+		}
 	}
 	mf.net.Reply(conn, hdr.CorrelationID, resp)
 }

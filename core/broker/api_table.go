@@ -50,9 +50,11 @@ package broker
 //   - FindCoordinator v0..v4 (v4 batches keys, KIP-699) and the group APIs
 //     in the versions core/group serves them.
 //   - DescribeLogDirs v1..v4 (disk usage in kafka-log-dirs.sh, kadm and
-//     UIs), and DescribeAcls, CreateAcls and DeleteAcls v1..v3 answered
-//     SECURITY_DISABLED, as a Kafka broker without an authorizer answers
-//     (v0 of all four went in Kafka 4.0, KIP-896).
+//     UIs), and DescribeAcls, CreateAcls and DeleteAcls v1..v3
+//     (api_29_31_acls.go; SECURITY_DISABLED without an authorizer, as a
+//     Kafka broker answers; v0 of all four went in Kafka 4.0, KIP-896).
+//     CreateAcls and DeleteAcls are forwarded to the controller like the
+//     other admin requests.
 //   - SaslHandshake v0..v1 (KIP-43; v1 has SaslAuthenticate follow) and
 //     SaslAuthenticate v0..v2 (v1 carries KIP-368's session lifetime, v2
 //     is flexible), on every listener as Kafka lists them: realnet's
@@ -116,11 +118,11 @@ type apiEntry struct {
 	versionMax int16
 	listeners  listenerKind
 	handle     apiHandler
-	// requires says what the connection's principal must be allowed before
-	// handle runs (authorize.go): the control plane requires
-	// CLUSTER_ACTION; the ACL issue adds the topic, group and cluster
-	// operations of the client APIs, which require nothing yet.
-	requires accessRule
+	// requires says what the connection's principal must be allowed
+	// (authorize.go): decided before handle runs where it answers the
+	// whole request, by handle through the request's grants per resource.
+	// Every entry has one (TestAPITableIsWellFormed).
+	requires *access
 }
 
 // serves reports whether the entry serves version on listeners of kind.
@@ -152,69 +154,91 @@ func byPartitions(n *Node) *partitionManager   { return n.parts }
 func byMetadata(n *Node) *metadataFollower     { return n.meta }
 func byProducerIDs(n *Node) *producerIDManager { return n.producerIDs }
 func byGroups(n *Node) *groupCoordinators      { return n.groups }
+func byACLs(n *Node) *aclState                 { return n.acls }
 
 // apiTable is every API Strand serves. A key may have two entries, one per
 // kind of listener, when the two serve it differently (Fetch: partitions
 // for clients and replicas, the metadata log for brokers and voters; the
 // admin requests: from clients, or forwarded by brokers).
 var apiTable = []apiEntry{
-	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleProduceRequest)},
+	{key: kmsg.Produce, versionMin: 3, versionMax: 11, listeners: brokerListener,
+		handle: serve(byPartitions, (*partitionManager).handleProduceRequest), requires: produceAccess},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: fetchEncodedVersionMax, listeners: brokerListener,
-		handle: serve(byPartitions, (*partitionManager).handleFetch), requires: replicaFetchAccess},
+		handle: serve(byPartitions, (*partitionManager).handleFetch), requires: fetchAccess},
 	{key: kmsg.Fetch, versionMin: 4, versionMax: quorumVersionMax(kmsg.Fetch), listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerFetch), requires: clusterAccess},
-	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleListOffsets)},
-	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleMetadata)},
+	{key: kmsg.ListOffsets, versionMin: 1, versionMax: 7, listeners: brokerListener,
+		handle: serve(byPartitions, (*partitionManager).handleListOffsets), requires: listOffsetsAccess},
+	{key: kmsg.Metadata, versionMin: 0, versionMax: 12, listeners: brokerListener,
+		handle: serve(byMetadata, (*metadataFollower).handleMetadata), requires: metadataAccess},
 	{key: kmsg.OffsetCommit, versionMin: groupVersionMin(kmsg.OffsetCommit), versionMax: groupVersionMax(kmsg.OffsetCommit),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetCommit)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetCommit), requires: offsetCommitAccess},
 	{key: kmsg.OffsetFetch, versionMin: groupVersionMin(kmsg.OffsetFetch), versionMax: groupVersionMax(kmsg.OffsetFetch),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetFetch)},
-	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleFindCoordinator)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetFetch), requires: offsetFetchAccess},
+	{key: kmsg.FindCoordinator, versionMin: 0, versionMax: 4, listeners: brokerListener,
+		handle: serve(byGroups, (*groupCoordinators).handleFindCoordinator), requires: findCoordinatorAccess},
 	{key: kmsg.JoinGroup, versionMin: groupVersionMin(kmsg.JoinGroup), versionMax: groupVersionMax(kmsg.JoinGroup),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleJoinGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleJoinGroup), requires: groupReadAccess},
 	{key: kmsg.Heartbeat, versionMin: groupVersionMin(kmsg.Heartbeat), versionMax: groupVersionMax(kmsg.Heartbeat),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleHeartbeat)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleHeartbeat), requires: groupReadAccess},
 	{key: kmsg.LeaveGroup, versionMin: groupVersionMin(kmsg.LeaveGroup), versionMax: groupVersionMax(kmsg.LeaveGroup),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleLeaveGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleLeaveGroup), requires: groupReadAccess},
 	{key: kmsg.SyncGroup, versionMin: groupVersionMin(kmsg.SyncGroup), versionMax: groupVersionMax(kmsg.SyncGroup),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleSyncGroup)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleSyncGroup), requires: groupReadAccess},
 	{key: kmsg.DescribeGroups, versionMin: groupVersionMin(kmsg.DescribeGroups), versionMax: groupVersionMax(kmsg.DescribeGroups),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDescribeGroups)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDescribeGroups), requires: describeGroupsAccess},
 	{key: kmsg.ListGroups, versionMin: groupVersionMin(kmsg.ListGroups), versionMax: groupVersionMax(kmsg.ListGroups),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleListGroups)},
-	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners, handle: serve(byNode, (*Node).handleAPIVersions)},
-	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreateTopics)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleListGroups), requires: listGroupsAccess},
+	{key: kmsg.ApiVersions, versionMin: 0, versionMax: 4, listeners: bothListeners,
+		handle: serve(byNode, (*Node).handleAPIVersions), requires: noAccess},
+	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleCreateTopics), requires: createTopicsAccess},
 	{key: kmsg.CreateTopics, versionMin: 2, versionMax: 7, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleDeleteTopics)},
+	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleDeleteTopics), requires: deleteTopicsAccess},
 	{key: kmsg.DeleteTopics, versionMin: 1, versionMax: 6, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDeleteRecords)},
-	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byProducerIDs, (*producerIDManager).handleInitProducerID)},
+	{key: kmsg.DeleteRecords, versionMin: 0, versionMax: 2, listeners: brokerListener,
+		handle: serve(byPartitions, (*partitionManager).handleDeleteRecords), requires: deleteRecordsAccess},
+	{key: kmsg.InitProducerID, versionMin: 0, versionMax: 4, listeners: brokerListener,
+		handle: serve(byProducerIDs, (*producerIDManager).handleInitProducerID), requires: initProducerIDAccess},
 	{key: kmsg.OffsetForLeaderEpoch, versionMin: 0, versionMax: 4, listeners: brokerListener,
-		handle: serve(byPartitions, (*partitionManager).handleOffsetForLeaderEpoch)},
-	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDescribeAcls)},
-	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleCreateAcls)},
-	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener, handle: serve(byNode, (*Node).handleDeleteAcls)},
-	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeConfigs)},
-	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleAlterConfigs)},
+		handle: serve(byPartitions, (*partitionManager).handleOffsetForLeaderEpoch), requires: offsetsForEpochAccess},
+	{key: kmsg.DescribeACLs, versionMin: 1, versionMax: 3, listeners: brokerListener,
+		handle: serve(byACLs, (*aclState).handleDescribeAcls), requires: describeACLsAccess},
+	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleCreateAcls), requires: alterACLsAccess},
+	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleDeleteAcls), requires: alterACLsAccess},
+	{key: kmsg.CreateACLs, versionMin: 1, versionMax: 3, listeners: controllerListener,
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DeleteACLs, versionMin: 1, versionMax: 3, listeners: controllerListener,
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
+	{key: kmsg.DescribeConfigs, versionMin: 0, versionMax: 4, listeners: brokerListener,
+		handle: serve(byMetadata, (*metadataFollower).handleDescribeConfigs), requires: describeConfigsAccess},
+	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleAlterConfigs), requires: alterConfigsAccess},
 	{key: kmsg.AlterConfigs, versionMin: 0, versionMax: 2, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener, handle: serve(byPartitions, (*partitionManager).handleDescribeLogDirs)},
-	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleCreatePartitions)},
+	{key: kmsg.DescribeLogDirs, versionMin: 1, versionMax: 4, listeners: brokerListener,
+		handle: serve(byPartitions, (*partitionManager).handleDescribeLogDirs), requires: describeLogDirsAccess},
+	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleCreatePartitions), requires: createPartitionsAccess},
 	{key: kmsg.CreatePartitions, versionMin: 0, versionMax: 3, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.DeleteGroups, versionMin: groupVersionMin(kmsg.DeleteGroups), versionMax: groupVersionMax(kmsg.DeleteGroups),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDeleteGroups)},
-	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener, handle: serve(byController, (*controllerRole).handleElectLeaders)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleDeleteGroups), requires: deleteGroupsAccess},
+	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).handleElectLeaders), requires: electLeadersAccess},
 	{key: kmsg.ElectLeaders, versionMin: 0, versionMax: 2, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: brokerListener,
-		handle: serve(byController, (*controllerRole).handleIncrementalAlterConfigs)},
+		handle: serve(byController, (*controllerRole).handleIncrementalAlterConfigs), requires: alterConfigsAccess},
 	{key: kmsg.IncrementalAlterConfigs, versionMin: 0, versionMax: 1, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.OffsetDelete, versionMin: groupVersionMin(kmsg.OffsetDelete), versionMax: groupVersionMax(kmsg.OffsetDelete),
-		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetDelete)},
+		listeners: brokerListener, handle: serve(byGroups, (*groupCoordinators).handleOffsetDelete), requires: offsetDeleteAccess},
 	{key: kmsg.Vote, versionMin: quorumVersionMin(kmsg.Vote), versionMax: quorumVersionMax(kmsg.Vote),
 		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
 	{key: kmsg.BeginQuorumEpoch, versionMin: quorumVersionMin(kmsg.BeginQuorumEpoch), versionMax: quorumVersionMax(kmsg.BeginQuorumEpoch),
@@ -225,7 +249,8 @@ var apiTable = []apiEntry{
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.FetchSnapshot, versionMin: quorumVersionMin(kmsg.FetchSnapshot), versionMax: quorumVersionMax(kmsg.FetchSnapshot),
 		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
-	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener, handle: serve(byMetadata, (*metadataFollower).handleDescribeCluster)},
+	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener,
+		handle: serve(byMetadata, (*metadataFollower).handleDescribeCluster), requires: describeClusterAccess},
 	{key: kmsg.BrokerRegistration, versionMin: 0, versionMax: 3, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.BrokerHeartbeat, versionMin: 0, versionMax: 1, listeners: controllerListener,
@@ -233,13 +258,15 @@ var apiTable = []apiEntry{
 	{key: kmsg.AllocateProducerIDs, versionMin: 0, versionMax: 0, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.DescribeUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
-		handle: serve(byMetadata, (*metadataFollower).handleDescribeUserScramCredentials), requires: clusterDescribeAccess},
+		handle: serve(byMetadata, (*metadataFollower).handleDescribeUserScramCredentials), requires: describeScramAccess},
 	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: brokerListener,
-		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAlterAccess},
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: alterScramAccess},
 	{key: kmsg.AlterUserSCRAMCredentials, versionMin: 0, versionMax: 0, listeners: controllerListener,
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
-	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLHandshake)},
-	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners, handle: serve(byNode, (*Node).handleSASLAuthenticate)},
+	{key: kmsg.SASLHandshake, versionMin: 0, versionMax: 1, listeners: bothListeners,
+		handle: serve(byNode, (*Node).handleSASLHandshake), requires: noAccess},
+	{key: kmsg.SASLAuthenticate, versionMin: 0, versionMax: 2, listeners: bothListeners,
+		handle: serve(byNode, (*Node).handleSASLAuthenticate), requires: noAccess},
 }
 
 // groupVersionMin and groupVersionMax are the versions core/group serves

@@ -27,6 +27,15 @@ func TestAPITableIsWellFormed(t *testing.T) {
 		if e.handle == nil {
 			t.Errorf("%s: no handler", name)
 		}
+		// Authorization (SPEC.md §10.7): every API served says what it
+		// requires; one that needs no decision says so (noAccess).
+		if e.requires == nil || e.requires.text == "" {
+			t.Errorf("%s: no access rule (requires)", name)
+		}
+		if e.listeners&controllerListener != 0 && e.key != kmsg.ApiVersions && e.key != kmsg.SASLHandshake &&
+			e.key != kmsg.SASLAuthenticate && e.requires != clusterAccess {
+			t.Errorf("%s on a controller listener requires %v, not CLUSTER_ACTION", name, e.requires)
+		}
 		if e.listeners == 0 || e.listeners&^bothListeners != 0 {
 			t.Errorf("%s: listener kinds %v", name, e.listeners)
 		}

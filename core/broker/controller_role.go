@@ -43,6 +43,11 @@ type controllerRole struct {
 	// controllerID is the voter this node believes is the active
 	// controller, starting at the lowest (toController).
 	controllerID int32
+	// acls authorizes the admin requests a broker forwards, which meta's
+	// image helps answer without leaking what the principal may not see
+	// (authorize_admin.go).
+	acls *aclState
+	meta *metadataFollower
 }
 
 // newControllerRole starts the controller role when process.roles

@@ -48,6 +48,9 @@ type groupCoordinators struct {
 	meta           *metadataFollower
 	parts          *partitionManager
 	controllerRole *controllerRole
+	// acls authorizes the groups and topics the group APIs name
+	// (authorize_groups.go).
+	acls *aclState
 	// coordinators are the coordinators of the __consumer_offsets
 	// partitions this broker leads, by partition.
 	coordinators map[int32]*coordinatorSlot
@@ -368,8 +371,14 @@ func (gc *groupCoordinators) fanOutGroups(req kmsg.Request, client group.Client,
 // handleGroupRequest serves a request about one group: its coordinator
 // answers.
 func (gc *groupCoordinators) handleGroupRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string) {
+	gc.handleGroupRequestThen(conn, hdr, req, groupID, func(resp kmsg.Response) kmsg.Response { return resp })
+}
+
+// handleGroupRequestThen serves a request about one group, completing its
+// coordinator's answer with complete (the parts authorization refused).
+func (gc *groupCoordinators) handleGroupRequestThen(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request, groupID string, complete func(kmsg.Response) kmsg.Response) {
 	gc.coordinatorFor(groupID).Handle(req, group.Client{ClientID: hdr.ClientID, ClientHost: hdr.ClientHost}, func(resp kmsg.Response) {
-		gc.net.Reply(conn, hdr.CorrelationID, resp)
+		gc.net.Reply(conn, hdr.CorrelationID, complete(resp))
 	})
 }
 

@@ -24,6 +24,9 @@ type metadataFollower struct {
 	parts          *partitionManager
 	groups         *groupCoordinators
 
+	// acls is rebuilt from the image's ACLs as ACL records apply.
+	acls *aclState
+
 	// image is the committed metadata this node has applied.
 	image *metadata.Image
 	// scramPublished is the SCRAM credential set last handed to the
@@ -173,9 +176,10 @@ func (mf *metadataFollower) fetchMetadata() {
 	p.PartitionMaxBytes = replicaFetchResponseMaxBytes
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
+	sentNs := mf.clock.MonotonicNs()
 	mf.controllerRole.toController(req, func(r kmsg.Response, err error) {
 		mf.inFlight = false
-		if err != nil || !mf.onMetadataFetched(r.(*kmsg.FetchResponse)) {
+		if err != nil || !mf.onMetadataFetched(r.(*kmsg.FetchResponse), sentNs) {
 			if !mf.inFlight { // unless a snapshot fetch took over
 				mf.after(metadataFetchBackoffMs, mf.fetchMetadata)
 			}
@@ -231,6 +235,7 @@ func (mf *metadataFollower) fetchMetadataSnapshot(endOffset int64, snapshotEpoch
 		usableBefore := mf.usableBrokers()
 		deleted := topicsDeletedBetween(mf.image, im)
 		mf.image = im
+		mf.rebuildAuthorizer()
 		mf.groups.onTopicsDeleted(deleted)
 		mf.reconcilePartitions()
 		mf.parts.updateIneligibleReplicas(usableBefore)
@@ -239,9 +244,9 @@ func (mf *metadataFollower) fetchMetadataSnapshot(endOffset int64, snapshotEpoch
 	})
 }
 
-// onMetadataFetched applies a metadata fetch response; it reports whether
-// the next fetch may go at once.
-func (mf *metadataFollower) onMetadataFetched(resp *kmsg.FetchResponse) bool {
+// onMetadataFetched applies a metadata fetch response to a fetch sent at
+// sentNs; it reports whether the next fetch may go at once.
+func (mf *metadataFollower) onMetadataFetched(resp *kmsg.FetchResponse, sentNs int64) bool {
 	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		return false
 	}
@@ -259,7 +264,11 @@ func (mf *metadataFollower) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 		return false
 	}
 	mf.applyMetadata(batches)
-	return mf.err == nil
+	if mf.err != nil {
+		return false
+	}
+	mf.acls.noteCaughtUp(sentNs, mf.image.Offset(), part.HighWatermark)
+	return true
 }
 
 // applyMetadata applies committed metadata batches to the image, tells the
@@ -268,6 +277,7 @@ func (mf *metadataFollower) onMetadataFetched(resp *kmsg.FetchResponse) bool {
 func (mf *metadataFollower) applyMetadata(batches []metadata.Batch) {
 	usableBefore := mf.usableBrokers()
 	var deleted []string // topic names, in the log's order
+	aclsChanged := false
 apply:
 	for _, b := range batches {
 		for i, rec := range b.Records {
@@ -286,12 +296,27 @@ apply:
 			if removed.Name != "" {
 				deleted = append(deleted, removed.Name)
 			}
+			switch rec.(type) {
+			case *metadata.AccessControlEntryRecord, *metadata.RemoveAccessControlEntryRecord:
+				aclsChanged = true
+			}
 		}
+	}
+	if aclsChanged {
+		mf.rebuildAuthorizer()
 	}
 	mf.groups.onTopicsDeleted(deleted)
 	mf.reconcilePartitions()
 	mf.parts.updateIneligibleReplicas(usableBefore)
 	mf.parts.reconsiderUnfenced(usableBefore)
+}
+
+// rebuildAuthorizer builds the authorizer from the image's ACLs and hands
+// the produce pre-check the new one.
+func (mf *metadataFollower) rebuildAuthorizer() {
+	if mf.acls.rebuild(mf.image) {
+		mf.parts.publishPrecheckView()
+	}
 }
 
 // usableBrokers is the set of registered, unfenced brokers not shutting

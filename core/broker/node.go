@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strand/core/acl"
 	"strand/core/config"
 	"strand/core/env"
 	"strand/core/group"
@@ -76,6 +77,12 @@ type Bugs struct {
 	// every principal (authorize.go), so a forged heartbeat from a
 	// non-member on a secured controller listener is served.
 	ControlPlaneAnyPrincipal bool
+	// ACL are the authorizer's planted bugs (acl-deny-ignored,
+	// acl-prefix-overmatch).
+	ACL acl.Bugs
+	// ACLStaleForever: the broker never lets an ACL go once it has seen
+	// it, so removals never take effect on it (acl-stale-forever).
+	ACLStaleForever bool
 	// SessionLogStartUntold: the leader's fetch sessions (KIP-227) count a
 	// changed log start offset as told without naming the partition in an
 	// incremental answer (fetch_session.go), so a follower learns a
@@ -167,6 +174,11 @@ type Node struct {
 	// groups are the group coordinators of the __consumer_offsets
 	// partitions this broker leads.
 	groups *groupCoordinators
+
+	// acls is the authorizer, the freshness of the ACLs it decides with,
+	// the audit of denials, and the authorization of the request whose
+	// handler is running (acl_state.go).
+	acls *aclState
 }
 
 // New starts a node: it starts the metadata quorum's voter and the
@@ -199,9 +211,11 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		produceListeners[l.Name] = n.listenerServes(l.Name, kmsg.Produce.Int16())
 	}
 	e := &n.nodeEnv
-	n.meta = &metadataFollower{nodeEnv: e, image: metadata.NewImage(), brokerEpoch: -1}
+	n.acls = newACLState(e)
+	n.meta = &metadataFollower{nodeEnv: e, acls: n.acls, image: metadata.NewImage(), brokerEpoch: -1}
 	n.parts = newPartitionManager(e, n.meta, nil, produceListeners)
-	n.groups = &groupCoordinators{nodeEnv: e, meta: n.meta, parts: n.parts, coordinators: map[int32]*coordinatorSlot{}}
+	n.parts.acls = n.acls
+	n.groups = &groupCoordinators{nodeEnv: e, meta: n.meta, parts: n.parts, acls: n.acls, coordinators: map[int32]*coordinatorSlot{}}
 	n.producerIDs = &producerIDManager{nodeEnv: e, meta: n.meta}
 	n.parts.groups = n.groups
 	n.meta.parts, n.meta.groups = n.parts, n.groups
@@ -216,6 +230,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 		return nil, err
 	}
 	n.controllerRole, n.meta.controllerRole, n.parts.controllerRole, n.groups.controllerRole, n.producerIDs.controllerRole = cr, cr, cr, cr, cr
+	cr.acls, cr.meta = n.acls, n.meta
 	if b.Roles.Broker {
 		previous, err := takeCleanShutdown(disks[0])
 		if err != nil {
@@ -273,8 +288,8 @@ func (n *Node) Image() *metadata.Image { return n.meta.image }
 // not serve, closes the connection, as Kafka's SocketServer does for an API
 // its listener does not enable; an unsupported ApiVersions gets KIP-511's
 // v0 answer with the listener's table instead, so the client can retry. A
-// request whose principal may not make it is answered
-// CLUSTER_AUTHORIZATION_FAILED before its handler runs (authorize.go).
+// request whose principal may not make it is answered with the API's
+// authorization error before its handler runs (authorize.go).
 func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
 	if req == nil || req.Key() != hdr.APIKey || req.GetVersion() != hdr.APIVersion {
 		n.net.Close(conn, hdr.CorrelationID)
@@ -298,11 +313,13 @@ func (n *Node) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Re
 		n.net.Close(conn, hdr.CorrelationID)
 		return
 	}
-	if !n.authorized(kind, hdr, api, req) {
-		n.net.Reply(conn, hdr.CorrelationID, clusterAuthorizationFailed(req))
+	g := n.acls.grantsFor(kind, hdr)
+	if !n.acls.authorize(conn, g, api, req) {
 		return
 	}
+	n.acls.current = g
 	api.handle(n, conn, hdr, req)
+	n.acls.current = grants{}
 }
 
 // HandleClosed forgets the requests parked for conn. Replies to it would be

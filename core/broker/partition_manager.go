@@ -29,6 +29,9 @@ type partitionManager struct {
 	meta           *metadataFollower
 	controllerRole *controllerRole
 	groups         *groupCoordinators
+	// acls authorizes the topics the partition APIs name, and gives the
+	// produce pre-check its authorizer.
+	acls *aclState
 
 	// logConfig is the broker's default log configuration (server.properties).
 	logConfig log.Config

@@ -39,6 +39,14 @@ type Broker struct {
 	// everything, and until ACLs exist the only cluster members a secured
 	// control plane admits (SPEC.md §10).
 	SuperUsers []string
+	// AuthorizerEnabled is authorizer.class.name set to Kafka's
+	// StandardAuthorizer: every request is authorized against the ACLs of
+	// the metadata log (SPEC.md §10.7).
+	AuthorizerEnabled bool
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found: with
+	// the authorizer on, a resource no ACL applies to is open to everyone
+	// rather than closed.
+	AllowEveryoneIfNoACLFound bool
 
 	// LogDirs is log.dirs, or log.dir when log.dirs is unset.
 	LogDirs []string

@@ -108,6 +108,15 @@ var brokerKeys = map[string]keyDef{
 		b.SuperUsers, err = parsePrincipals(k, v)
 		return err
 	}},
+	// authorizer.class.name switches authorization on (SPEC.md §10.7):
+	// KRaft's StandardAuthorizer, whose ACLs live in the metadata log.
+	// Unset, every request its listener serves is allowed, as Kafka
+	// without an authorizer.
+	"authorizer.class.name": {defaultValue: "", hasDefault: true, apply: func(b *builder, k, v string) (err error) {
+		b.AuthorizerEnabled, err = parseAuthorizer(k, v)
+		return err
+	}},
+	"allow.everyone.if.no.acl.found": boolKey("false", func(b *Broker) *bool { return &b.AllowEveryoneIfNoACLFound }),
 	"controller.quorum.voters": {defaultValue: "", hasDefault: true, apply: func(b *builder, k, v string) (err error) {
 		b.QuorumVoters, err = parseVoters(k, v)
 		return err

@@ -143,26 +143,56 @@ func (b Broker) IsSuperUser(principal string) bool {
 
 // resolveSecurity checks the security settings against each other. A
 // secured control plane (controller listener) or replication plane
-// (inter-broker listener) admits only cluster members, and until ACLs
-// exist a member is a super user: without super.users nobody could
-// register a broker or replicate, so the node refuses to start.
+// (inter-broker listener) admits only cluster members; so does every plane
+// once the authorizer is on. A member is a super user, or holds
+// CLUSTER_ACTION by an ACL, but ACLs live in the metadata log, which the
+// quorum must first elect and brokers register to hold: without
+// super.users nobody could vote, register or replicate, so the node
+// refuses to start. A lone combined node is the exception: its broker and
+// controller talk in process.
 func (b *builder) resolveSecurity() error {
 	if len(b.SuperUsers) > 0 {
 		return nil
 	}
+	membersNeeded := "list the brokers' and controllers' principals (ACLs, which could grant CLUSTER_ACTION, live in the metadata log those members must first write)"
 	for _, name := range b.ControllerListenerNames {
 		if b.ListenerSecured(name) {
-			return keyError("super.users", "is empty, but controller listener %s is secured (%s): only cluster members, "+
-				"the super users until ACLs are implemented, may register brokers, heartbeat or vote, so none could; "+
-				"list the brokers' and controllers' principals", name, b.ListenerSecurityProtocols[name])
+			return keyError("super.users", "is empty, but controller listener %s is secured (%s): only cluster members "+
+				"may register brokers, heartbeat or vote, so none could; %s", name, b.ListenerSecurityProtocols[name], membersNeeded)
 		}
 	}
 	if b.Roles.Broker && b.InterBrokerPlaneSecured() {
-		return keyError("super.users", "is empty, but inter-broker listener %s is secured (%s): only cluster members, "+
-			"the super users until ACLs are implemented, may fetch as replicas, so no partition could replicate; "+
-			"list the brokers' principals", b.InterBrokerListenerName, b.ListenerSecurityProtocols[b.InterBrokerListenerName])
+		return keyError("super.users", "is empty, but inter-broker listener %s is secured (%s): only cluster members "+
+			"may fetch as replicas, so no partition could replicate; %s", b.InterBrokerListenerName,
+			b.ListenerSecurityProtocols[b.InterBrokerListenerName], membersNeeded)
+	}
+	loneCombinedNode := b.Roles.Broker && b.Roles.Controller && len(b.QuorumVoters) <= 1
+	if b.AuthorizerEnabled && !loneCombinedNode {
+		return keyError("super.users", "is empty, but authorizer.class.name is set: with the authorizer on, only cluster "+
+			"members may vote, register brokers or replicate, on every listener, so none could; %s "+
+			"(on a PLAINTEXT listener a node is User:ANONYMOUS)", membersNeeded)
 	}
 	return nil
+}
+
+// StandardAuthorizer is the one authorizer.class.name Strand serves:
+// KRaft's, whose ACLs are metadata records.
+const StandardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+// parseAuthorizer parses authorizer.class.name: empty (no authorizer) or
+// StandardAuthorizer. Anything else refuses the start: running without
+// the authorizer the operator named would leave every resource open.
+func parseAuthorizer(key, value string) (bool, error) {
+	switch v := strings.TrimSpace(value); v {
+	case "":
+		return false, nil
+	case StandardAuthorizer:
+		return true, nil
+	case "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer":
+		return false, valueError(key, value, "is ZooKeeper's authorizer; Strand keeps ACLs in the metadata log: use %s", StandardAuthorizer)
+	default:
+		return false, valueError(key, value, "is not an authorizer Strand implements: use %s, or leave the key out to allow every request", StandardAuthorizer)
+	}
 }
 
 // CheckProtocolsServed refuses a configuration with a listener whose

@@ -44,10 +44,10 @@ func TestIsSecurityKey(t *testing.T) {
 // naming it; before, each was a warning and the broker served wide open.
 func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 	cases := map[string]string{
-		"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"ssl.cipher.suites":              "TLS_AES_128_GCM_SHA256",
-		"allow.everyone.if.no.acl.found": "false",
-		"sasl.login.class":               "x",
+		"authorizer.properties":   "x",
+		"ssl.cipher.suites":       "TLS_AES_128_GCM_SHA256",
+		"password.encoder.secret": "x",
+		"sasl.login.class":        "x",
 		"listener.name.controller.plain.sasl.server.callback.handler.class": "x",
 		"delegation.token.secret.key":                                       "x",
 	}
@@ -70,10 +70,10 @@ func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 // TestSeveralUnimplementedSecurityKeysAreAllNamed: the error names the
 // first and lists the others, so one start attempt shows every key to fix.
 func TestSeveralUnimplementedSecurityKeysAreAllNamed(t *testing.T) {
-	_, _, err := parseWith(t, map[string]string{"ssl.cipher.suites": "x", "authorizer.class.name": "x", "sasl.login.class": "PLAIN"})
+	_, _, err := parseWith(t, map[string]string{"ssl.cipher.suites": "x", "authorizer.properties": "x", "sasl.login.class": "PLAIN"})
 	var cfgErr *Error
-	if !errors.As(err, &cfgErr) || cfgErr.Key != "authorizer.class.name" {
-		t.Fatalf("got %v, want the first key, authorizer.class.name", err)
+	if !errors.As(err, &cfgErr) || cfgErr.Key != "authorizer.properties" {
+		t.Fatalf("got %v, want the first key, authorizer.properties", err)
 	}
 	if !strings.Contains(err.Error(), "also not implemented: sasl.login.class, ssl.cipher.suites") {
 		t.Errorf("error %q does not list the other keys", err)
@@ -110,8 +110,9 @@ var securedController = map[string]string{
 }
 
 // TestSecuredPlaneWithoutSuperUsersRefusesTheStart: a secured control or
-// replication plane admits only members, who are the super users until ACLs
-// exist; without any, no broker could register or replicate.
+// replication plane admits only members, who must be super users before
+// the metadata log can hold ACLs; without any, no broker could register or
+// replicate.
 func TestSecuredPlaneWithoutSuperUsersRefusesTheStart(t *testing.T) {
 	for name, overrides := range map[string]map[string]string{
 		"controller":   securedController,
@@ -162,5 +163,46 @@ func TestUnservedProtocolRefusesTheStart(t *testing.T) {
 	plain, _, err := parseWith(t, nil)
 	if err != nil || plain.CheckProtocolsServed([]string{SecurityProtocolPlaintext}) != nil {
 		t.Errorf("PLAINTEXT listeners: %v", err)
+	}
+}
+
+// TestAuthorizerKeys: authorizer.class.name takes KRaft's StandardAuthorizer
+// or nothing; any other class refuses the start naming the key, since
+// running without the authorizer named would leave every resource open.
+// allow.everyone.if.no.acl.found defaults to false.
+func TestAuthorizerKeys(t *testing.T) {
+	b, _, err := parseWith(t, nil)
+	if err != nil || b.AuthorizerEnabled || b.AllowEveryoneIfNoACLFound {
+		t.Fatalf("defaults: authorizer %v, allow everyone %v, err %v; want both off", b.AuthorizerEnabled, b.AllowEveryoneIfNoACLFound, err)
+	}
+	b, _, err = parseWith(t, map[string]string{"authorizer.class.name": StandardAuthorizer, "allow.everyone.if.no.acl.found": "true"})
+	if err != nil || !b.AuthorizerEnabled || !b.AllowEveryoneIfNoACLFound {
+		t.Fatalf("StandardAuthorizer with allow everyone: authorizer %v, allow everyone %v, err %v", b.AuthorizerEnabled, b.AllowEveryoneIfNoACLFound, err)
+	}
+	for _, bad := range []string{"kafka.security.authorizer.AclAuthorizer", "com.example.Mine"} {
+		_, _, err := parseWith(t, map[string]string{"authorizer.class.name": bad})
+		var cfgErr *Error
+		if !errors.As(err, &cfgErr) || cfgErr.Key != "authorizer.class.name" || !strings.Contains(err.Error(), StandardAuthorizer) {
+			t.Errorf("authorizer.class.name=%s: got %v, want an error naming the key and the class to use", bad, err)
+		}
+	}
+	if _, _, err := parseWith(t, map[string]string{"allow.everyone.if.no.acl.found": "yes"}); err == nil {
+		t.Error("allow.everyone.if.no.acl.found=yes accepted")
+	}
+}
+
+// TestAuthorizerWithoutSuperUsersRefusesTheStart: with the authorizer on,
+// voting, registering and replicating need CLUSTER_ACTION on every
+// listener, which only super users can hold before the quorum writes any
+// ACL; a lone combined node needs none (its roles talk in process).
+func TestAuthorizerWithoutSuperUsersRefusesTheStart(t *testing.T) {
+	_, _, err := parseWith(t, map[string]string{"authorizer.class.name": StandardAuthorizer,
+		"controller.quorum.voters": "1@localhost:9093,2@localhost:9095"})
+	var cfgErr *Error
+	if !errors.As(err, &cfgErr) || cfgErr.Key != "super.users" || !strings.Contains(err.Error(), "authorizer.class.name") {
+		t.Fatalf("two voters, authorizer on, no super users: got %v, want an error naming super.users", err)
+	}
+	if _, _, err := parseWith(t, map[string]string{"authorizer.class.name": StandardAuthorizer}); err != nil {
+		t.Fatalf("a lone combined node with the authorizer on: %v", err)
 	}
 }

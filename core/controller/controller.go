@@ -205,7 +205,7 @@ func Handles(req kmsg.Request) bool {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.AlterPartitionRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
 		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest,
-		*kmsg.ElectLeadersRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
+		*kmsg.ElectLeadersRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
@@ -244,6 +244,10 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleElectLeaders(r, reply)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		c.handleAlterUserScramCredentials(r, reply)
+	case *kmsg.CreateACLsRequest:
+		c.handleCreateAcls(r, reply)
+	case *kmsg.DeleteACLsRequest:
+		c.handleDeleteAcls(r, reply)
 	case *kmsg.FetchRequest:
 		c.handleFetch(r, reply)
 	case *kmsg.FetchSnapshotRequest:

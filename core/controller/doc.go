@@ -1,6 +1,6 @@
 // Package controller is Strand's metadata controller: the state machine that
 // owns the cluster metadata (brokers, topics, partition leaders, ISR and ELR,
-// producer id blocks), as Kafka's KRaft QuorumController does.
+// producer id blocks, ACLs), as Kafka's KRaft QuorumController does.
 //
 // # What it does
 //
@@ -13,6 +13,7 @@
 //	AllocateProducerIds (67) a block of producer ids per call
 //	AlterConfigs (33), IncrementalAlterConfigs (44)  topic configs (configs.go)
 //	ElectLeaders (43)        preferred and unclean elections an operator asks for
+//	CreateAcls (30), DeleteAcls (31)  ACLs, one batch per request (acls.go)
 //	Fetch (1) of __cluster_metadata-0: brokers following the metadata log
 //	timers                   a broker silent for broker.session.timeout.ms is fenced
 //

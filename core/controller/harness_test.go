@@ -83,7 +83,7 @@ type harness struct {
 	cfg     Config
 	node    *quorum.Node
 	c       *Controller
-	idCount byte
+	idCount uint32
 }
 
 func newHarness(t tb, cfg Config) *harness {
@@ -94,7 +94,8 @@ func newHarness(t tb, cfg Config) *harness {
 
 func (h *harness) newTopicID() [16]byte {
 	h.idCount++
-	return [16]byte{0: 0x70, 15: h.idCount}
+	n := h.idCount
+	return [16]byte{0: 0x70, 12: byte(n >> 24), 13: byte(n >> 16), 14: byte(n >> 8), 15: byte(n)}
 }
 
 // start starts a single-voter quorum on the disk and a controller over

@@ -122,6 +122,22 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		return electLeadersErrorResponse(r, code, "")
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return scramErrorResponse(r, code)
+	case *kmsg.CreateACLsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			rr := kmsg.NewCreateACLsResponseResult()
+			rr.ErrorCode = code
+			resp.Results = append(resp.Results, rr)
+		}
+		return resp
+	case *kmsg.DeleteACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			rr := kmsg.NewDeleteACLsResponseResult()
+			rr.ErrorCode = code
+			resp.Results = append(resp.Results, rr)
+		}
+		return resp
 	}
 	if resp, ok := configsErrorResponse(req, code); ok {
 		return resp

@@ -37,11 +37,12 @@ func DecodeBootstrap(data []byte) ([]Record, error) {
 }
 
 // Empty reports whether the image holds no state at all: no broker, topic,
-// config, credential or producer id block; only quorum leader changes
+// config, credential, ACL or producer id block; only quorum leader changes
 // (NoOpRecords) may have been applied. The first active controller of a
 // new cluster finds it so and appends the bootstrap records. Once a broker
 // has registered the image is never empty again: no controller decision
 // unregisters a broker.
 func (im *Image) Empty() bool {
-	return len(im.brokers) == 0 && len(im.topics) == 0 && len(im.configs) == 0 && im.scram.Len() == 0 && im.nextProducerID == 0
+	return len(im.brokers) == 0 && len(im.topics) == 0 && len(im.configs) == 0 && im.scram.Len() == 0 && len(im.acls) == 0 &&
+		im.nextProducerID == 0
 }

@@ -392,3 +392,31 @@ func (rec *ProducerIdsRecord) readFields(r *fieldReader) {
 
 func (*NoOpRecord) appendFields(dst []byte) []byte { return dst }
 func (*NoOpRecord) readFields(*fieldReader)        {}
+
+func (rec *AccessControlEntryRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, rec.ID)
+	dst = kbin.AppendInt8(dst, rec.ResourceType)
+	dst = kbin.AppendString(dst, rec.ResourceName)
+	dst = kbin.AppendInt8(dst, rec.PatternType)
+	dst = kbin.AppendString(dst, rec.Principal)
+	dst = kbin.AppendString(dst, rec.Host)
+	dst = kbin.AppendInt8(dst, rec.Operation)
+	return kbin.AppendInt8(dst, rec.Permission)
+}
+
+func (rec *AccessControlEntryRecord) readFields(r *fieldReader) {
+	rec.ID = r.Uuid()
+	rec.ResourceType = r.Int8()
+	rec.ResourceName = r.String()
+	rec.PatternType = r.Int8()
+	rec.Principal = r.String()
+	rec.Host = r.String()
+	rec.Operation = r.Int8()
+	rec.Permission = r.Int8()
+}
+
+func (rec *RemoveAccessControlEntryRecord) appendFields(dst []byte) []byte {
+	return kbin.AppendUuid(dst, rec.ID)
+}
+
+func (rec *RemoveAccessControlEntryRecord) readFields(r *fieldReader) { rec.ID = r.Uuid() }

@@ -27,7 +27,7 @@ func genString(t *rapid.T, label string) string {
 }
 
 func genRecord(t *rapid.T) Record {
-	switch rapid.IntRange(0, 11).Draw(t, "type") {
+	switch rapid.IntRange(0, 13).Draw(t, "type") {
 	case 0:
 		r := &RegisterBrokerRecord{
 			BrokerID: rapid.Int32().Draw(t, "id"), BrokerEpoch: rapid.Int64().Draw(t, "epoch"),
@@ -79,6 +79,18 @@ func genRecord(t *rapid.T) Record {
 		return genScramRecord(t)
 	case 11:
 		return &RemoveUserScramCredentialRecord{Name: genString(t, "name"), Mechanism: ScramMechanism(rapid.Int8().Draw(t, "mech"))}
+	case 12:
+		r := &AccessControlEntryRecord{
+			ResourceType: rapid.Int8().Draw(t, "rt"), ResourceName: genString(t, "rn"),
+			PatternType: rapid.Int8().Draw(t, "pt"), Principal: genString(t, "principal"), Host: genString(t, "host"),
+			Operation: rapid.Int8().Draw(t, "op"), Permission: rapid.Int8().Draw(t, "perm"),
+		}
+		copy(r.ID[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "aclID"))
+		return r
+	case 13:
+		r := &RemoveAccessControlEntryRecord{}
+		copy(r.ID[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "aclID"))
+		return r
 	}
 	return &NoOpRecord{}
 }

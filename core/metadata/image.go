@@ -3,6 +3,8 @@ package metadata
 import (
 	"fmt"
 	"slices"
+
+	"strand/core/acl"
 )
 
 // Broker is a broker's registration as the image holds it.
@@ -64,6 +66,10 @@ type Image struct {
 	nextProducerID int64
 	// scram is replaced, never changed, by a SCRAM record (scram.go).
 	scram *ScramCredentials
+	// acls are the ACLs by id; aclIDs the same, by binding: one binding
+	// is held at most once.
+	acls   map[acl.ID]acl.Binding
+	aclIDs map[acl.Binding]acl.ID
 }
 
 // NewImage returns the image of the empty log.
@@ -74,6 +80,8 @@ func NewImage() *Image {
 		topics:       map[TopicID]*topicState{},
 		topicsByName: map[string]TopicID{},
 		configs:      map[ConfigResource]map[string]string{},
+		acls:         map[acl.ID]acl.Binding{},
+		aclIDs:       map[acl.Binding]acl.ID{},
 	}
 }
 
@@ -104,6 +112,9 @@ func (im *Image) Clone() *Image {
 			c[k] = v
 		}
 		out.configs[res] = c
+	}
+	for id, b := range im.acls { // order-independent: copying a map
+		out.acls[id], out.aclIDs[b] = b, id
 	}
 	return out
 }
@@ -139,6 +150,10 @@ func (im *Image) Apply(offset int64, rec Record) error {
 		err = im.applyUserScramCredential(r)
 	case *RemoveUserScramCredentialRecord:
 		err = im.applyRemoveUserScramCredential(r)
+	case *AccessControlEntryRecord:
+		err = im.applyAccessControlEntry(r)
+	case *RemoveAccessControlEntryRecord:
+		err = im.applyRemoveAccessControlEntry(r)
 	case *NoOpRecord:
 	default:
 		err = fmt.Errorf("unknown record type %T", rec)
@@ -338,6 +353,37 @@ func (im *Image) applyProducerIDs(r *ProducerIdsRecord) error {
 		return fmt.Errorf("NextProducerID %d is not above the current %d", r.NextProducerID, im.nextProducerID)
 	}
 	im.nextProducerID = r.NextProducerID
+	return nil
+}
+
+// applyAccessControlEntry adds an ACL: a valid binding (acl.Binding.Validate)
+// under a new, non-zero id, not already held under another id (Kafka's
+// controller refuses to replay a duplicate too).
+func (im *Image) applyAccessControlEntry(r *AccessControlEntryRecord) error {
+	b := r.Binding()
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("ACL %x: %w", r.ID, err)
+	}
+	if r.ID.IsZero() {
+		return fmt.Errorf("ID of ACL %v is the zero id", b)
+	}
+	if _, ok := im.acls[r.ID]; ok {
+		return fmt.Errorf("ID %x: ACL id in use", r.ID)
+	}
+	if id, ok := im.aclIDs[b]; ok {
+		return fmt.Errorf("ACL %v is already held, with id %x", b, id)
+	}
+	im.acls[r.ID], im.aclIDs[b] = b, r.ID
+	return nil
+}
+
+func (im *Image) applyRemoveAccessControlEntry(r *RemoveAccessControlEntryRecord) error {
+	b, ok := im.acls[r.ID]
+	if !ok {
+		return fmt.Errorf("ID %x: no such ACL", r.ID)
+	}
+	delete(im.acls, r.ID)
+	delete(im.aclIDs, b)
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"strand/core/acl"
 )
 
 // allFields lets go-cmp look inside the Image's unexported fields.
@@ -204,7 +206,7 @@ func genSmallRecord(t *rapid.T, ids []TopicID) Record {
 		return Change(smallIDs(label))
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "topic")
-	switch rapid.IntRange(0, 7).Draw(t, "kind") {
+	switch rapid.IntRange(0, 8).Draw(t, "kind") {
 	case 6, 7:
 		return genSmallScramRecord(t)
 	case 0:
@@ -233,6 +235,19 @@ func genSmallRecord(t *rapid.T, ids []TopicID) Record {
 			Leader: leader, ISR: change("isr"), ELR: change("elr"), LastKnownELR: change("lkelr")}
 	case 4:
 		return &RemoveTopicRecord{TopicID: id}
+	case 5:
+		// A few ids and bindings, so that adds collide and removals hit.
+		b := acl.Binding{
+			Pattern: acl.Pattern{Type: acl.Topic, Name: rapid.SampledFrom([]string{"a", "b", ""}).Draw(t, "aclName"),
+				PatternType: rapid.SampledFrom([]acl.PatternType{acl.Literal, acl.Prefixed}).Draw(t, "aclPattern")},
+			Entry: acl.Entry{Principal: "User:alice", Host: "*", Operation: acl.Read,
+				Permission: rapid.SampledFrom([]acl.Permission{acl.Allow, acl.Deny}).Draw(t, "aclPermission")},
+		}
+		aclID := acl.ID{rapid.ByteRange(0, 3).Draw(t, "aclID")}
+		if rapid.Bool().Draw(t, "aclRemove") {
+			return &RemoveAccessControlEntryRecord{ID: aclID}
+		}
+		return NewAccessControlEntryRecord(aclID, b)
 	}
 	return &RegisterBrokerRecord{BrokerID: rapid.Int32Range(-1, 3).Draw(t, "broker"), BrokerEpoch: rapid.Int64Range(0, 200).Draw(t, "epoch")}
 }
@@ -255,5 +270,58 @@ func TestApplyBatchSkipsRecordsAlreadyApplied(t *testing.T) {
 	}
 	if leader, _, ok := im.Leader("a", 0); !ok || leader != 1 {
 		t.Fatalf("Leader(a, 0) = %d, %v", leader, ok)
+	}
+}
+
+func TestAccessControlEntries(t *testing.T) {
+	im := NewImage()
+	readOrders := acl.Binding{
+		Pattern: acl.Pattern{Type: acl.Topic, Name: "orders", PatternType: acl.Literal},
+		Entry:   acl.Entry{Principal: "User:alice", Host: "*", Operation: acl.Read, Permission: acl.Allow},
+	}
+	writeOrders := readOrders
+	writeOrders.Operation = acl.Write
+	if err := im.Apply(0, NewAccessControlEntryRecord(acl.ID{1}, readOrders)); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Apply(1, NewAccessControlEntryRecord(acl.ID{2}, writeOrders)); err != nil {
+		t.Fatal(err)
+	}
+	bad := writeOrders
+	bad.Operation = acl.AnyOperation
+	for name, rec := range map[string]Record{
+		"reused id":         NewAccessControlEntryRecord(acl.ID{1}, bad),
+		"zero id":           NewAccessControlEntryRecord(acl.ID{}, writeOrders),
+		"duplicate binding": NewAccessControlEntryRecord(acl.ID{3}, readOrders),
+		"invalid binding":   NewAccessControlEntryRecord(acl.ID{3}, bad),
+		"unknown removal":   &RemoveAccessControlEntryRecord{ID: acl.ID{9}},
+	} {
+		before := im.Clone()
+		if err := im.Apply(im.Offset()+1, rec); err == nil {
+			t.Errorf("%s: applied", name)
+		}
+		if diff := cmp.Diff(before, im, allFields); diff != "" {
+			t.Errorf("%s: a refused record changed the image:\n%s", name, diff)
+		}
+	}
+	if err := im.Apply(2, &RemoveAccessControlEntryRecord{ID: acl.ID{1}}); err != nil {
+		t.Fatal(err)
+	}
+	got := im.ACLs()
+	if len(got) != 1 || got[0].ID != (acl.ID{2}) || got[0].Binding != writeOrders {
+		t.Fatalf("ACLs after the removal: %v, want only %v", got, writeOrders)
+	}
+	if err := im.Apply(3, NewAccessControlEntryRecord(acl.ID{1}, readOrders)); err != nil {
+		t.Fatalf("a removed ACL could not be added again: %v", err)
+	}
+	if id, ok := im.ACLID(readOrders); !ok || id != (acl.ID{1}) {
+		t.Fatalf("ACLID(read) = %x, %v", id, ok)
+	}
+	snap, err := DecodeSnapshot(im.EncodeSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(im.ACLs(), snap.ACLs()); diff != "" {
+		t.Fatalf("the snapshot lost ACLs:\n%s", diff)
 	}
 }

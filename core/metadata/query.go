@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+
+	"strand/core/acl"
 )
 
 // TopicPartition names one partition.
@@ -134,4 +136,31 @@ func (im *Image) ConfigResources() []ConfigResource {
 	return slices.SortedFunc(maps.Keys(im.configs), func(a, b ConfigResource) int {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name))
 	})
+}
+
+// ACLs returns every ACL, sorted by binding (acl.Compare). The slice is
+// the caller's.
+func (im *Image) ACLs() []acl.ACL {
+	out := make([]acl.ACL, 0, len(im.acls))
+	for id, b := range im.acls { // order-independent: sorted below
+		out = append(out, acl.ACL{ID: id, Binding: b})
+	}
+	slices.SortFunc(out, func(a, b acl.ACL) int { return acl.Compare(a.Binding, b.Binding) })
+	return out
+}
+
+// ACLSet is the image's ACLs as an immutable, indexed set, built anew: a
+// caller that decides often keeps it until a record changes the ACLs.
+func (im *Image) ACLSet() *acl.Set { return acl.NewSet(im.ACLs()) }
+
+// ACLID is the id of the ACL b, if the image holds it.
+func (im *Image) ACLID(b acl.Binding) (acl.ID, bool) {
+	id, ok := im.aclIDs[b]
+	return id, ok
+}
+
+// ACL is the ACL with id, if the image holds it.
+func (im *Image) ACL(id acl.ID) (acl.Binding, bool) {
+	b, ok := im.acls[id]
+	return b, ok
 }

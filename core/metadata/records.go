@@ -3,6 +3,8 @@ package metadata
 import (
 	"encoding/base64"
 	"fmt"
+
+	"strand/core/acl"
 )
 
 // RecordType is the type of a metadata record: the apiKey Kafka gives the
@@ -18,6 +20,8 @@ const (
 	TypePartition                RecordType = 3
 	TypeConfig                   RecordType = 4
 	TypePartitionChange          RecordType = 5
+	TypeAccessControlEntry       RecordType = 6
+	TypeRemoveAccessControlEntry RecordType = 7
 	TypeRemoveTopic              RecordType = 9
 	TypeProducerIDs              RecordType = 15
 	TypeBrokerRegistrationChange RecordType = 17
@@ -39,6 +43,10 @@ func (t RecordType) String() string {
 		return "ConfigRecord"
 	case TypePartitionChange:
 		return "PartitionChangeRecord"
+	case TypeAccessControlEntry:
+		return "AccessControlEntryRecord"
+	case TypeRemoveAccessControlEntry:
+		return "RemoveAccessControlEntryRecord"
 	case TypeRemoveTopic:
 		return "RemoveTopicRecord"
 	case TypeProducerIDs:
@@ -211,6 +219,45 @@ type ProducerIdsRecord struct {
 	NextProducerID int64
 }
 
+// AccessControlEntryRecord adds one ACL (SPEC.md §10.7), with Kafka's
+// fields and enum ids (ResourceType, PatternType, AclOperation,
+// AclPermissionType). The controller commits the ACLs of one CreateAcls
+// request as one batch.
+type AccessControlEntryRecord struct {
+	// ID is the ACL's id: never zero, never reused while the ACL exists.
+	ID           acl.ID
+	ResourceType int8
+	ResourceName string
+	PatternType  int8
+	Principal    string
+	Host         string
+	Operation    int8
+	Permission   int8
+}
+
+// Binding is the ACL the record adds.
+func (r *AccessControlEntryRecord) Binding() acl.Binding {
+	return acl.Binding{
+		Pattern: acl.Pattern{Type: acl.ResourceType(r.ResourceType), Name: r.ResourceName, PatternType: acl.PatternType(r.PatternType)},
+		Entry: acl.Entry{Principal: r.Principal, Host: r.Host, Operation: acl.Operation(r.Operation),
+			Permission: acl.Permission(r.Permission)},
+	}
+}
+
+// NewAccessControlEntryRecord is the record adding b with id.
+func NewAccessControlEntryRecord(id acl.ID, b acl.Binding) *AccessControlEntryRecord {
+	return &AccessControlEntryRecord{
+		ID: id, ResourceType: int8(b.Type), ResourceName: b.Name, PatternType: int8(b.PatternType),
+		Principal: b.Principal, Host: b.Host, Operation: int8(b.Operation), Permission: int8(b.Permission),
+	}
+}
+
+// RemoveAccessControlEntryRecord removes the ACL with ID. The controller
+// commits the removals of one DeleteAcls request as one batch.
+type RemoveAccessControlEntryRecord struct {
+	ID acl.ID
+}
+
 // NoOpRecord changes nothing; a new controller writes one to learn its
 // commit offset.
 type NoOpRecord struct{}
@@ -232,6 +279,12 @@ func (*PartitionRecord) Type() RecordType { return TypePartition }
 
 // Type is TypePartitionChange.
 func (*PartitionChangeRecord) Type() RecordType { return TypePartitionChange }
+
+// Type is TypeAccessControlEntry.
+func (*AccessControlEntryRecord) Type() RecordType { return TypeAccessControlEntry }
+
+// Type is TypeRemoveAccessControlEntry.
+func (*RemoveAccessControlEntryRecord) Type() RecordType { return TypeRemoveAccessControlEntry }
 
 // Type is TypeRemoveTopic.
 func (*RemoveTopicRecord) Type() RecordType { return TypeRemoveTopic }
@@ -262,6 +315,10 @@ func newRecord(t RecordType) Record {
 		return &PartitionChangeRecord{}
 	case TypeRemoveTopic:
 		return &RemoveTopicRecord{}
+	case TypeAccessControlEntry:
+		return &AccessControlEntryRecord{}
+	case TypeRemoveAccessControlEntry:
+		return &RemoveAccessControlEntryRecord{}
 	case TypeConfig:
 		return &ConfigRecord{}
 	case TypeProducerIDs:

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
+
+	"strand/core/acl"
 )
 
 // genScramRecord draws any UserScramCredentialRecord, valid or not, for
@@ -180,5 +182,13 @@ func TestEmptyImage(t *testing.T) {
 	b.ok(&RegisterBrokerRecord{BrokerID: 1})
 	if b.im.Empty() {
 		t.Fatal("an image holding a broker is empty")
+	}
+	c := applier{t: t, im: NewImage()}
+	c.ok(NewAccessControlEntryRecord(acl.ID{1}, acl.Binding{
+		Pattern: acl.Pattern{Type: acl.Topic, Name: "orders", PatternType: acl.Literal},
+		Entry:   acl.Entry{Principal: "User:alice", Host: "*", Operation: acl.Read, Permission: acl.Allow},
+	}))
+	if c.im.Empty() {
+		t.Fatal("an image holding an ACL is empty")
 	}
 }

@@ -20,7 +20,8 @@ const snapshotHeaderBytes = 18
 // carry without a registered broker) and one RecordBatch v2 of records:
 // brokers by id, topics by name each followed by its partitions, then
 // configs by resource and key, then SCRAM credentials by user and
-// mechanism. The same image always encodes to the same bytes.
+// mechanism, then ACLs by binding. The same image always encodes to the
+// same bytes.
 func (im *Image) EncodeSnapshot() []byte {
 	out := binary.BigEndian.AppendUint16(nil, snapshotVersion)
 	out = binary.BigEndian.AppendUint64(out, uint64(im.offset))
@@ -53,6 +54,9 @@ func (im *Image) EncodeSnapshot() []byte {
 		}
 	}
 	records = append(records, im.scramSnapshotRecords()...)
+	for _, a := range im.ACLs() {
+		records = append(records, NewAccessControlEntryRecord(a.ID, a.Binding))
+	}
 	if len(records) > 0 {
 		out = append(out, EncodeBatch(records, 0)...)
 	}

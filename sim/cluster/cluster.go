@@ -134,6 +134,9 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail,
 		Security: drawSecurity(streams.Get("security"))}
+	if shape.Authorization {
+		c.Security = Security{ControllerSecured: true, InterBrokerSecured: true, SharedPrincipal: c.Security.SharedPrincipal, Authorizer: true}
+	}
 	c.Net.PrecheckWith(streams.Get("net/precheck"))
 	c.raft = newRaftChecker(c)
 	for id := int32(1); id <= int32(shape.Brokers); id++ {

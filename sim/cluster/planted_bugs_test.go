@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"strand/core/acl"
 	"strand/core/broker"
 	"strand/core/group"
 	"strand/core/quorum"
@@ -149,6 +150,7 @@ func withoutParentheses(s string) string {
 // bugsCarriers are the configurations whose Bugs field carries planted
 // bugs into a package, by the name SPEC gives them.
 var bugsCarriers = map[string]reflect.Type{
+	"acl.Config.Bugs":     reflect.TypeFor[acl.Config](),
 	"broker.Config.Bugs":  reflect.TypeFor[broker.Config](),
 	"replica.Config.Bugs": reflect.TypeFor[replica.Config](),
 	"quorum.Config.Bugs":  reflect.TypeFor[quorum.Config](),

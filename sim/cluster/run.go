@@ -273,6 +273,7 @@ func (r *run) execute(bugs Bugs) {
 		Forger:                c.forgerConfig(streams.Get("workload/forger")),
 		ListOffsetsIntervalNs: listOffsetsIntervalNs, ListOffsetsRand: streams.Get("workload/list-offsets"),
 		ScramIntervalNs: drawScramInterval(streams), ScramRand: streams.Get("workload/scram"),
+		ACLs: c.aclWorkload(streams.Get("workload/acls")),
 	}
 	hostileWorkload(&wcfg, r.shape)
 	r.w, err = workload.New(r.s, c.Net, streams.Get("workload"), wcfg)
@@ -444,6 +445,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 	if r.c.ActiveController() == nil {
 		return nil, "no active controller"
 	}
+	if why := r.aclsQuiet(); why != "" {
+		return nil, why
+	}
 	for i, tp := range r.tps {
 		v := views[i]
 		if !v.OK {
@@ -541,6 +545,7 @@ func (r *run) check() {
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
 	vs = append(vs, r.checkScram()...)
+	vs = append(vs, r.checkACLs()...)
 	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
 		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})

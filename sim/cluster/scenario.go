@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"strand/core/acl"
 	"strand/core/broker"
 	"strand/core/group"
 	"strand/core/producer"
@@ -57,6 +58,10 @@ type Shape struct {
 	// HostileClients attack the brokers' connection limits for the whole
 	// run, which the brokers run with small (hostile.go).
 	HostileClients int
+	// Authorization secures both planes and switches the authorizer on
+	// in every seed (other shapes draw it), with the ACL clients
+	// (acls.go): the shape the ACL planted bugs are hunted in.
+	Authorization bool
 }
 
 // Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
@@ -90,6 +95,10 @@ var Shapes = map[string]Shape{
 	// holding stalled requests and idle connections on every broker.
 	"hostile": {Name: "hostile", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, HostileClients: 2},
+	// acl: small's cluster and clients, both planes secured and the
+	// authorizer on, with an ACL churn and ACL probes (acls.go).
+	"acl": {Name: "acl", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, Authorization: true},
 }
 
 // MixedShapes are the shapes a "mixed" sweep draws from, by seed. groups
@@ -148,6 +157,12 @@ type Bugs struct {
 	// (broker.Bugs.ControlPlaneAnyPrincipal); the forgery check catches
 	// it in the seeds that secure the control plane.
 	ControlPlaneAnyPrincipal bool
+	// ACL are the authorizer's (acl-deny-ignored, acl-prefix-overmatch);
+	// ACLStaleForever: brokers never apply ACL removals
+	// (acl-stale-forever). The authorized and acl-agreement checks catch
+	// them in the seeds with the authorizer on.
+	ACL             acl.Bugs
+	ACLStaleForever bool
 }
 
 // PlantedBug is a planted bug, the shape the simulator hunts it in, and
@@ -167,8 +182,9 @@ type PlantedBug struct {
 // group-double-assign where coordinators also fail over often;
 // raft-vote-twice where split votes happen (elections: pre-vote makes two
 // candidates in one epoch rare elsewhere); session-log-start-untold in
-// small (quick seeds with deletes on two partitions); the others in the
-// mixed sweep.
+// small (quick seeds with deletes on two partitions); the ACL bugs in acl
+// (the authorizer on, with ACL churn and probes, in every seed); the
+// others in the mixed sweep.
 var PlantedBugs = []PlantedBug{
 	{"hw-truncation", "sync", "acked-present"},
 	{"early-ack", "mixed", "linearizability"},
@@ -184,6 +200,9 @@ var PlantedBugs = []PlantedBug{
 	{"hw-regress", "mixed", "hw-linearizability"},
 	{"open-control-plane", "mixed", "forgery"},
 	{"control-plane-any-principal", "mixed", "forgery"},
+	{"acl-deny-ignored", "acl", "authorized"},
+	{"acl-prefix-overmatch", "acl", "authorized"},
+	{"acl-stale-forever", "acl", "acl-agreement"},
 }
 
 // BugNames are the planted bugs' names, as -bug takes them.
@@ -238,6 +257,12 @@ func ParseBug(name string) (Bugs, error) {
 		b.ControlPlaneAnyPrincipal = true
 	case "hw-regress":
 		b.Replica.HWRegress = true
+	case "acl-deny-ignored":
+		b.ACL.DenyIgnored = true
+	case "acl-prefix-overmatch":
+		b.ACL.PrefixOvermatch = true
+	case "acl-stale-forever":
+		b.ACLStaleForever = true
 	default:
 		return b, fmt.Errorf("unknown bug %q (have %s)", name, strings.Join(BugNames, ", "))
 	}
@@ -248,5 +273,5 @@ func ParseBug(name string) (Bugs, error) {
 func (b Bugs) broker() broker.Bugs {
 	return broker.Bugs{Replica: b.Replica, Quorum: b.Quorum, DedupOff: b.DedupOff, Group: b.Group,
 		SessionLogStartUntold: b.SessionLogStartUntold, OpenControlPlane: b.OpenControlPlane,
-		ControlPlaneAnyPrincipal: b.ControlPlaneAnyPrincipal}
+		ControlPlaneAnyPrincipal: b.ControlPlaneAnyPrincipal, ACL: b.ACL, ACLStaleForever: b.ACLStaleForever}
 }

@@ -37,6 +37,11 @@ type Security struct {
 	// SharedPrincipal: every node authenticates as User:kafka (the
 	// design's privileged user) instead of User:broker-<id>.
 	SharedPrincipal bool
+	// Authorizer: authorizer.class.name is StandardAuthorizer, the ACL
+	// admin (aclAdminPrincipal) is a super user too, and the ACL clients
+	// run (acls.go). Drawn only with both planes secured, where clients
+	// have principals of their own.
+	Authorizer bool
 }
 
 // drawSecurity draws a third of the seeds open, a third with the control
@@ -51,6 +56,7 @@ func drawSecurity(r *rand.Rand) Security {
 		s.ControllerSecured, s.InterBrokerSecured = true, true
 	}
 	s.SharedPrincipal = s.ControllerSecured && r.IntN(2) == 0
+	s.Authorizer = s.InterBrokerSecured && r.IntN(2) == 0
 	return s
 }
 
@@ -59,8 +65,8 @@ func (s Security) String() string {
 	if s.SharedPrincipal {
 		principals = "shared"
 	}
-	return fmt.Sprintf("security{controller_secured=%v inter_broker_secured=%v principals=%s}",
-		s.ControllerSecured, s.InterBrokerSecured, principals)
+	return fmt.Sprintf("security{controller_secured=%v inter_broker_secured=%v principals=%s authorizer=%v}",
+		s.ControllerSecured, s.InterBrokerSecured, principals, s.Authorizer)
 }
 
 // principal is what node id authenticates as on a secured listener.
@@ -88,6 +94,10 @@ func (s Security) properties(brokers int) map[string]string {
 		}
 		if s.SharedPrincipal {
 			users = users[:1]
+		}
+		if s.Authorizer {
+			users = append(users, aclAdminPrincipal)
+			props["authorizer.class.name"] = config.StandardAuthorizer
 		}
 		props["super.users"] = strings.Join(users, ";")
 	}

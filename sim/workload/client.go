@@ -33,6 +33,9 @@ type client struct {
 	index int
 	proc  *sched.Node
 	host  *simnet.Client
+	// principal is what the client authenticates as on a secured
+	// listener: a principal of its own, never a cluster member's.
+	principal string
 	// conns holds the connection to each broker, indexed like w.brokers.
 	conns []*simnet.ClientConn
 	// leaders is the client's metadata cache; it is only looked up.
@@ -53,9 +56,8 @@ func (w *Workload) newClient(name string) *client {
 		conns:   make([]*simnet.ClientConn, len(w.cfg.Brokers)),
 		leaders: map[models.TopicPartition]leaderInfo{},
 	}
-	// What the client authenticates as on a secured listener: a principal
-	// of its own, never a cluster member's.
-	c.host.SetPrincipal(fmt.Sprintf("User:%s-%d", name, index))
+	c.principal = fmt.Sprintf("User:%s-%d", name, index)
+	c.host.SetPrincipal(c.principal)
 	w.clients = append(w.clients, c)
 	return c
 }

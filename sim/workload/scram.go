@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/models"
@@ -76,6 +77,19 @@ func (w *Workload) scramStep() {
 		}
 		w.scheduleScram()
 	})
+}
+
+// scramUnauthorized counts the alterations refused
+// CLUSTER_AUTHORIZATION_FAILED: none where the authorizer is on, whose
+// base ACLs let the credential admin ALTER the cluster (acls.go).
+func (w *Workload) scramUnauthorized() int {
+	n := 0
+	for _, op := range w.scramOps {
+		if op.ErrorCode == kerr.ClusterAuthorizationFailed.Code {
+			n++
+		}
+	}
+	return n
 }
 
 // ScramOps lists the credential admin's alterations.

@@ -82,6 +82,9 @@ type Config struct {
 	// ScramRand; 0: the run alters none.
 	ScramIntervalNs int64
 	ScramRand       *rand.Rand
+	// ACLs are the ACL admin and probes (acls.go); the zero value has
+	// none.
+	ACLs ACLConfig
 }
 
 func (c Config) validate() error {
@@ -110,6 +113,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
 		return fmt.Errorf("workload: a forger every %d ns needs a Rand, Intel and Targets", c.Forger.IntervalNs)
+	case c.ACLs.Probes < 0 || (c.ACLs.enabled() && (c.ACLs.Rand == nil || c.ACLs.AdminPrincipal == "")):
+		return fmt.Errorf("workload: %d ACL probes need a Rand and an admin principal", c.ACLs.Probes)
 	case c.HostileClients < 0 || (c.HostileClients > 0 && (c.HostileConnsPerBroker < 1 || c.HostileFrameBytes < 8 || c.HostileBackoffNs <= 0)):
 		return fmt.Errorf("workload: %d hostile clients with %d connections per broker, frames of %d bytes, backoff %d ns",
 			c.HostileClients, c.HostileConnsPerBroker, c.HostileFrameBytes, c.HostileBackoffNs)
@@ -148,6 +153,8 @@ type Workload struct {
 	// run without (scram.go).
 	scramAdmin *client
 	scramOps   []models.ScramOp
+	// acls are the ACL admin and probes; nil in a run without.
+	acls *aclClients
 	// observedHW is the highest HW a fetch of each partition returned;
 	// deleteFloor the highest offset a DeleteRecords asked for.
 	observedHW  map[models.TopicPartition]int64
@@ -249,6 +256,9 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 	if cfg.ScramIntervalNs > 0 {
 		w.scramAdmin = w.newClient("scram")
 	}
+	if cfg.ACLs.enabled() {
+		w.acls = w.newACLClients(cfg.ACLs)
+	}
 	return w, nil
 }
 
@@ -257,8 +267,17 @@ func New(s *sched.Scheduler, net *simnet.Network, r *rand.Rand, cfg Config) (*Wo
 func (w *Workload) Partitions() []models.TopicPartition { return w.tps }
 
 // Start creates the topics, then starts producing and consuming; ready
-// runs once the topics exist.
+// runs once the topics exist. With ACL clients, the base ACLs the others
+// need are committed first.
 func (w *Workload) Start(ready func()) {
+	if w.acls != nil {
+		w.acls.setup(func() { w.start(ready) })
+		return
+	}
+	w.start(ready)
+}
+
+func (w *Workload) start(ready func()) {
 	w.createTopics(func() {
 		for _, p := range w.producers {
 			p.start()
@@ -279,6 +298,9 @@ func (w *Workload) Start(ready func()) {
 			h.start()
 		}
 		w.startMonitor()
+		if w.acls != nil {
+			w.acls.start()
+		}
 		ready()
 	})
 }
@@ -334,6 +356,9 @@ func (w *Workload) Describe() string {
 	if w.scramAdmin != nil {
 		s += fmt.Sprintf(" scram_interval_ms=%d", w.cfg.ScramIntervalNs/1e6)
 	}
+	if w.acls != nil {
+		s += w.acls.describe()
+	}
 	return s + "}"
 }
 
@@ -385,7 +410,10 @@ func (w *Workload) Stats() string {
 			len(w.groupHistory.Ops), len(w.groupHistory.Assignments), len(w.groupHistory.Commits), accepted, len(w.groupHistory.Fetches))
 	}
 	if w.scramAdmin != nil {
-		s += fmt.Sprintf(" scram_alterations=%d", len(w.scramOps))
+		s += fmt.Sprintf(" scram_alterations=%d scram_unauthorized=%d", len(w.scramOps), w.scramUnauthorized())
+	}
+	if w.acls != nil {
+		s += w.acls.stats()
 	}
 	return s + w.hostileStats()
 }
