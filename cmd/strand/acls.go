@@ -61,16 +61,39 @@ func acls(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, aclsUsage)
 		return 2
 	}
-	switch args[0] {
-	case "help", "-h", "--help", "-help":
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		fmt.Fprint(stdout, aclsUsage)
 		return 0
+	}
+	verb, rest := designVerbOf(args)
+	switch verb {
 	case "grant", "revoke", "reset", "apply":
-		return finish("acls "+args[0], stderr, runDesignVerb(args[0], args[1:], stdout, stderr))
+		return finish("acls "+verb, stderr, runDesignVerb(verb, rest, stdout, stderr))
 	case "check":
-		return checkStatus(stderr, aclsCheck(args[1:], stdout, stderr))
+		return checkStatus(stderr, aclsCheck(rest, stdout, stderr))
 	}
 	return finish("acls", stderr, aclsKafkaForm(args, stdin, stdout, stderr))
+}
+
+// designVerbs are the design's shorthands, written first or after the
+// client flags every form takes (strand acls --bootstrap-server H grant ...).
+var designVerbs = map[string]bool{"grant": true, "revoke": true, "reset": true, "apply": true, "check": true}
+
+// designVerbOf finds the design verb of args and the arguments it takes,
+// the client flags written before it included; "" when args are
+// kafka-acls.sh's form.
+func designVerbOf(args []string) (verb string, rest []string) {
+	if designVerbs[args[0]] {
+		return args[0], args[1:]
+	}
+	flags := flag.NewFlagSet("acls", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	addClientFlags(flags)
+	if flags.Parse(args) != nil || flags.NArg() == 0 || !designVerbs[flags.Arg(0)] {
+		return "", nil
+	}
+	before := args[:len(args)-flags.NArg()]
+	return flags.Arg(0), append(append([]string{}, before...), flags.Args()[1:]...)
 }
 
 // kafkaACLFlags are kafka-acls.sh's options.

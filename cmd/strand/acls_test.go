@@ -238,3 +238,20 @@ func TestApplyCommitsTogether(t *testing.T) {
 		t.Errorf("a bad line: status %d, %q; want a usage error naming line 1", status, errOut)
 	}
 }
+
+// TestDesignVerbAfterClientFlags: the design's verbs may follow the client
+// flags every form takes, as kafka-acls.sh users write them first; a flag
+// value that looks like a verb is not taken for one.
+func TestDesignVerbAfterClientFlags(t *testing.T) {
+	m := &memACLs{}
+	withMemACLs(t, m)
+	if status, out, errOut := runACLs("", "--bootstrap-server", "127.0.0.1:9092", "--timeout", "5s", "grant", "jack", "R", "transaction"); status != 0 || !strings.Contains(out, "granted READ to User:jack on topic transaction") {
+		t.Fatalf("grant after flags: status %d, %q %q", status, out, errOut)
+	}
+	if status, out, _ := runACLs("", "--command-config=", "check", "jack", "R", "transaction"); status != 0 || !strings.HasPrefix(out, "yes\n") {
+		t.Errorf("check after flags: status %d, %q", status, out)
+	}
+	if status, out, errOut := runACLs("", "--bootstrap-server", "grant", "--list"); status != 0 || strings.Contains(out, "granted") || len(m.held) != 1 {
+		t.Errorf("a flag value grant was taken for the verb: status %d, %q %q, held %v", status, out, errOut, m.held)
+	}
+}
