@@ -433,7 +433,10 @@ func (sc *serverConn) authenticationFailed(cause error) error {
 func (sc *serverConn) waitAuthDelay(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	timer := time.AfterFunc(d, func() {
-		sc.mu.Lock() // so the broadcast cannot fall between the check and the Wait
+		// Taking the lock orders the broadcast after a waiter's check, so
+		// it cannot fall between the check and the Wait.
+		sc.mu.Lock()
+		//lint:ignore SA2001 the lock is taken for its ordering alone (above)
 		sc.mu.Unlock()
 		sc.room.Broadcast()
 	})

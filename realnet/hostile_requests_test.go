@@ -42,7 +42,6 @@ type heapSampler struct {
 	baseHeap  uint64
 	baseAlloc uint64
 	peakHeap  uint64
-	allocated uint64
 }
 
 var heapMetrics = []string{"/memory/classes/heap/objects:bytes", "/gc/heap/allocs:bytes"}

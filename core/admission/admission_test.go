@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"testing"
 
 	"strand/core/config"
@@ -156,8 +157,8 @@ func TestGateReportsRefusalsOncePerInterval(t *testing.T) {
 
 func TestBudgetReservesWithinItsLimits(t *testing.T) {
 	b := NewBudget(2, 100)
-	if !b.TryBeginRequest(true) || !b.TryBeginRequest(true) || b.TryBeginRequest(true) {
-		t.Fatal("queued.max.requests=2 admitted other than two requests")
+	if got := []bool{b.TryBeginRequest(true), b.TryBeginRequest(true), b.TryBeginRequest(true)}; !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("queued.max.requests=2 admitted %v, want two requests", got)
 	}
 	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) {
 		t.Fatal("reservation beyond queued.max.request.bytes")
@@ -168,7 +169,7 @@ func TestBudgetReservesWithinItsLimits(t *testing.T) {
 		t.Fatalf("budget holds %d bytes, %d requests", b.Bytes(), b.Requests())
 	}
 	unbounded := NewBudget(1, -1)
-	if !unbounded.TryReserve(1<<40, false, 0) || !unbounded.TryReserve(1<<40, false, 0) {
+	if got := []bool{unbounded.TryReserve(1<<40, false, 0), unbounded.TryReserve(1<<40, false, 0)}; !slices.Equal(got, []bool{true, true}) {
 		t.Fatal("queued.max.request.bytes=-1 is unbounded")
 	}
 	defer func() {
@@ -191,8 +192,8 @@ func TestBudgetKeepsHalfForWholeRequests(t *testing.T) {
 	if b.TryBeginRequest(false) {
 		t.Fatal("a fourth partial request of 5")
 	}
-	if !b.TryBeginRequest(true) || !b.TryBeginRequest(true) || b.TryBeginRequest(true) {
-		t.Fatal("whole requests did not get the rest of the 5")
+	if got := []bool{b.TryBeginRequest(true), b.TryBeginRequest(true), b.TryBeginRequest(true)}; !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("whole requests got %v of the rest of the 5, want two", got)
 	}
 	if !b.TryReserve(30, false, 0) || !b.TryReserve(20, false, 0) || b.TryReserve(1, false, 0) {
 		t.Fatal("partial bytes beyond half of 100")

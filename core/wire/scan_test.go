@@ -20,9 +20,6 @@ import (
 // what the version has, so the same fill serves every version.
 type filler struct {
 	r *rand.Rand
-	// arrays and tags count what the fill made, as the scanner counts:
-	// arrays by what they list, every element, every unknown tag.
-	topics, partitions, elements, unknownTags int
 }
 
 func (f *filler) fill(v reflect.Value, name string) {

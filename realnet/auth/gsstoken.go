@@ -118,23 +118,23 @@ type WrapToken struct {
 // so a client has nothing to encrypt.
 func ParseWrapToken(b []byte) (WrapToken, error) {
 	if len(b) < wrapHeaderBytes {
-		return WrapToken{}, errors.New("Wrap token: shorter than its header")
+		return WrapToken{}, errors.New("wrap token: shorter than its header")
 	}
 	if b[0] != 0x05 || b[1] != 0x04 {
-		return WrapToken{}, fmt.Errorf("Wrap token: token id %02x%02x, want 0504", b[0], b[1])
+		return WrapToken{}, fmt.Errorf("wrap token: token id %02x%02x, want 0504", b[0], b[1])
 	}
 	if b[3] != 0xff {
-		return WrapToken{}, errors.New("Wrap token: bad filler")
+		return WrapToken{}, errors.New("wrap token: bad filler")
 	}
 	t := WrapToken{Flags: b[2], SeqNum: binary.BigEndian.Uint64(b[8:16])}
 	if t.Flags&wrapSealed != 0 {
-		return WrapToken{}, errors.New("Wrap token: sealed (confidentiality), which the negotiation never needs")
+		return WrapToken{}, errors.New("wrap token: sealed (confidentiality), which the negotiation never needs")
 	}
 	ec := int(binary.BigEndian.Uint16(b[4:6]))
 	rrc := int(binary.BigEndian.Uint16(b[6:8]))
 	data := b[wrapHeaderBytes:]
 	if ec > len(data) {
-		return WrapToken{}, fmt.Errorf("Wrap token: checksum of %d bytes in %d", ec, len(data))
+		return WrapToken{}, fmt.Errorf("wrap token: checksum of %d bytes in %d", ec, len(data))
 	}
 	if len(data) > 0 {
 		rrc %= len(data)
@@ -166,7 +166,7 @@ func (t WrapToken) Verify(key types.EncryptionKey, usage uint32) error {
 		return err
 	}
 	if !hmac.Equal(want, t.checksum) {
-		return errors.New("Wrap token: bad checksum")
+		return errors.New("wrap token: bad checksum")
 	}
 	return nil
 }

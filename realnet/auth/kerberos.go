@@ -38,7 +38,7 @@ func newKerberosLogins(path string, logger *slog.Logger) (*kerberosLogins, error
 	conf, err := krbconfig.Load(path)
 	var unsupported krbconfig.UnsupportedDirective
 	if err != nil && !errors.As(err, &unsupported) {
-		return nil, fmt.Errorf("Kerberos configuration %s: %w", path, err)
+		return nil, fmt.Errorf("krb5 configuration %s: %w", path, err)
 	}
 	return &kerberosLogins{conf: conf, confPath: path, logger: logger, replays: newReplayCache(), logins: map[[2]string]*kerberosLogin{}}, nil
 }
@@ -66,7 +66,7 @@ func (k *kerberosLogins) login(principal, keytabPath string) (*kerberosLogin, er
 		return l, nil
 	}
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("Kerberos login of %s with keytab %s failed: %s", principal, keytabPath, fmt.Sprintf(format, args...))
+		return fmt.Errorf("login of %s with keytab %s failed (Kerberos): %s", principal, keytabPath, fmt.Sprintf(format, args...))
 	}
 	b, err := os.ReadFile(keytabPath)
 	if err != nil {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"time"
 )
@@ -68,8 +67,3 @@ func invalidCredentials(mechanism string, cause error) *Failure {
 
 // errExchangeOver is a token after the exchange completed.
 var errExchangeOver = errors.New("token after the exchange completed")
-
-// stepError reports a token in an unexpected step.
-func stepError(mechanism string, step int) error {
-	return fmt.Errorf("%s: unexpected token in step %d", mechanism, step)
-}
