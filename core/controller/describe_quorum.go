@@ -9,13 +9,13 @@ import (
 	"strand/core/quorum"
 )
 
-// observerSessionTimeoutMs is how long the active controller remembers an
+// ObserverSessionTimeoutMs is how long the active controller remembers an
 // observer (a broker following the metadata log) after its last fetch:
 // Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS, 5 minutes, not
 // configurable. A broker gone longer drops out of DescribeQuorum's
 // observers, and the set stays bounded by the brokers that fetched within
 // it (TestDescribeQuorumForgetsObserversAfterTheirSession).
-const observerSessionTimeoutMs = 300_000
+const ObserverSessionTimeoutMs = 300_000
 
 // VoterEndpoint is a voter's controller listener, from
 // controller.quorum.voters: DescribeQuorum v2 names it (Nodes).
@@ -37,7 +37,7 @@ type observers struct {
 // fetched records replica id's metadata fetch from fetchOffset at nowMs,
 // with the log committed up to committed. A new observer first forgets
 // those whose session ended, so the set never outgrows the brokers that
-// fetched within observerSessionTimeoutMs.
+// fetched within ObserverSessionTimeoutMs.
 func (o *observers) fetched(id int32, nowMs, fetchOffset, committed int64) {
 	p, ok := o.byID[id]
 	if !ok {
@@ -52,11 +52,11 @@ func (o *observers) fetched(id int32, nowMs, fetchOffset, committed int64) {
 	p.Fetched(nowMs, fetchOffset, committed)
 }
 
-// expire forgets the observers whose last fetch is observerSessionTimeoutMs
+// expire forgets the observers whose last fetch is ObserverSessionTimeoutMs
 // old or older.
 func (o *observers) expire(nowMs int64) {
 	for id, p := range o.byID { // deletes only: order cannot matter
-		if nowMs-p.LastFetchMs >= observerSessionTimeoutMs {
+		if nowMs-p.LastFetchMs >= ObserverSessionTimeoutMs {
 			delete(o.byID, id)
 		}
 	}
