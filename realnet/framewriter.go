@@ -197,6 +197,9 @@ type responseWriter struct {
 	// releases are the queued frames' Release funcs, posted to the loop
 	// after the run, whatever its outcome.
 	releases []func()
+	// gather, on a TLS connection, is beneath c: writeJoined gathers the
+	// records of its Write into few system calls (recordGatherer).
+	gather *recordGatherer
 }
 
 func newResponseWriter(c net.Conn) *responseWriter {
@@ -302,8 +305,13 @@ func (w *responseWriter) writeJoined() error {
 		}
 		buf = buf[:len(buf)+int(r.Bytes)]
 	}
+	if w.gather == nil {
+		_, err := w.c.Write(buf)
+		return err
+	}
+	w.gather.gather()
 	_, err := w.c.Write(buf) // tls.Conn encrypts into its own records before it returns
-	return err
+	return errors.Join(err, w.gather.release())
 }
 
 // joinedWriteFrames are writeJoined's buffers, shared by the process's TLS

@@ -239,13 +239,16 @@ func (n *Network) admit(listener string, c net.Conn) {
 	id := n.nextConnID
 	n.nextConnID++
 	var la *auth.Listener
+	var gather *recordGatherer
 	if n.security != nil {
 		la = n.security.Listener(listener)
 		if cfg := la.ServerTLS(); cfg != nil {
-			c = tls.Server(c, cfg) // the handshake runs on the reader (authenticateTransport)
+			gather = newRecordGatherer(c)
+			c = tls.Server(gather, cfg) // the handshake runs on the reader (authenticateTransport)
 		}
 	}
 	sc := newServerConn(n, id, listener, c, admitted)
+	sc.gather = gather
 	sc.auth = newConnAuth(la)
 	n.conns[id] = sc
 	n.goroutines.Add(2)

@@ -75,6 +75,8 @@ type serverConn struct {
 	// raw is c's descriptor, for the loop's non-blocking writes; nil when
 	// c is not TCP.
 	raw syscall.RawConn
+	// gather is beneath c on a TLS listener (tlsgather.go), nil otherwise.
+	gather *recordGatherer
 	// auth is the connection's authentication (authconn.go): TLS, SASL,
 	// and the principal its requests carry.
 	auth *connAuth
@@ -745,6 +747,7 @@ func (sc *serverConn) writeDirect() {
 func (sc *serverConn) writeLoop() {
 	defer sc.net.goroutines.Done()
 	out := newResponseWriter(sc.c)
+	out.gather = sc.gather
 	var recycle []*frameBuf
 	for {
 		sc.mu.Lock()

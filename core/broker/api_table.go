@@ -65,7 +65,12 @@ package broker
 //   - The controller RPCs brokers send (BrokerRegistration v0..v3,
 //     BrokerHeartbeat v0..v1, AlterPartition v0..v3, AllocateProducerIds
 //     v0) and the voters' Raft RPCs in the versions core/quorum's codec
-//     speaks. DescribeQuorum (55) is not served.
+//     speaks.
+//   - DescribeQuorum v0..v2 (kafka-metadata-quorum.sh; v1 adds KIP-836's
+//     timestamps, v2 KIP-853's directory ids and Nodes), on both kinds of
+//     listener as Kafka serves it: a controller listener answers from its
+//     node's controller (core/controller/describe_quorum.go), a broker
+//     listener forwards to the active controller.
 //
 // Never advertise a key that is not served: clients switch behaviour on
 // what they see (kgo on key 68, KIP-848).
@@ -249,6 +254,10 @@ var apiTable = []apiEntry{
 		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: clusterAccess},
 	{key: kmsg.FetchSnapshot, versionMin: quorumVersionMin(kmsg.FetchSnapshot), versionMax: quorumVersionMax(kmsg.FetchSnapshot),
 		listeners: controllerListener, handle: serve(byController, (*controllerRole).handleQuorumRequest), requires: clusterAccess},
+	{key: kmsg.DescribeQuorum, versionMin: 0, versionMax: 2, listeners: brokerListener,
+		handle: serve(byController, (*controllerRole).forwardDescribeQuorum), requires: describeQuorumAccess},
+	{key: kmsg.DescribeQuorum, versionMin: 0, versionMax: 2, listeners: controllerListener,
+		handle: serve(byController, (*controllerRole).handleControllerRequest), requires: describeQuorumOnControllerAccess},
 	{key: kmsg.DescribeCluster, versionMin: 0, versionMax: 1, listeners: brokerListener,
 		handle: serve(byMetadata, (*metadataFollower).handleDescribeCluster), requires: describeClusterAccess},
 	{key: kmsg.BrokerRegistration, versionMin: 0, versionMax: 3, listeners: controllerListener,

@@ -32,8 +32,17 @@ func TestAPITableIsWellFormed(t *testing.T) {
 		if e.requires == nil || e.requires.text == "" {
 			t.Errorf("%s: no access rule (requires)", name)
 		}
-		if e.listeners&controllerListener != 0 && e.key != kmsg.ApiVersions && e.key != kmsg.SASLHandshake &&
-			e.key != kmsg.SASLAuthenticate && e.requires != clusterAccess {
+		// The control plane is for members, but for the APIs every
+		// connection needs first and DescribeQuorum, which Kafka serves
+		// to clients on a controller listener.
+		switch {
+		case e.listeners&controllerListener == 0 || e.key == kmsg.ApiVersions || e.key == kmsg.SASLHandshake ||
+			e.key == kmsg.SASLAuthenticate:
+		case e.key == kmsg.DescribeQuorum:
+			if e.requires != describeQuorumOnControllerAccess {
+				t.Errorf("%s on a controller listener requires %v, not DESCRIBE on the cluster", name, e.requires)
+			}
+		case e.requires != clusterAccess:
 			t.Errorf("%s on a controller listener requires %v, not CLUSTER_ACTION", name, e.requires)
 		}
 		if e.listeners == 0 || e.listeners&^bothListeners != 0 {

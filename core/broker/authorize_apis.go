@@ -111,11 +111,25 @@ var (
 	alterACLsAccess    = &access{text: "ALTER on the cluster", acls: true, whole: wholeCluster(acl.Alter)}
 	// describeScramAccess and alterScramAccess are SCRAM credentials'
 	// (KIP-554), as Kafka requires them.
-	describeScramAccess    = &access{text: "DESCRIBE on the cluster", acls: true, whole: wholeCluster(acl.Describe)}
-	alterScramAccess       = &access{text: "ALTER on the cluster", acls: true, whole: wholeCluster(acl.Alter)}
-	describeConfigsAccess  = &access{text: "DESCRIBE_CONFIGS on each topic (a broker: on the cluster)", acls: true}
-	alterConfigsAccess     = &access{text: "ALTER_CONFIGS on each topic (a broker: on the cluster)", acls: true}
-	describeLogDirsAccess  = &access{text: "DESCRIBE on the cluster", acls: true, whole: wholeCluster(acl.Describe)}
+	describeScramAccess   = &access{text: "DESCRIBE on the cluster", acls: true, whole: wholeCluster(acl.Describe)}
+	alterScramAccess      = &access{text: "ALTER on the cluster", acls: true, whole: wholeCluster(acl.Alter)}
+	describeConfigsAccess = &access{text: "DESCRIBE_CONFIGS on each topic (a broker: on the cluster)", acls: true}
+	alterConfigsAccess    = &access{text: "ALTER_CONFIGS on each topic (a broker: on the cluster)", acls: true}
+	describeLogDirsAccess = &access{text: "DESCRIBE on the cluster", acls: true, whole: wholeCluster(acl.Describe)}
+	describeQuorumAccess  = &access{text: "DESCRIBE on the cluster", acls: true, whole: wholeCluster(acl.Describe)}
+	// describeQuorumOnControllerAccess: a client asking a controller
+	// directly (--bootstrap-controller) needs DESCRIBE on the cluster, as
+	// in Kafka; a broker forwarding a client's request, which it has
+	// authorized, holds CLUSTER_ACTION (Kafka wraps it in an Envelope and
+	// the controller decides on the client's principal; Strand forwards
+	// plainly, as it does the other admin requests).
+	describeQuorumOnControllerAccess = &access{text: "DESCRIBE on the cluster, or CLUSTER_ACTION (a broker forwarding)", acls: true,
+		whole: func(g grants, req kmsg.Request) int16 {
+			if g.authorizer != nil && g.clusterQuietly(acl.ClusterAction) {
+				return 0
+			}
+			return wholeCluster(acl.Describe)(g, req)
+		}}
 	createPartitionsAccess = &access{text: "ALTER on each topic", acls: true}
 	deleteGroupsAccess     = &access{text: "DELETE on each group", acls: true}
 	electLeadersAccess     = &access{text: "ALTER on the cluster", acls: true, whole: wholeCluster(acl.Alter)}

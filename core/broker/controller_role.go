@@ -147,6 +147,8 @@ func controllerConfigOf(b config.Broker) controller.Config {
 	c.Voters = nil
 	for _, v := range b.QuorumVoters {
 		c.Voters = append(c.Voters, int32(v.ID))
+		c.VoterEndpoints = append(c.VoterEndpoints, controller.VoterEndpoint{ID: int32(v.ID),
+			Listener: b.ControllerListenerNames[0], Host: v.Host, Port: v.Port})
 	}
 	c.BrokerSessionTimeoutMs = int64(b.BrokerSessionTimeoutMs)
 	c.DefaultPartitions = b.NumPartitions
@@ -266,6 +268,12 @@ func controllerMoved(resp kmsg.Response, err error) (leader int32, moved bool) {
 		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
 			if p := r.Topics[0].Partitions[0]; p.ErrorCode == kerr.NotLeaderForPartition.Code {
 				return p.CurrentLeader.LeaderID, true
+			}
+		}
+	case *kmsg.DescribeQuorumResponse:
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			if p := r.Topics[0].Partitions[0]; p.ErrorCode == kerr.NotLeaderForPartition.Code {
+				return p.LeaderID, true
 			}
 		}
 	case *kmsg.BrokerRegistrationResponse:

@@ -16,6 +16,9 @@ type Config struct {
 	// Voters are the node ids of controller.quorum.voters; the one whose
 	// Raft voter leads is the active controller.
 	Voters []int32
+	// VoterEndpoints are the voters' controller listeners, which
+	// DescribeQuorum v2 names; nil names none.
+	VoterEndpoints []VoterEndpoint
 	// ClusterID is cluster.id; registrations naming another are refused.
 	// Empty accepts any.
 	ClusterID string

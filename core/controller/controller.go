@@ -49,6 +49,9 @@ type Controller struct {
 
 	brokers brokerTracker
 	fetches fetchWaiters
+	// observers are the brokers following the metadata log, as this
+	// active controller has seen them fetch (DescribeQuorum).
+	observers observers
 	// rebalanceTimer runs preferred-leader elections periodically.
 	rebalanceTimer env.Timer
 }
@@ -150,6 +153,7 @@ func (c *Controller) maybeActivate() {
 		slog.Int64("committed_offset", c.quorum.CommittedOffset()))
 	c.latest = c.committed.Clone()
 	c.brokers = newBrokerTracker()
+	c.observers = observers{}
 	c.brokers.resumeAll(c.latest, c.nowNs())
 	c.armExpiryTimer()
 	c.armRebalanceTimer()
@@ -205,7 +209,8 @@ func Handles(req kmsg.Request) bool {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.AlterPartitionRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest,
 		*kmsg.AllocateProducerIDsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest,
-		*kmsg.ElectLeadersRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
+		*kmsg.ElectLeadersRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest,
+		*kmsg.DescribeQuorumRequest:
 		return true
 	case *kmsg.FetchRequest:
 		return isMetadataFetch(r)
@@ -219,7 +224,8 @@ func Handles(req kmsg.Request) bool {
 // HandleRequest handles one controller request (Handles(req) must be true)
 // and calls reply once with its response, now or after the records it
 // caused commit (never if the controller stops first, see Close). On a node that is not the active controller every
-// request is answered NOT_CONTROLLER (NOT_LEADER_OR_FOLLOWER for Fetch).
+// request is answered NOT_CONTROLLER (NOT_LEADER_OR_FOLLOWER for Fetch and
+// DescribeQuorum).
 func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) {
 	switch r := req.(type) {
 	case *kmsg.BrokerRegistrationRequest:
@@ -252,6 +258,8 @@ func (c *Controller) HandleRequest(req kmsg.Request, reply func(kmsg.Response)) 
 		c.handleFetch(r, reply)
 	case *kmsg.FetchSnapshotRequest:
 		c.handleFetchSnapshot(r, reply)
+	case *kmsg.DescribeQuorumRequest:
+		c.handleDescribeQuorum(r, reply)
 	default:
 		panic(fmt.Sprintf("controller: HandleRequest called with %T, which Handles rejects", req))
 	}

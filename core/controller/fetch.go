@@ -21,6 +21,15 @@ func isMetadataFetch(req *kmsg.FetchRequest) bool {
 	return req.Topics[0].Topic == MetadataTopic
 }
 
+// fetchReplicaID is the replica a metadata fetch is sent for, -1 for a
+// consumer's: ReplicaState (v15+) or ReplicaID.
+func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
+}
+
 // fetchWaiter is a metadata fetch held by long polling.
 type fetchWaiter struct {
 	req   *kmsg.FetchRequest
@@ -84,6 +93,9 @@ func (c *Controller) handleFetch(req *kmsg.FetchRequest, reply func(kmsg.Respons
 		return
 	}
 	offset := req.Topics[0].Partitions[0].FetchOffset
+	if id := fetchReplicaID(req); id >= 0 {
+		c.observers.fetched(id, c.nowMs(), offset, c.quorum.CommittedOffset())
+	}
 	wait := offset >= c.quorum.CommittedOffset() && offset <= c.quorum.EndOffset() && req.MaxWaitMillis > 0 &&
 		len(c.fetches.waiting) < c.cfg.FetchWaitersMax
 	if !wait {

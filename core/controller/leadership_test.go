@@ -51,6 +51,9 @@ func (q *scriptedQuorum) LeaderID() int32 {
 	return -1
 }
 func (q *scriptedQuorum) LeaderEpochStart() (int64, bool) { return q.epochStart, q.leading }
+func (q *scriptedQuorum) Describe() (quorum.Description, bool) {
+	return quorum.Description{LeaderID: 100, LeaderEpoch: 1, HighWatermark: q.committed}, q.leading
+}
 
 func (q *scriptedQuorum) CommittedBatches(from int64, fn func(metadata.Batch) error) error {
 	for o := from; o < q.committed; o++ {

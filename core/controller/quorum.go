@@ -60,6 +60,9 @@ type Quorum interface {
 	// LeaderEpochStart reports whether this node leads and, if so, the
 	// offset of its epoch's leader-change entry.
 	LeaderEpochStart() (int64, bool)
+	// Describe is the leader's view of the voters' replication, times in
+	// the node's monotonic milliseconds; false if this node does not lead.
+	Describe() (quorum.Description, bool)
 }
 
 // notControllerResponse answers req NOT_CONTROLLER, in every place its
@@ -87,6 +90,10 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		return resp
 	case *kmsg.AllocateProducerIDsRequest:
 		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeQuorumRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeQuorumResponse)
 		resp.ErrorCode = code
 		return resp
 	case *kmsg.CreateTopicsRequest:

@@ -126,6 +126,12 @@ func (q *MetadataQuorum) Epoch() int32 { return q.node.raft.Epoch() }
 // LeaderID is the quorum's leader as this node knows it, -1 if unknown.
 func (q *MetadataQuorum) LeaderID() int32 { return q.node.raft.LeaderID() }
 
+// Describe is the leader's view of the voters' replication, times in the
+// node's monotonic milliseconds; false if this node does not lead.
+func (q *MetadataQuorum) Describe() (Description, bool) {
+	return q.node.raft.Describe(q.node.nowMs())
+}
+
 // LeaderEpochStart reports whether this node leads, and if so the offset of
 // its epoch's leader-change entry: once that commits, everything before it
 // is committed and the node may act as the active controller.

@@ -24,6 +24,7 @@ type controllerQuorum interface {
 	CommittedBatches(from int64, fn func(metadata.Batch) error) error
 	LeaderID() int32
 	LeaderEpochStart() (int64, bool)
+	Describe() (Description, bool)
 }
 
 var _ controllerQuorum = (*MetadataQuorum)(nil)

@@ -123,10 +123,13 @@ type Raft struct {
 	fetchRef         uint64
 
 	// Leader's view of the followers.
-	matches         map[int32]int64
-	lastFetchMs     map[int32]int64
-	hwSent          map[int32]int64
-	beginAcked      map[int32]bool
+	matches     map[int32]int64
+	lastFetchMs map[int32]int64
+	hwSent      map[int32]int64
+	beginAcked  map[int32]bool
+	// progress is each voter's replication as its fetches show it, for
+	// Describe; a voter that has not fetched from this leader has none.
+	progress        map[int32]*ReplicaProgress
 	lastBeginSentMs int64
 	parked          []parkedFetch
 }
@@ -273,7 +276,7 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leader int32) {
 		r.setHard(epoch, -1)
 	}
 	r.role, r.leader, r.grants, r.rejects = Follower, leader, nil, nil
-	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = nil, nil, nil, nil
+	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked, r.progress = nil, nil, nil, nil, nil
 	r.answerParked(nowMs, true)
 	r.fetchOutstanding, r.snapFetch = false, nil
 	if leader >= 0 {
@@ -330,6 +333,7 @@ func (r *Raft) requestVotes(preVote bool) {
 func (r *Raft) becomeLeader(nowMs int64) {
 	r.role, r.leader, r.grants, r.rejects = Leader, r.cfg.ID, nil, nil
 	r.matches, r.lastFetchMs, r.hwSent, r.beginAcked = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]bool{}
+	r.progress = map[int32]*ReplicaProgress{}
 	for _, v := range r.voters {
 		r.lastFetchMs[v] = nowMs // a grace period for check-quorum
 	}
@@ -733,6 +737,7 @@ func (r *Raft) stepFetch(nowMs int64, m Message) {
 	}
 	r.lastFetchMs[m.From] = nowMs
 	if r.isVoter(m.From) {
+		r.voterFetched(nowMs, m.From, m.FetchOffset)
 		r.matches[m.From] = max(r.matches[m.From], m.FetchOffset)
 		r.maybeCommit(nowMs)
 	}
