@@ -55,7 +55,7 @@ func (o *observers) fetched(id int32, nowMs, fetchOffset, committed int64) {
 // expire forgets the observers whose last fetch is ObserverSessionTimeoutMs
 // old or older.
 func (o *observers) expire(nowMs int64) {
-	for id, p := range o.byID { // deletes only: order cannot matter
+	for id, p := range o.byID { // order-independent: it only deletes
 		if nowMs-p.LastFetchMs >= ObserverSessionTimeoutMs {
 			delete(o.byID, id)
 		}
@@ -66,7 +66,7 @@ func (o *observers) expire(nowMs int64) {
 // as a broker is described as a voter).
 func (o *observers) list(voters []int32) []quorum.ReplicaProgress {
 	out := make([]quorum.ReplicaProgress, 0, len(o.byID))
-	for id, p := range o.byID { // sorted below
+	for id, p := range o.byID { // order-independent: sorted below
 		if !slices.Contains(voters, id) {
 			out = append(out, *p)
 		}
