@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// lateDeleteHistory is simulator seed 6401 (shape groups) as its admin
-// client saw topic c0: a DeleteTopics answered REQUEST_TIMED_OUT, a
+// lateDeleteHistory is what a simulated admin client saw of topic c0: a
+// DeleteTopics answered REQUEST_TIMED_OUT, a
 // CreatePartitions that succeeded, and then a DeleteTopics answered
 // UNKNOWN_TOPIC_OR_PARTITION, because the forwarded first deletion reached
 // the controller after both answers.

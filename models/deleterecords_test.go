@@ -80,8 +80,7 @@ func TestFinalWithDeleteRecords(t *testing.T) {
 
 // TestFinalDeletedAcknowledgedRecords: an acknowledged record below the
 // final log start must have been held at its offset by some replica up to
-// its deletion (issue 21, finding 4: before, everything below the log
-// start was skipped).
+// its deletion: nothing below the log start is skipped.
 func TestFinalDeletedAcknowledgedRecords(t *testing.T) {
 	produces := []Produce{ackedAll(0, 1, 2, 0, "a"), ackedAll(0, 3, 4, 1, "b"), ackedAll(0, 3, 4, 2, "c")}
 	empty := map[TopicPartition]PartitionFinal{tp0: {Leader: 1, HighWatermark: 3, LogStartOffset: 3,

@@ -38,10 +38,9 @@ func oldCheckers(h History) []Violation {
 	return append(vs, CheckHighWatermarks(h, nil)...)
 }
 
-// TestHWCatchesFindingOneHistories: the two hand-built histories of the
-// checker audit (issue 21, finding 1). Both passed every checker before
-// the HW model (checked at 4e56ec2, where CheckHighWatermarks still
-// compared a leader's HW per client only); the model rejects both.
+// TestHWCatchesFindingOneHistories: two hand-built histories that a
+// checker comparing a leader's HW per client only would pass; the model
+// rejects both.
 func TestHWCatchesFindingOneHistories(t *testing.T) {
 	// Client A sees HW 100; client B, called after A's answer returned,
 	// in the same leader epoch, sees 50.
@@ -186,11 +185,11 @@ func TestHWVerdictMatchesPorcupine(t *testing.T) {
 	}
 }
 
-// TestHWIdempotentRetryAckedByALaterLeader replays simulator groups seed 96:
-// an idempotent batch appended in epoch 0 is acknowledged, on a retry, by
-// the leader of epoch 1, which holds the first append; the deposed leader
-// of epoch 0, cut off, still answers its old HW. The acknowledgement bounds
-// epoch 1, not epoch 0; a plain produce's acknowledgement bounds its own.
+// TestHWIdempotentRetryAckedByALaterLeader: an idempotent batch appended
+// in epoch 0 is acknowledged, on a retry, by the leader of epoch 1, which
+// holds the first append; the deposed leader of epoch 0, cut off, still
+// answers its old HW. The acknowledgement bounds epoch 1, not epoch 0; a
+// plain produce's acknowledgement bounds its own.
 func TestHWIdempotentRetryAckedByALaterLeader(t *testing.T) {
 	ack := ackedAll(2, 10, 50, 18, "a", "b")
 	ack.Idempotent = true

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestIdempotenceReadsTheLeadersLog: simulator seed 6290 (shape groups),
-// t1-0. Node 3, leader of epoch 0, appended producer 0's batch at 10..12,
+// TestIdempotenceReadsTheLeadersLog: a simulated run's partition t1-0.
+// Node 3, leader of epoch 0, appended producer 0's batch at 10..12,
 // lost its disk before replicating it, and came back as a follower. Node
 // 1 had led epoch 1 from 10 with other batches, taken the producer's
 // retry at 30..32, and deleted records below 13, so it answered epoch 0 as

@@ -11,7 +11,7 @@ import (
 // readers wait on a plane's cond for room, and every release or close
 // broadcasts it. Each plane is bounded by queued.max.requests and
 // queued.max.request.bytes on its own, so that clients filling theirs never
-// hold up the control plane (SPEC.md §7).
+// hold up the control plane (SPEC.md §7.2).
 type planeBudgets struct {
 	mu      sync.Mutex
 	room    [admission.Planes]sync.Cond

@@ -12,8 +12,8 @@ import (
 
 // TestDescribeGroupsShowsTheMembersClientHost: a member that joined over
 // TCP from 127.0.0.1 is described with ClientHost "/127.0.0.1", as Kafka
-// shows it (the HOST column of kafka-consumer-groups). Before, it was
-// empty: the request header carried no peer address.
+// shows it (the HOST column of kafka-consumer-groups): the request header
+// carries the peer address.
 func TestDescribeGroupsShowsTheMembersClientHost(t *testing.T) {
 	c := startCluster(t, 1, map[string]string{"offsets.topic.replication.factor": "1"})
 	c.waitRegistered(1)

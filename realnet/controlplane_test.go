@@ -18,7 +18,7 @@ import (
 	"strand/core/wire"
 )
 
-// The outside review's findings against a real node, each contained
+// Forged control-plane requests against a real node, each contained
 // (SPEC.md §10): the control plane belongs to the controller listener.
 
 // exchange sends req on a fresh connection to addr and returns its answer,
@@ -47,11 +47,11 @@ func brokerImage(n *Node, fn func(*metadata.Image)) {
 	n.Call(func(b *broker.Node) { fn(b.Image()) })
 }
 
-// TestFakeBrokerCannotRegisterOnTheClientPort: the review registered two
-// fake brokers with an anonymous BrokerRegistration and BrokerHeartbeat on
-// the client port, and a topic created next had most of its partitions led
-// by them. Now the client port closes the connection: no broker is
-// registered, and every partition is led by a real broker.
+// TestFakeBrokerCannotRegisterOnTheClientPort: two fake brokers'
+// anonymous BrokerRegistration and BrokerHeartbeat on the client port
+// would, if served, lead most partitions of a topic created next. The
+// client port closes the connection: no broker is registered, and every
+// partition is led by a real broker.
 func TestFakeBrokerCannotRegisterOnTheClientPort(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	addr := c.nodes[0].Addr("PLAINTEXT")
@@ -67,7 +67,7 @@ func TestFakeBrokerCannotRegisterOnTheClientPort(t *testing.T) {
 			continue
 		}
 		t.Errorf("fake broker %d's registration was answered: %+v", fake, resp)
-		// Reproduce the finding in full: unfence it.
+		// Try the attack in full: unfence it.
 		hb := kmsg.NewPtrBrokerHeartbeatRequest()
 		hb.SetVersion(1)
 		hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset = fake, resp.(*kmsg.BrokerRegistrationResponse).BrokerEpoch, 1<<40

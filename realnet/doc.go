@@ -49,8 +49,7 @@
 // # Limits
 //
 // Every queue is bounded by a named configuration key
-// (CLARIFICATIONS.md, "Validation and limits"; SPEC.md §7, "Connections and
-// their limits"), decided by the pure core/admission types this package
+// (CLARIFICATIONS.md, "Validation and limits"; SPEC.md §7.2), decided by the pure core/admission types this package
 // wraps with its mutexes (admission.go): the connection quotas
 // (max.connections per pool, listener.name.<l>.max.connections,
 // max.connections.per.ip, max.connection.creation.rate),

@@ -13,7 +13,7 @@ import (
 // frame cost more CPU than anything the broker does with the records: the Go
 // heap hands out the big frames, the runtime zeroes them, and after the
 // scavenger returned their pages the kernel faults them in and zeroes them
-// again (SPEC.md §7). So frames come from framePool, and a Produce frame
+// again (SPEC.md §7.1). So frames come from framePool, and a Produce frame
 // goes back to it once nothing refers to it:
 //
 //   - core/broker keeps nothing of a Produce request after HandleRequest

@@ -13,7 +13,7 @@ import (
 	"strand/core/env"
 )
 
-// Zero-copy Fetch (SPEC.md §7): a response frame the core encoded with file
+// Zero-copy Fetch (SPEC.md §7.5): a response frame the core encoded with file
 // regions (env.Frame) is written as its byte pieces, with writev, and its
 // regions, each sent with sendfile(2) from the segment file's descriptor at
 // an explicit offset straight to the socket. (*net.TCPConn).ReadFrom would
@@ -41,12 +41,11 @@ const sendfileBytesMin = 16 << 10
 // bytes still queued for its write worker from memory, and the rest were
 // just written, so they are in the page cache. The frame is then plain
 // bytes, released at once, and the loop writes it itself like any other
-// plain response: before, each such answer woke the connection's writer,
-// which then often waited for the write worker to write the region before
-// its pread or sendfile. Regions of sendfile's size qualify too: a
-// follower's answer at the 3-node benchmark's half peak carries about
-// 35 KiB, and the copy costs the loop less than the writer's wake-up and
-// its wait for the write worker (SPEC.md §7). A frame reads at most
+// plain response, instead of waking the connection's writer, which would
+// often wait for the write worker to write the region before its pread or
+// sendfile. Regions of sendfile's size qualify too: a follower's answer
+// under load carries tens of KiB, and the copy costs the loop less than the
+// writer's wake-up and its wait for the write worker (SPEC.md §7.5). A frame reads at most
 // loopReadBytesMax on the loop, into a pooled buffer (tailReadFrames) that
 // goes back once written.
 const (

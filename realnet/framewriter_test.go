@@ -149,7 +149,7 @@ func TestSendfileOfMissingBytesFails(t *testing.T) {
 
 // BenchmarkRegionSend measures one response (a 32-byte header and one
 // region) sent over loopback TCP with sendfile and with pread+writev, by
-// region size; sendfileBytesMin comes from it (SPEC.md §7).
+// region size; sendfileBytesMin comes from it (SPEC.md §7.5).
 func BenchmarkRegionSend(b *testing.B) {
 	const fileBytes = 32 << 20
 	data := make([]byte, fileBytes)

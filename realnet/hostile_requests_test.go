@@ -1,6 +1,6 @@
 package realnet
 
-// Hostile requests against a real node (issue 17, findings 2, 3 and 8):
+// Hostile requests against a real node (SPEC.md §7.3, §7.4):
 // each test sends what a hostile client would, and asserts both halves of
 // the proof: the attack is contained (the request refused with a clear
 // answer, the broker's memory and time bounded) and another client, on
@@ -188,12 +188,12 @@ func rawRequestFrame(key, version int16, flexible bool, body []byte) []byte {
 	return frameOf(append(b, body...))
 }
 
-// TestHostileMetadataManyTopicsRefused is finding 2: a 10 MiB Metadata v1
-// naming 5.2 million empty topic names. Before, the broker's heap grew by
-// about 1.7 GB, it wrote a 47 MB answer and its event loop stalled for
-// seconds. Now the request is refused before it is decoded (more topics
-// than strand.request.topics.max: the connection closes), costing little
-// more than its frame, and another client is answered throughout.
+// TestHostileMetadataManyTopicsRefused: a 10 MiB Metadata v1 naming 5.2
+// million empty topic names. Decoded and answered, it would grow the
+// broker's heap by about 1.7 GB, take a 47 MB answer and stall the event
+// loop for seconds. It is refused before it is decoded (more topics than
+// strand.request.topics.max: the connection closes), costing little more
+// than its frame, and another client is answered throughout.
 func TestHostileMetadataManyTopicsRefused(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	const names = 5_200_000
@@ -219,10 +219,10 @@ func TestHostileMetadataManyTopicsRefused(t *testing.T) {
 	}
 }
 
-// TestHostileTaggedFieldBombRefused is finding 8: an 11 MB ApiVersions v3
-// whose tag section holds 2.6 million unknown tagged fields. Before, the
-// broker's heap grew by about 200 MB and decoding took over a second of the
-// reader's CPU. Now the section's count is checked against
+// TestHostileTaggedFieldBombRefused: an 11 MB ApiVersions v3 whose tag
+// section holds 2.6 million unknown tagged fields, which kmsg would decode
+// into about 200 MB of heap over a second of the reader's CPU. The
+// section's count is checked against
 // strand.request.tagged.fields.max before anything is decoded: the
 // connection closes, and another client is answered throughout.
 func TestHostileTaggedFieldBombRefused(t *testing.T) {
@@ -278,10 +278,10 @@ func zstdBombRequest(topic string, partitions int32, valueBytes int) *kmsg.Produ
 // full and accepted.
 const bombValueBytes = 16<<20 - 1024
 
-// TestHostileDecompressionUnknownTopicCostsNothing is finding 3's second
-// half: a Produce of 100 zstd batches to a topic that does not exist was
-// decompressed in full (1.6 GB of output) before UNKNOWN_TOPIC_OR_PARTITION
-// came back. Cheap checks come first now: nothing is decompressed.
+// TestHostileDecompressionUnknownTopicCostsNothing: a Produce of 100 zstd
+// batches to a topic that does not exist (1.6 GB of output, were they
+// decompressed) is answered UNKNOWN_TOPIC_OR_PARTITION by the cheap checks
+// that come first: nothing is decompressed.
 func TestHostileDecompressionUnknownTopicCostsNothing(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	req := zstdBombRequest("no-such-topic", 100, bombValueBytes)
@@ -307,10 +307,10 @@ func TestHostileDecompressionUnknownTopicCostsNothing(t *testing.T) {
 	}
 }
 
-// TestHostileDecompressionBoundedPerRequest is finding 3: one Produce of
-// 100 zstd batches, each inflating to almost 16 MiB, cost 5.8 s of CPU;
-// eight such connections at once took the heap to gigabytes. A request now
-// decompresses at most strand.produce.request.decompressed.bytes.max (here
+// TestHostileDecompressionBoundedPerRequest: one Produce of 100 zstd
+// batches, each inflating to almost 16 MiB, would cost seconds of CPU, and
+// eight such connections at once would take the heap to gigabytes. A
+// request decompresses at most strand.produce.request.decompressed.bytes.max (here
 // 48 MiB): the batch that crosses it and every compressed batch after it
 // are MESSAGE_TOO_LARGE with a message naming the limit, and decompression
 // buffers in use at once, over all connections, are bounded by

@@ -32,11 +32,10 @@ import (
 	"strand/core/config"
 )
 
-// The hostile-client suite (issue 17, SPEC.md §7 "Hostile clients"): each
-// test attacks a real node the way the issue's findings did, and asserts
-// both halves: the attack is contained (bounded memory, the connection
-// closed or refused), and every other client and the controller are
-// answered within answerWithin throughout.
+// The hostile-client suite (SPEC.md §7.2): each test attacks a real node
+// and asserts both halves: the attack is contained (bounded memory, the
+// connection closed or refused), and every other client and the controller
+// are answered within answerWithin throughout.
 
 // answerWithin is how soon an honest client and the controller must be
 // answered while an attack runs.
@@ -249,8 +248,8 @@ func waitClosedByBroker(t *testing.T, r *rawConn, timeout time.Duration) time.Du
 	return time.Since(start)
 }
 
-// TestHostileSilentHugeFramesDoNotFreezeTheNode is finding 1: two
-// connections each send a 64 MiB size prefix and 8 bytes, then nothing.
+// TestHostileSilentHugeFramesDoNotFreezeTheNode: two connections
+// each send a 64 MiB size prefix and 8 bytes, then nothing.
 // Every other client, on both listeners, is still answered within
 // answerWithin; neither connection costs the broker its claimed 64 MiB;
 // and both are closed once strand.request.read.timeout.ms passes.
@@ -343,8 +342,8 @@ func dialNotReading(t *testing.T, addr net.Addr) *rawConn {
 	return &rawConn{t: t, c: c}
 }
 
-// TestHostileStalledFetchReleasesDeletedData is finding 5: a client sends
-// a Fetch for a whole partition and never reads the answer. Its topic is
+// TestHostileStalledFetchReleasesDeletedData: a client sends a Fetch
+// for a whole partition and never reads the answer. Its topic is
 // then deleted: the segment's file, unlinked, stays open only until
 // strand.response.write.timeout.ms has passed, when the connection closes
 // and the Fetch's regions are released; meanwhile other clients and the
@@ -499,8 +498,8 @@ func openIdle(t *testing.T, addr net.Addr, from net.IP, count int, settle time.D
 	return open, refused
 }
 
-// TestHostileIdleConnectionsLeaveTheControllerListenerAlone is finding 4:
-// idle client connections fill max.connections. The controller listener,
+// TestHostileIdleConnectionsLeaveTheControllerListenerAlone: idle
+// client connections fill max.connections. The controller listener,
 // counted apart as a KRaft controller's own SocketServer is, still
 // accepts and answers; the refusals are logged once for the interval, with
 // their count, not once each.
@@ -670,10 +669,10 @@ func TestHostileStalledRequestsGiveWay(t *testing.T) {
 	}
 }
 
-// TestHostileAttackOnALeaderSparesReplication is findings 1 and the
+// TestHostileAttackOnALeaderSparesReplication: silent huge frames and the
 // control plane on three nodes, where replication shares the PLAINTEXT
 // listener with clients (as in the three-node example). A partition's
-// leader is attacked: first with finding 1's silent 64 MiB frames, during
+// leader is attacked: first with silent 64 MiB frames, during
 // which acks=all produces to it succeed within answerWithin; then with
 // stalled requests that fill its client plane's queued.max.requests,
 // during which its followers' fetches, on the control plane, keep its ISR

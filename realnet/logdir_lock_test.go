@@ -17,8 +17,8 @@ import (
 // TestSecondStartOnTheSameLogDirsIsRefused: a second node started on a
 // running node's log dirs, with other ports, is refused before it opens
 // anything, naming the directory and the holder; the lock is released at
-// Shutdown, and at Kill, as the kernel releases a killed process's. Before,
-// the second node opened the same directories and served.
+// Shutdown, and at Kill, as the kernel releases a killed process's. Two
+// nodes must never open the same directories and serve.
 func TestSecondStartOnTheSameLogDirsIsRefused(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	cfg := c.configs[0]

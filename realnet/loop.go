@@ -45,8 +45,8 @@ const loopInlineEventsMax = 32
 // completions, answers from peers, releases — in the other. When both hold
 // events the executor takes one from each in turn, so the control plane
 // has at least half of the loop however many client requests wait, and a
-// full client queue never blocks a control poster (SPEC.md §7, "The
-// control plane is never starved"). Events of one queue run in posted
+// full client queue never blocks a control poster (SPEC.md §7.2,
+// "Planes"). Events of one queue run in posted
 // order; nothing orders events of different queues, which come from
 // different goroutines anyway.
 type Loop struct {

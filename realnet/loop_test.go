@@ -440,8 +440,8 @@ func TestLoopGivesTheControlPlaneItsShare(t *testing.T) {
 // (serverConn.finish: its releases and HandleClosed). With the queue full
 // and its executor gone, that post must not wait for room forever: the
 // panic, a broken core invariant, has to reach the process (and its stack
-// trace the operator) instead of turning into a silent hang. With Run's
-// goroutine the only executor (before 4ae2e4e) it always did.
+// trace the operator) instead of turning into a silent hang, as it does
+// when Run's goroutine is the executor.
 func TestLoopPanicOnAnInlineExecutorSurfaces(t *testing.T) {
 	l := NewLoop()
 	go l.Run()

@@ -14,8 +14,8 @@ import (
 // requestChecks is what a connection reader applies to a request before it
 // posts it to the loop: the limits a request is walked against before it
 // is decoded, and the core's newest pre-check with the buffers its
-// decompression may hold (SPEC.md §7, "Request limits" and "Produce
-// validation off the loop").
+// decompression may hold (SPEC.md §7.3 and
+// §7.4).
 type requestChecks struct {
 	// limits are core/wire's, from config.Limits.
 	limits wire.RequestLimits

@@ -123,8 +123,8 @@ func plainNetworkWith(t *testing.T, delay time.Duration, setup func(*Network), e
 
 // TestAuthenticationTimeoutEndsWithAuthentication: the bound on the time to
 // authenticate closes a connection that has not, and stops applying once
-// it has: an authenticated connection is served past it (before, every
-// SASL connection was closed at the bound).
+// it has: an authenticated connection is served past it, not closed at
+// the bound.
 func TestAuthenticationTimeoutEndsWithAuthentication(t *testing.T) {
 	an := plainNetworkWith(t, 0, func(n *Network) { n.authenticationTimeout = 300 * time.Millisecond })
 	idle := dialRaw(t, an.addr)

@@ -413,7 +413,7 @@ func recycleFrameBuf(fb *frameBuf) {
 // inter-broker listener is also a client listener (the three-node example),
 // and its requests from then on have the control plane's budget and share
 // of the loop. The claim is the request's own: authorizing it is the
-// closed control plane's job (SPEC.md §7).
+// closed control plane's job (SPEC.md §7.2, §10.3).
 func (sc *serverConn) markReplication(req kmsg.Request) {
 	if sc.plane() == admission.PlaneControl || sc.listener != sc.net.interBrokerListener {
 		return

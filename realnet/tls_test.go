@@ -252,9 +252,8 @@ func TestStalledHandshakeIsClosed(t *testing.T) {
 // TestMetadataNamesTheRequestsListener: a node with a PLAINTEXT and an SSL
 // client listener answers Metadata, FindCoordinator and DescribeCluster
 // with the endpoints of the listener the request came in on, as Kafka
-// does: a TLS client is sent to TLS ports. (Before, every answer named the
-// first advertised listener, and a TLS client was sent to the PLAINTEXT
-// port.)
+// does: a TLS client is sent to TLS ports, never to the first advertised
+// listener's PLAINTEXT port.
 func TestMetadataNamesTheRequestsListener(t *testing.T) {
 	pki := newTestPKI(t)
 	server := pki.issue(t, pkix.Name{CommonName: "node1"}, "127.0.0.1")

@@ -55,8 +55,7 @@ func TestFormatRefusesALogDirInUse(t *testing.T) {
 // TestServeHoldsItsLogDirsUntilItStops: while serve runs, a second serve
 // on the same log dirs (other ports) and a format are refused, naming the
 // directory and the holder; once the first has stopped, the directory is
-// free again. Before, the second serve opened the same directories and
-// served.
+// free again. Two processes must never serve the same directories.
 func TestServeHoldsItsLogDirsUntilItStops(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	cfgPath := writeConfig(t, "1", []string{dir})

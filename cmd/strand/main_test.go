@@ -55,9 +55,8 @@ func readMeta(t *testing.T, dir string) config.Meta {
 // TestFormatWritesEveryLogDirAndRefusesAFormattedOne: format writes every
 // log dir, and says so in one line; run again it refuses, as
 // kafka-storage.sh format does, in one line on stderr and status 1, unless
-// --ignore-formatted, which rewrites nothing and says so in one line.
-// Before, a second format printed both "log dir already formatted" and
-// "formatted 1 log dir(s)", and exited 0.
+// --ignore-formatted, which rewrites nothing and says so in one line. A
+// refused format never also says it formatted, nor exits 0.
 func TestFormatWritesEveryLogDirAndRefusesAFormattedOne(t *testing.T) {
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b", "c")}
@@ -225,7 +224,7 @@ func TestServeFormatsReportsUnknownKeysAndServes(t *testing.T) {
 
 // TestServeRefusesUnimplementedSecurityKeys: a security key Strand does not
 // implement stops serve with status 1 and a message naming it (SPEC.md
-// §10, security settings fail closed), where it used to warn and serve
+// §10, security settings fail closed): a warning would leave it serving
 // wide open.
 func TestServeRefusesUnimplementedSecurityKeys(t *testing.T) {
 	for _, line := range []string{"delegation.token.secret.key=x",

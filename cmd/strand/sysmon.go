@@ -15,9 +15,8 @@ import (
 // for a cross-CPU futex wake-up of sysmon and its sleeps, about a third of
 // the broker's context switches. With GODEBUG's schedtrace set, sysmon never
 // takes that deep sleep (its loop keeps sleeping 20 µs to 10 ms, backing
-// off while there is nothing to retake): on the 3-node acks=all benchmark
-// path at 200k records/s this cut broker CPU per produce request by about a
-// fifth and context switches per request by half (SPEC.md §7).
+// off while there is nothing to retake), so a request pays neither the
+// wake-up nor the sleeps (SPEC.md §7.1).
 //
 // schedtrace's value is the interval of the scheduler summary it prints,
 // in ms; schedtraceMs is the largest the runtime takes (24.8 days), so the

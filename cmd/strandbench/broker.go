@@ -537,13 +537,13 @@ func measureIdempotence(cl *cluster, r *caseResults) error {
 // measureRawIdempotence measures the goal's figure: the broker's CPU per
 // record with the raw producer's 1000-record acks=all batches, with and
 // without a producer id and sequences. On this VM a 1 s run's CPU per record
-// moved by up to 3× with what the machine did meanwhile, none of it
-// idempotence (session 9): a segment roll's background flush (a gigabyte's
+// moves by up to 3× with what the machine does meanwhile, none of it
+// idempotence: a segment roll's background flush (a gigabyte's
 // writeback, billed to the broker in whichever run it falls); the kernel's
-// writeback of the gigabytes the runs before left dirty, which held the
+// writeback of the gigabytes the runs before left dirty, which holds the
 // broker's write worker in ext4 block allocation for up to a second; the
-// cost of new page-cache pages, which about doubled for good after 4–5 GB
-// of new page cache (SPEC §7, "Page cache on this VM"); and the
+// cost of new page-cache pages, which rises for good after some gigabytes
+// of new page cache (docs/benchmarks.md, the page-cache write limit); and the
 // neighbours' load. So each run produces a fixed idempotenceRunRecords;
 // each pair produces to two new topics, one per side, so that no run rolls
 // a segment, after a sync, so that no writeback backlog is left, and then

@@ -235,8 +235,8 @@ const latencyWarmup = time.Second
 // warm-up is the OpenMessaging Benchmark's: the first second at a new rate
 // on a new topic pays one-off costs (the producer's and the followers'
 // first requests, the segment's first pages, heaps growing to the load)
-// that a steady state's tail does not have (SPEC.md §7: the latency harness
-// measured (b)'s p99 at 10–33 ms without it, 6.7–26 ms with it).
+// that a steady state's tail does not have, and that would otherwise
+// dominate a 2 s run's p99 (docs/benchmarks.md).
 func produceAtRate(c *cluster, topic string, valueBytes int, ratePerSec float64, duration time.Duration, idempotent bool) (latencyResult, error) {
 	cl, err := kgo.NewClient(producerOpts(c.bootstrap, topic, produceSettings{acksAll: true, idempotent: idempotent, lingerZero: true})...)
 	if err != nil {

@@ -9,7 +9,7 @@ package main
 // guest freed is handed back to the host, and a page the guest allocates
 // afresh costs a host fault on first touch: writing into new page-cache pages
 // costs several times what overwriting cached ones does, and at 1 KiB most of
-// Strand's broker CPU is that copy (SPEC.md §7, "Page cache on this VM").
+// Strand's broker CPU is that copy (docs/benchmarks.md).
 // kfake keeps its records on its Go heap and writes no file. The limit makes
 // every run show how much of Strand's CPU per record is the machine's; it is
 // information beside the goal, never a new goal: "broker CPU per record ≤

@@ -1,18 +1,17 @@
 package main
 
-// The log section's restart rows (hardening issue, "Clean shutdown writes
-// recovery points"): what reopening a log costs after a clean shutdown.
-// One log is grown to -log-restart-bytes with 16 KiB batches, all in its
-// active segment (a node whose partitions never rolled, as in the issue's
-// run), and flushed, as Close flushes every log at a clean shutdown. It is
-// then reopened, the repetitions interleaved, with the two recovery points
-// a clean shutdown can have left in recovery-point-offset-checkpoint:
+// The log section's restart rows (SPEC.md §3.4): what reopening a log
+// costs after a clean shutdown. One log is grown to -log-restart-bytes
+// with 16 KiB batches, all in its active segment (a node whose partitions
+// never rolled), and flushed, as Close flushes every log at a clean shutdown. It is
+// then reopened, the repetitions interleaved, with two recovery points in
+// recovery-point-offset-checkpoint (the rows' labels):
 //
 //   - before: the periodic checkpoint's, the last roll's flush, here 0,
-//     what Close left before it checkpointed recovery points: the whole
-//     active segment is verified batch by batch (CRC-32C);
+//     what a shutdown that did not checkpoint its recovery points would
+//     leave: the whole active segment is verified batch by batch (CRC-32C);
 //   - after: the log end offset, what Close checkpoints after its final
-//     flush now: the segment is trusted, only the headers after its last
+//     flush: the segment is trusted, only the headers after its last
 //     offset index entry are read (SPEC.md §3.4).
 //
 // Before each open the page cache of the log's files is dropped
@@ -39,7 +38,7 @@ import (
 )
 
 // restartReadRatioMax is the goal: the clean restart reads at most this
-// share of what the restart before the change read.
+// share of what the restart from recovery point 0 reads.
 const restartReadRatioMax = 0.01
 
 var restartFlags struct {

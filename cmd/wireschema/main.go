@@ -1,8 +1,7 @@
 // Command wireschema writes core/wire's request schema (schema_gen.go): the
 // wire layout of every Kafka request kmsg decodes, by version, so that
 // core/wire can walk a request body and count its topics, partitions,
-// array entries and tagged fields before kmsg decodes it (SPEC.md §7,
-// "Request limits").
+// array entries and tagged fields before kmsg decodes it (SPEC.md §7.3).
 //
 // The layout comes from the protocol definitions kmsg itself is generated
 // from (github.com/twmb/franz-go's generate/definitions, in the module

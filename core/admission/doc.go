@@ -1,5 +1,5 @@
 // Package admission is the accounting that decides what a node's network
-// takes from its connections (SPEC.md §7, "Connections and their limits"):
+// takes from its connections (SPEC.md §7.2):
 //
 //   - Gate admits, throttles or refuses a new connection by Kafka's
 //     connection quotas: max.connections, listener.name.<l>.max.connections,

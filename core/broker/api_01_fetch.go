@@ -40,7 +40,7 @@ package broker
 // batches stay file regions (log.Read), pinned (log.Pin) from the answer
 // until the environment has sent them, and the response is encoded by the
 // broker's own encoder (fetch_encode.go) into an env.Frame whose regions
-// realnet sends with sendfile (SPEC.md §2.2, §7). The metadata-log Fetch
+// realnet sends with sendfile (SPEC.md §2.2, §7.5). The metadata-log Fetch
 // (core/controller) still answers with a kmsg response.
 
 import (

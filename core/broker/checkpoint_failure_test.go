@@ -13,8 +13,8 @@ import (
 // IOException in a log directory takes it offline), the directory goes
 // offline: its logs answer KAFKA_STORAGE_ERROR, the broker is fenced and
 // leadership moves, and it stays so when the disk has room again, until the
-// broker restarts. Before, the failure went unnoticed and the checkpoints
-// were never written again (simulator seed 888's log start offsets).
+// broker restarts. Unnoticed, the failure would leave the checkpoints
+// (the log start offsets among them) never written again.
 func TestFailedCheckpointWriteTakesTheLogDirOffline(t *testing.T) {
 	c := threeNodes(t)
 	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {

@@ -61,8 +61,8 @@ func (f *forger) mustClose(node int32, listener string, req kmsg.Request) {
 }
 
 // fakeRegistration is node's own registration under a broker id no broker
-// has and another incarnation: what the outside review sent to register
-// two fake brokers.
+// has and another incarnation: what an outsider would send to register a
+// fake broker.
 func (c *cluster) fakeRegistration(fakeID int32) *kmsg.BrokerRegistrationRequest {
 	req := c.nodes[1].node.meta.registrationRequest()
 	req.BrokerID, req.IncarnationID = fakeID, [16]byte{0xfa, 0x4e, byte(fakeID)}
@@ -160,11 +160,11 @@ func (st controlPlaneState) equal(other controlPlaneState) bool {
 }
 
 // TestControlPlaneRequestsOnBrokerListenerCloseTheConnection: each
-// control-plane request the outside review sent to the client port (a
-// fake broker's registration, a forged WantShutdown heartbeat, a forged ISR
+// control-plane request an outsider could send to the client port (a fake
+// broker's registration, a forged WantShutdown heartbeat, a forged ISR
 // shrink, Raft votes) closes the connection unanswered and changes
-// nothing; before, the registration registered a fake broker and the
-// heartbeat shut a real one down for good.
+// nothing: served, the registration would register a fake broker and the
+// heartbeat would shut a real one down for good.
 func TestControlPlaneRequestsOnBrokerListenerCloseTheConnection(t *testing.T) {
 	c := newCluster(t, 3, map[string]string{"default.replication.factor": "3"})
 	c.waitRegistered()
@@ -181,8 +181,8 @@ func TestControlPlaneRequestsOnBrokerListenerCloseTheConnection(t *testing.T) {
 }
 
 // TestProduceOnControllerListenerClosesTheConnection: a Produce sent to the
-// controller listener closes the connection and appends nothing (before,
-// it was appended), and the pre-check does not decompress it first.
+// controller listener closes the connection and appends nothing, and the
+// pre-check does not decompress it first.
 func TestProduceOnControllerListenerClosesTheConnection(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()

@@ -32,8 +32,8 @@ func (d mkdirFailingDisk) MkdirAll(dir string) error {
 // directory offline, as Kafka's getOrCreateLog does on an IOException, so
 // it asks to be fenced and the partitions it was to lead move to replicas
 // that could create them: every partition of the new topic takes acks=all
-// produces. Before, the broker stayed unfenced and kept leading a
-// partition it could not host, which answered KAFKA_STORAGE_ERROR for good.
+// produces. Unfenced, the broker would keep leading a partition it could
+// not host, which would answer KAFKA_STORAGE_ERROR for good.
 func TestCreateLogFailureFencesTheBrokerAndMovesLeadership(t *testing.T) {
 	c := threeNodes(t)
 	tn := c.nodes[3]

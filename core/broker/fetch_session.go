@@ -135,7 +135,7 @@ func (sp *sessionPartition) mustAnswer(rp *kmsg.FetchResponseTopicPartition, rec
 // anyone else is answered as if the id did not exist. Kafka has no such
 // rule; Strand adds it so no client uses or closes another's session by
 // its id, and kgo and Kafka's consumer keep their client.id for life
-// (SPEC.md §7).
+// (SPEC.md §7.6, §9).
 type fetchSessionOwner struct {
 	replicaID int32
 	clientID  string

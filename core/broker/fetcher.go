@@ -491,12 +491,13 @@ func (rf *replicaFetchers) applyReplicaFetch(s sentFetch, rp kmsg.FetchResponseT
 //   - a log truncated by divergence to a batch boundary of its own that is
 //     not one of the leader's: the leader's epoch cache starts an epoch at
 //     its log start when DeleteRecords cut that epoch's first batch, so it
-//     reports the divergence at the log start, inside the batch (simulator,
-//     elections seed 281). The leader's batch is the truth for its offsets:
+//     reports the divergence at the log start, inside the batch
+//     (TestFollowerTakesALeaderBatchStraddlingItsEnd). The leader's batch
+//     is the truth for its offsets:
 //     the log is truncated to where it starts (or restarted there, below
 //     its log start) and takes it. Kafka fails such a partition for good.
 //
-// Any other misplaced batch is an error, as before.
+// Any other misplaced batch is an error.
 func (rf *replicaFetchers) appendAsFollower(p *partition, records []byte) error {
 	leo := p.log.LogEndOffset()
 	res, err := p.log.AppendAsFollower(records, rf.wallMs())

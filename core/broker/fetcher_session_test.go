@@ -192,9 +192,9 @@ func TestIdleIncrementalFetchesKeepFollowersInISR(t *testing.T) {
 // old leader was away. The follower truncates (ActionTruncate) and does not
 // apply that answer's log start, but the leader's fetch session counts it
 // as told and, with nothing produced, would not name the partition again:
-// the follower must still learn it (56dc28a: the next fetch is full), or it
-// keeps records DeleteRecords deleted and holds the DeleteRecords low
-// watermark back (a DeleteRecords to the same offset again timed out).
+// the follower must still learn it (the next fetch is full), or it keeps
+// records DeleteRecords deleted and holds the DeleteRecords low watermark
+// back (a DeleteRecords to the same offset again would time out).
 func TestFollowerLearnsLogStartAfterDivergingFullFetch(t *testing.T) {
 	c := threeNodes(t)
 	for _, v := range []string{"a", "b"} {

@@ -49,7 +49,7 @@ func TestFollowerRestartsAtALogStartInsideABatch(t *testing.T) {
 // TestFollowerTakesALeaderBatchStraddlingItsEnd: a follower whose log ends
 // inside one of the leader's batches (its own batch boundary is not the
 // leader's: a divergence reported at a log start that DeleteRecords put
-// inside the leader's batch, simulator elections seed 281) is answered with
+// inside the leader's batch) is answered with
 // that whole batch, which starts below its end. It truncates to where the
 // batch starts and takes it, instead of refusing it on every fetch.
 func TestFollowerTakesALeaderBatchStraddlingItsEnd(t *testing.T) {

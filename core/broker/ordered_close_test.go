@@ -132,10 +132,10 @@ func TestOrderedCloseAnswersEarlierAndDropsLater(t *testing.T) {
 // or the no-response of an acks=0 produce, is done), so when an acks=0
 // produce fails and Kafka closes the connection, every earlier request on it
 // has already been answered. Strand reads pipelined requests: closing at
-// once (as 5f2c071 did) lost the answer of an acks=all produce still
-// waiting for its followers though its batch was appended, so the client
-// saw a connection error and, without idempotence, sent the batch again (a
-// duplicate). The close is now in request order (env.Network.Close): the
+// once would lose the answer of an acks=all produce still waiting for its
+// followers though its batch was appended, so the client would see a
+// connection error and, without idempotence, send the batch again (a
+// duplicate). The close is in request order (env.Network.Close): the
 // acks=all answer arrives, then the connection closes.
 func TestAcksZeroCloseKeepsEarlierAnswers(t *testing.T) {
 	c := newCluster(t, 2, nil)

@@ -10,8 +10,9 @@ import (
 // for the HW on a partition whose topic is deleted is answered
 // UNKNOWN_TOPIC_OR_PARTITION at once, as Kafka's stopPartitions completes
 // the delayed produces of a partition it stops hosting (DelayedProduce
-// then finds no partition: getPartitionOrError). Before, it waited for its
-// 30 s timeout. A fetch parked on the partition is answered at once too. It is never answered success: its record was not committed.
+// then finds no partition: getPartitionOrError), not at its 30 s timeout.
+// A fetch parked on the partition is answered at once too. It is never
+// answered success: its record was not committed.
 func TestDeletedTopicAnswersWaitingAcksAtOnce(t *testing.T) {
 	c := threeNodes(t)
 	c.nodes[3].proc.Pause() // node 3 holds r-0's HW back; the controller (node 1) runs

@@ -46,12 +46,12 @@ type produceEntry = struct {
 	records   []byte
 }
 
-// TestPrecheckCheapChecksFirst is finding 3's "a topic that does not exist
-// is decompressed too": the pre-check decompresses a batch only for a
+// TestPrecheckCheapChecksFirst: a batch to a topic that does not exist is
+// never decompressed. The pre-check decompresses a batch only for a
 // partition the node leads, within the topic's max.message.bytes, with a
 // valid acks; the others are left to the loop, which answers them without
 // decompressing (UNKNOWN_TOPIC_OR_PARTITION, MESSAGE_TOO_LARGE,
-// INVALID_REQUIRED_ACKS). Before, every batch was decompressed first.
+// INVALID_REQUIRED_ACKS).
 func TestPrecheckCheapChecksFirst(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
@@ -85,7 +85,7 @@ func TestPrecheckCheapChecksFirst(t *testing.T) {
 	}
 }
 
-// TestProduceDecompressionBudget is finding 3: a request's batches
+// TestProduceDecompressionBudget: a request's batches
 // decompress to at most strand.produce.request.decompressed.bytes.max, on
 // the pre-check and on the loop alike. The batch that crosses it and every
 // compressed batch after it are MESSAGE_TOO_LARGE with a message naming

@@ -13,10 +13,9 @@ import (
 // TestCleanShutdownCheckpointsRecoveryPoints: a clean shutdown writes
 // recovery-point-offset-checkpoint after its final flush, as Kafka's
 // LogManager.shutdown does, so the restart trusts every batch it holds
-// (SPEC.md §3.4). Before, Close flushed every log but left the checkpoint
-// as the periodic write found it, 0 for a log that never rolled, and
-// every restart verified every active segment whole (1.25 GB in the
-// hardening issue's run).
+// (SPEC.md §3.4). Were Close to flush every log but leave the checkpoint
+// as the periodic write found it, 0 for a log that never rolled, every
+// restart would verify every active segment whole.
 func TestCleanShutdownCheckpointsRecoveryPoints(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()
@@ -84,13 +83,12 @@ func checkpointedRecoveryPoints(t *testing.T, tn *testNode) map[log.TopicPartiti
 }
 
 // TestCleanRestartKeepsTheLogStartOffset: a DeleteRecords that completed
-// must survive a clean shutdown. Close flushed the logs and wrote the
-// clean-shutdown marker but not log-start-offset-checkpoint (written only
-// every replica.high.watermark.checkpoint.interval.ms), so a node restarted
-// cleanly soon after a DeleteRecords came back with its old log start, and
-// served the deleted records again. The simulator found it (mixed seed 75,
-// shape lag: a broker restarted cleanly at heal time was elected from the
-// ELR with log start 0 after DeleteRecords to 555 had completed).
+// must survive a clean shutdown. Were Close to flush the logs and write the
+// clean-shutdown marker but not log-start-offset-checkpoint (written
+// otherwise only every replica.high.watermark.checkpoint.interval.ms), a
+// node restarted cleanly soon after a DeleteRecords would come back with
+// its old log start, and, elected from the ELR, serve the deleted records
+// again.
 func TestCleanRestartKeepsTheLogStartOffset(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.waitRegistered()

@@ -84,8 +84,8 @@ func fetchCode(t *testing.T, a *asyncAnswer) int16 {
 // offline (Manager.Fail), an acks=all produce waiting for the HW and a
 // long-polling fetch on one of its logs are answered KAFKA_STORAGE_ERROR
 // at once, as Kafka completes an offline replica's delayed operations
-// with that error. Before, both waited for their timeouts (30 s here; in
-// a cluster whose controller is reachable, until the fence moved
+// with that error, rather than waiting for their timeouts (30 s here; in
+// a cluster whose controller is reachable, until the fence moves
 // leadership).
 func TestLogDirFailureAnswersWaitingAcksAndFetches(t *testing.T) {
 	c := threeNodes(t)
@@ -113,7 +113,7 @@ func TestLogDirFailureAnswersWaitingAcksAndFetches(t *testing.T) {
 // later: here an ISR shrink proposed before the failure is applied right
 // after it, in the same event-loop step, so the HW reaches the record.
 // The records a failed leader log holds may be lost with it; the answer
-// must be an error. Before, the acks=all produce was answered success.
+// must be an error, never success.
 func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 	// As threeNodes, with a short replica.lag.time.max.ms: a follower
 	// caught up less than that ago holds the HW even outside the ISR.
@@ -167,7 +167,7 @@ func TestNoAckAfterTheLeaderLogFailed(t *testing.T) {
 // TestFailedSyncAnswersDurableWaitAtOnce: on a topic with
 // flush.messages=1 a produce waits for its leader's Sync; when that Sync
 // fails, the log fails and the produce is answered KAFKA_STORAGE_ERROR
-// at once. Before, it waited out its request timeout (30 s here).
+// at once, not at its request timeout (30 s here).
 func TestFailedSyncAnswersDurableWaitAtOnce(t *testing.T) {
 	c := newCluster(t, 1, map[string]string{"log.flush.interval.messages": "1"})
 	c.waitRegistered()
@@ -227,10 +227,10 @@ func writeDurably(t *testing.T, disk *memdisk.Disk, name, content string) {
 
 // TestNewLogGoesToALiveDirectory: a partition whose log must be created
 // goes to a live log directory, never to an offline one, even when the
-// offline one holds fewer logs. Before, openPartition chose the directory
-// with the fewest logs, offline or not; CreateLog refused there, and the
-// partition stayed unavailable on this broker though another directory
-// was healthy.
+// offline one holds fewer logs: were openPartition to choose the
+// directory with the fewest logs, offline or not, CreateLog would refuse
+// there, and the partition would stay unavailable on this broker though
+// another directory was healthy.
 func TestNewLogGoesToALiveDirectory(t *testing.T) {
 	c := threeNodes(t)
 	n := c.nodes[2]
@@ -268,9 +268,8 @@ func TestNewLogGoesToALiveDirectory(t *testing.T) {
 // log directory is offline and holds no log for it, stays offline there:
 // requests on it get KAFKA_STORAGE_ERROR, as Kafka's offline partitions
 // (HostedPartition.Offline), and the failure is logged once, not at every
-// metadata change. Before, they got NOT_LEADER_OR_FOLLOWER, which sends a
-// client looking for a leader elsewhere as if this broker were no
-// replica, and each metadata change logged the failure again.
+// metadata change. NOT_LEADER_OR_FOLLOWER would send a client looking for
+// a leader elsewhere as if this broker were no replica.
 func TestPartitionWithoutALiveDirectoryAnswersStorageError(t *testing.T) {
 	c := threeNodes(t)
 	n := c.nodes[3]
@@ -334,8 +333,8 @@ func mustList(t *testing.T, disk env.Disk, dir string) []string {
 // restart counts as unclean though the last shutdown was clean (the
 // offline directory's logs were not recovered, as Kafka reads no
 // clean-shutdown epoch then); and no log is created while a directory
-// whose logs were never read might hold it. Before, New failed and the
-// broker did not start at all, its controller role with it.
+// whose logs were never read might hold it. The broker starts, its
+// controller role with it, rather than failing in New.
 func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	c := threeNodes(t)
 	n := c.nodes[2]
@@ -400,7 +399,7 @@ func TestBrokenFirstLogDirRefusesTheStart(t *testing.T) {
 // held. Here both followers stop fetching after the leader appended a
 // record they lack, and the controller is paused (the fence that would
 // move leadership never commits), so the periodic check runs on the failed
-// leader for well over replica.lag.time.max.ms. Before, it proposed the
+// leader for well over replica.lag.time.max.ms: it must not propose the
 // ISR {2}.
 func TestFailedLeaderLogProposesNoISRShrink(t *testing.T) {
 	c := newCluster(t, 3, map[string]string{"min.insync.replicas": "1", "default.replication.factor": "3",
@@ -521,8 +520,8 @@ func TestOfflineDirWritesNoCleanShutdownMarker(t *testing.T) {
 // directory offline on its IOException, writes no marker in an offline
 // directory and reads none at start (LogManager
 // .readBrokerEpochFromCleanShutdownFiles: any offline directory, no
-// broker epoch). Before, Close skipped the failed log's flush and wrote
-// the marker: the restarted broker registered as clean and kept its ELR
+// broker epoch). Were Close to skip the failed log's flush and write the
+// marker, the restarted broker would register as clean and keep its ELR
 // eligibility with a log whose tail was never synced.
 func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
 	c := threeNodes(t)
@@ -566,10 +565,10 @@ func TestFailedLogWritesNoCleanShutdownMarker(t *testing.T) {
 // while it holds no log (here a new broker's directory, whose sync at
 // open fails) refuses every new log, so the broker cannot host any
 // partition: it must ask to be fenced like one with failed logs, and the
-// controller then places no replica, and no leadership, on it. Before,
-// the broker asked to be fenced only when a hosted log had failed: it
-// stayed unfenced, took its share of a new topic's partitions and led
-// some of them, and those partitions could not be produced to.
+// controller then places no replica, and no leadership, on it. Were it to
+// ask only when a hosted log had failed, it would stay unfenced, take its
+// share of a new topic's partitions and lead some of them, and those
+// partitions could not be produced to.
 func TestOfflineEmptyDirFencesTheBroker(t *testing.T) {
 	c := newCluster(t, 4, map[string]string{"default.replication.factor": "1"})
 	c.waitRegistered()

@@ -181,7 +181,7 @@ type Limits struct {
 	// the fetch sessions (KIP-227) a broker keeps (Kafka's default, 1000).
 	FetchSessionCacheSlots int32
 
-	// The work one request may cost (SPEC.md §7, "Request limits"). Kafka
+	// The work one request may cost (SPEC.md §7.3). Kafka
 	// has none of these keys. The first four are checked before a request
 	// is decoded (core/wire.RequestLimits): a request over one closes the
 	// connection.
@@ -209,8 +209,7 @@ type Limits struct {
 	// a pre-check waits for room before it decompresses a batch.
 	ProduceDecompressionBufferBytesMax int64
 
-	// Connection admission and deadlines (SPEC.md §7, "Connections and
-	// their limits"; core/admission decides with them).
+	// Connection admission and deadlines (SPEC.md §7.2; core/admission decides with them).
 
 	// ListenerConnectionsMax is listener.name.<l>.max.connections, by
 	// upper-case listener name: connections one listener takes (Kafka's

@@ -40,8 +40,8 @@ func TestIsSecurityKey(t *testing.T) {
 }
 
 // TestUnimplementedSecurityKeysRefuseTheStart: each security key Strand does
-// not implement, with the values the outside review tried, is an *Error
-// naming it; before, each was a warning and the broker served wide open.
+// not implement, with a value an operator would set, is an *Error naming
+// it: a warning would leave the broker serving wide open.
 func TestUnimplementedSecurityKeysRefuseTheStart(t *testing.T) {
 	cases := map[string]string{
 		"authorizer.properties":   "x",

@@ -11,8 +11,8 @@ import (
 // the next decision's write fails at once and stops the quorum inside the
 // Append. The controller stops deciding and answers the request
 // NOT_CONTROLLER, and later requests too, instead of following the
-// decision to the image it dropped (a panic the simulator found in
-// DeleteTopics, AlterPartition and BrokerHeartbeat).
+// decision to the image it dropped, which would panic (in DeleteTopics,
+// AlterPartition and BrokerHeartbeat alike).
 func TestDecisionCutShortByStorageFailure(t *testing.T) {
 	h := newHarness(t, DefaultConfig(100))
 	epochs := h.startBrokers(3)

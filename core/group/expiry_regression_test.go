@@ -6,15 +6,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestSecondTombstoneDoesNotResetAReformedGroup is the minimal case rapid
-// found (TestPropertyExpiryKeepsMemoryEqualToTheLog, seed
-// 15883836252941410239): two expiry passes append two GroupMetadata
-// tombstones for the same Empty group while the first is in flight; a simple
-// commit keeps the group alive through the first, whose completion resets
-// it to generation 0; the group is then re-formed and emptied, reaching
-// generation 2 again, and its records follow the tombstones in the log. The
-// second tombstone completing then found "Empty, generation 2" and took it
-// for "nothing written since", forgetting the protocol type a reload keeps.
+// TestSecondTombstoneDoesNotResetAReformedGroup is a minimal case of
+// TestPropertyExpiryKeepsMemoryEqualToTheLog: two expiry passes append two
+// GroupMetadata tombstones for the same Empty group while the first is in
+// flight; a simple commit keeps the group alive through the first, whose
+// completion resets it to generation 0; the group is then re-formed and
+// emptied, reaching generation 2 again, and its records follow the
+// tombstones in the log. The second tombstone completing then finds
+// "Empty, generation 2" and must not take it for "nothing written since",
+// which would forget the protocol type a reload keeps.
 func TestSecondTombstoneDoesNotResetAReformedGroup(t *testing.T) {
 	h := expiryHarness(t)
 	metadata := consumerMetadata("t")

@@ -346,8 +346,8 @@ func adoptRecoveredTail(t fataler, l *Log, model []compactRecord, incarnations m
 	return adopted
 }
 
-// TestUnsyncedRecoveryCutCanBeUndone is the case TestCompactionProperty
-// found (seed 4838014496678896264), written out without torn crashes: a
+// TestUnsyncedRecoveryCutCanBeUndone is a case TestCompactionProperty
+// reaches, written out without torn crashes: a
 // recovery cut removes a later segment, appends reuse its offsets, and a
 // crash before any flush undoes the removal (it was never synced), so the
 // removed segment's records come back at their offsets, replacing the new

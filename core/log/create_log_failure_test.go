@@ -29,9 +29,9 @@ func (d mkdirFailingDisk) MkdirAll(dir string) error {
 // created for a storage error (ENOSPC, EIO) takes its directory offline,
 // as an IOException in Kafka's getOrCreateLog does: the directory's other
 // logs fail, it logs one ERROR line, and it refuses later logs. Another
-// error (here a path that is not a directory) leaves it online. Before, the
-// directory stayed online: the broker stayed unfenced and went on leading
-// the partition it could not create.
+// error (here a path that is not a directory) leaves it online. Were the
+// directory to stay online after a storage error, the broker would stay
+// unfenced and go on leading the partition it could not create.
 func TestCreateLogStorageFailureTakesTheDirOffline(t *testing.T) {
 	for _, cause := range []error{env.ErrNoSpace, env.ErrIO} {
 		t.Run(cause.Error(), func(t *testing.T) {

@@ -36,8 +36,8 @@ func openManagerWithLogs(t *testing.T, disk *memdisk.Disk, count int32, got *lin
 // ERROR line naming the cause and how many logs it took offline, and no
 // line per log (an operator with 2,000 partitions in the directory reads
 // one line, as Kafka's LogDirFailureChannel logs once per directory).
-// Each log still fails, and its failure listener hears it once. Before,
-// Fail also logged each log's own "the log is offline" line.
+// Each log still fails, and its failure listener hears it once, without
+// a line of its own.
 func TestFailLogsOneLineForTheDirectory(t *testing.T) {
 	disk := memdisk.New(memdisk.Options{})
 	var got lines
@@ -100,8 +100,8 @@ func TestFailureListenerHearsAFailedSync(t *testing.T) {
 // TestDeleteLogFailedSyncTakesTheDirOffline: DeleteLog's own sync of the
 // directory failing takes the directory offline like any other failed
 // sync of it: the removal may not be durable, so the log may come back at
-// the next start, and nothing tells the broker otherwise. Before, the
-// error only reached done, which every caller passes as nil.
+// the next start, and nothing would tell the broker otherwise: the error
+// cannot only reach done, which every caller passes as nil.
 func TestDeleteLogFailedSyncTakesTheDirOffline(t *testing.T) {
 	disk := memdisk.New(memdisk.Options{})
 	var got lines
@@ -159,11 +159,11 @@ func TestFailedManagerIsOfflineFromTheStart(t *testing.T) {
 // TestOfflineDirectoryWritesNoCheckpoint: once a log directory is offline
 // (Fail, here from a failed write of one checkpoint), none of its
 // checkpoints is written again, as Kafka checkpoints only live log
-// directories, and every write answers the directory's failure. Before,
-// the writers that had not failed themselves went on replacing their
-// files, so a clean shutdown (which writes the HW and log-start-offset
-// checkpoints and writes its marker only if they succeed) succeeded for a
-// directory whose failed logs it had not flushed.
+// directories, and every write answers the directory's failure. Were the
+// writers that had not failed themselves to go on replacing their files, a
+// clean shutdown (which writes the HW and log-start-offset checkpoints and
+// writes its marker only if they succeed) would succeed for a directory
+// whose failed logs it had not flushed.
 func TestOfflineDirectoryWritesNoCheckpoint(t *testing.T) {
 	disk := memdisk.New(memdisk.Options{})
 	m, err := OpenManager(disk, "data", func(string) Config { return testConfig() }, 0)

@@ -1156,8 +1156,9 @@ func describeBatches(bs []modelBatch) string {
 
 // TestMaxTimestampOffsetSurvivesReopen: when several batches share the
 // largest timestamp, MaxTimestamp names the first of them (Kafka keeps the
-// first record that reached the maximum). Loading a trusted segment used to
-// prefer a later batch of the tail walk over the time index's equal entry.
+// first record that reached the maximum). Loading a trusted segment must
+// not prefer a later batch of the tail walk over the time index's equal
+// entry.
 func TestMaxTimestampOffsetSurvivesReopen(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentIndexBytes, cfg.IndexIntervalBytes = segmentIndexBytesMin, 0 // index every batch; roll after two

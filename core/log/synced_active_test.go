@@ -56,7 +56,7 @@ func syncedActiveConfig() Config {
 // closed: same max timestamp and its offset, same files, byte for byte,
 // after more appends, rolls and a flush; with timestamps that grow, and
 // (reading the headers after the batch holding the max timestamp, most of
-// them then) that never grow or fall. Before, every restart verified the
+// them then) that never grow or fall. The restart does not verify the
 // whole active segment.
 func TestReopenAtTheRecoveryPointReadsNoSegmentBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -185,9 +185,8 @@ func TestBytesPastTheRecoveryPointAreVerified(t *testing.T) {
 // wholly below its log start offset restarts empty there, but its
 // recovery point stays at the checkpoint's until a flush has synced the
 // directory: a crash before that brings back the removed segment, which
-// must be verified, not trusted as ending at the recovery point. Found by
-// TestLogStateMachine once the last segment could be trusted: before, open
-// raised the recovery point to the new segment's base at once.
+// must be verified, not trusted as ending at the recovery point: open must
+// not raise the recovery point to the new segment's base at once.
 func TestLogRestartedAtItsStartOffsetIsRecoveredUntilFlushed(t *testing.T) {
 	disk := memdisk.New(memdisk.Options{})
 	l := openLog(t, disk, testConfig(), OpenOptions{})
@@ -230,8 +229,8 @@ func TestLogRestartedAtItsStartOffsetIsRecoveredUntilFlushed(t *testing.T) {
 // segment's last time index entry, with a bit flipped that keeps it in
 // order, no longer names a batch with its timestamp; the reopen sends the
 // segment to recovery, which rebuilds the index, instead of taking the
-// flipped timestamp for the segment's max (before, MaxTimestamp answered
-// it; the log state machine's rapid seed 17997038676663979646).
+// flipped timestamp for the segment's max, which MaxTimestamp would then
+// answer.
 func TestReopenAtTheRecoveryPointChecksTheTimeIndexEntry(t *testing.T) {
 	cfg := syncedActiveConfig()
 	disk := memdisk.New(memdisk.Options{})

@@ -122,8 +122,8 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 // flush has synced the directory: a power loss in between brings back the
 // removed segments and loses the new one, and a checkpointed recovery point
 // above what recovery finds would have it trust a segment it never checked
-// (elections seed 158: a follower restarted at 20, the checkpoint said 20,
-// the log came back empty at 0).
+// (a follower restarted at 20, the checkpoint says 20, the log comes back
+// empty at 0).
 func TestTruncateFullyRaisesTheRecoveryPointOnlyWhenFlushed(t *testing.T) {
 	disk := memdisk.New(memdisk.Options{})
 	l := openLog(t, disk, testConfig(), OpenOptions{})

@@ -61,7 +61,7 @@ func ChangeISR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPo
 // of those may have lost every unflushed record before the controller took
 // it out of the ISR (a power loss found only when its session expires),
 // and electing it first would lose what the last leader still holds
-// (simulator seed 108, testdata/elr_last_known_leader.txt).
+// (testdata/elr_last_known_leader.txt).
 func nextELR(cur PartitionState, targetISR, uncleanShutdown []int32, pol ELRPolicy) (elr, lastKnownELR []int32) {
 	if !pol.ELREnabled || len(targetISR) >= pol.effectiveMinISR(cur) {
 		return nil, nil

@@ -27,8 +27,8 @@ type leaderState struct {
 // is unfenced again, both in one metadata batch the leader applies later,
 // so the image shows the broker usable before and after, and the broker's
 // unfencing hook (reconsiderUnfenced) never fires; nothing else changes the
-// partition, and a refusal kept until a pushed state kept the replica out
-// of the ISR forever (simulator seed 205, elections shape). Kafka's leader
+// partition, and a refusal kept until a pushed state would keep the
+// replica out of the ISR forever. Kafka's leader
 // keeps no refusal: it retries at the next fetch once the answer is in,
 // gated by its metadata cache; Strand waits as long as Kafka's
 // replica.fetch.backoff.ms default.
@@ -142,7 +142,7 @@ func (p *Partition) becomeLeader(s PartitionState, newEpoch bool, nowMs int64) i
 // its latest, and followers copying the batch would fetch with a last
 // fetched epoch above the leader's, get OFFSET_OUT_OF_RANGE and drop it
 // again (follower.go onOutOfRange), forever, never reaching this epoch's
-// start offset to join the ISR (simulator seed 203, elections shape). So
+// start offset to join the ISR. So
 // the new leader drops those batches, as a follower does. Kafka's makeLeader
 // would only drop the entry from the epoch cache, keep the batch, and loop
 // the same way: it trusts that field.
@@ -197,7 +197,7 @@ func (p *Partition) OnFollowerFetch(req FetchRequest, nowMs int64) FetchDecision
 // unclean election (in the ISR or the ELR) even while fenced, unlike
 // Kafka: an ELR member fenced with an older log start, elected once the
 // leader fails, would serve the deleted records again after the
-// DeleteRecords completed (simulator seed 888). Other dead followers do
+// DeleteRecords completed. Other dead followers do
 // not hold DeleteRecords up. ok is false on a replica that is not the
 // leader.
 func (p *Partition) LowWatermark(alive func(replicaID int32) bool) (lowWatermark int64, ok bool) {

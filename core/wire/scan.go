@@ -12,8 +12,7 @@ import (
 // it carries. ParseRequest checks them by walking the body (scanRequest)
 // before kmsg decodes it, so a request over them costs no more than reading
 // its bytes: kmsg allocates every array and every unknown tagged field up
-// front, 20 to 40 times the bytes they take on the wire (SPEC.md §7,
-// "Request limits"). Kafka has none of these limits; each is a strand.* key
+// front, 20 to 40 times the bytes they take on the wire (SPEC.md §7.3). Kafka has none of these limits; each is a strand.* key
 // of core/config, whose defaults DefaultRequestLimits repeats.
 type RequestLimits struct {
 	// TopicsMax is strand.request.topics.max: the elements of every array

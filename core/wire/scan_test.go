@@ -272,7 +272,7 @@ func TestScanRefusesHeaderTagBomb(t *testing.T) {
 	}
 }
 
-// TestScanOfBombAllocatesNothing is finding 8 in small: the walk that
+// TestScanOfBombAllocatesNothing: the walk that
 // refuses a tag bomb, or a Metadata naming millions of topics, allocates
 // nothing, however large the request; decoding it would allocate tens of
 // times its size.

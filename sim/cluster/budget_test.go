@@ -10,8 +10,8 @@ import (
 // TestOverBudgetExcusesOnlyLossesThere: over the budget only a loss, and
 // only on a partition whose budget was exceeded, is excused; a read of a
 // value nobody produced, a group or idempotence violation, and a loss on a
-// partition within its budget stand (before, an over-budget run counted
-// every register, final, group, idempotence and churn violation as loss).
+// partition within its budget stand: none of the register, final, group,
+// idempotence and churn violations but a loss is excused.
 func TestOverBudgetExcusesOnlyLossesThere(t *testing.T) {
 	over := models.TopicPartition{Topic: "t0", Partition: 0}
 	within := models.TopicPartition{Topic: "t0", Partition: 1}
@@ -39,8 +39,8 @@ func TestOverBudgetExcusesOnlyLossesThere(t *testing.T) {
 // TestSafetyCheckedAfterALivenessHalt: a run that halts (here no-fencing
 // stalls a partition) still has its history checked, and both verdicts are
 // reported: the halt, and what the safety checkers found in what clients
-// were told before it (before, a halt skipped every history checker, so
-// no-fencing was caught by liveness only).
+// were told before it, so a bug that stalls a run is caught by the
+// safety checkers too, not by liveness alone.
 func TestSafetyCheckedAfterALivenessHalt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs seeds until one halts")

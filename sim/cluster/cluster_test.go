@@ -48,7 +48,7 @@ func TestTraceWriterDoesNotChangeTheRun(t *testing.T) {
 // TestProducesTakeBothBranches: the network pre-checks a seeded share of
 // the produces, as realnet pre-checks all of them, and leaves the rest to
 // the nodes' loops, so that a sweep runs both of the broker's produce
-// paths (issue 19 §3).
+// paths (SPEC.md §1, "Where work happens").
 func TestProducesTakeBothBranches(t *testing.T) {
 	t.Parallel()
 	for _, seed := range []uint64{42, 43} {

@@ -552,9 +552,9 @@ const cleanRestartWaitNs = 10e9
 // went offline) is one Kafka would have halted: it restarts at once,
 // uncleanly, keeping the page cache; the fault was counted against the
 // budget when it was drawn (admitLoss). Left running until a controlled
-// shutdown timed out, such brokers kept their dead voters out of the
-// controller quorum, and a healthy broker's controlled shutdown then
-// waited for a controller that could not form (mixed seed 122). A broker
+// shutdown timed out, such brokers would keep their dead voters out of the
+// controller quorum, and a healthy broker's controlled shutdown would then
+// wait for a controller that could not form. A broker
 // whose disk failed nothing shuts down through a controlled shutdown
 // (leadership moves away, logs flushed, clean-shutdown marker written),
 // then restarts keeping the page cache; if that does not finish in time,

@@ -7,7 +7,7 @@ import (
 	"strand/sim/workload"
 )
 
-// The hostile shape (SPEC.md §6.1, §7 "Connections and their limits"):
+// The hostile shape (SPEC.md §6.1, §7.2):
 // hostile clients (workload/hostile.go) attack every broker's connection
 // limits for the whole run, liveness phase included, while the honest
 // clients and the quorum must make progress as in any other shape: the

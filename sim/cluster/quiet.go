@@ -16,7 +16,7 @@ import (
 // within quietMismatchNs hold the leader's HW and at least its log start
 // offset: the leader tells them in its fetch answers, and a follower
 // never re-told them (the KIP-227 session counting an answer the follower
-// threw away as told; sim-findings, session 6) keeps old ones. The
+// threw away as told) keeps old ones. The
 // acks=all probe that follows moves every HW and so re-tells every
 // follower: this check has to come before it. A partition that has not
 // settled by the deadline is skipped (counted in the result's stats), not

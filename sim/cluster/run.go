@@ -439,7 +439,8 @@ func (r *run) pollConvergence(deadlineNs int64) {
 // DivergingEpoch check, SPEC.md §4.1). A log ending at the HW proves
 // nothing by itself: a former leader restarted after the election may
 // still hold an uncommitted tail of its old epoch that happens to end
-// there, and is truncated only by its first fetch (sim-findings F9).
+// there, and is truncated only by its first fetch
+// (TestConvergenceWaitsForTheISR).
 func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
 	final := map[models.TopicPartition]models.PartitionFinal{}
 	if r.c.ActiveController() == nil {

@@ -12,7 +12,7 @@ import (
 
 // TestSyncedKeptNeedsAReadableCheckpoint: after a power loss, a missing
 // recovery-point checkpoint promises nothing, but one that does not parse
-// is a violation (it used to pass as if nothing had been promised).
+// is a violation, not a checkpoint that promised nothing.
 func TestSyncedKeptNeedsAReadableCheckpoint(t *testing.T) {
 	s := sched.New(sched.Options{})
 	var failures []string

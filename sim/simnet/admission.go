@@ -10,8 +10,7 @@ import (
 	"strand/core/config"
 )
 
-// The simulated nodes' connection limits (SPEC.md §7, "Connections and
-// their limits"), driven by the same core/admission types realnet wraps,
+// The simulated nodes' connection limits (SPEC.md §7.2), driven by the same core/admission types realnet wraps,
 // in virtual time. A node has them once the harness calls SetAdmission;
 // without, its connections behave as they always did, so that runs that do
 // not ask for limits keep their schedules.

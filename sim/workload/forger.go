@@ -14,7 +14,7 @@ import (
 )
 
 // The forger is a host outside the cluster that tries its control plane
-// (SPEC.md §10), as the outside review did against a real node: it
+// (SPEC.md §10), as an attacker would against a real node: it
 // registers fake brokers, asks for real brokers' controlled shutdown,
 // shrinks ISRs in their leaders' names, votes, claims Raft leadership,
 // reads the metadata log and, where replicas must authenticate, fetches in

@@ -7,8 +7,7 @@ import (
 )
 
 // hostile is a client that attacks the brokers' connection limits (SPEC.md
-// §7, "Connections and their limits"; issue 17's findings 1 and 4): on
-// every broker it keeps HostileConnsPerBroker connections open, past
+// §7.2): on every broker it keeps HostileConnsPerBroker connections open, past
 // max.connections.per.ip, half of them claiming a request of
 // HostileFrameBytes and sending a quarter of it, then nothing (a partial
 // frame, which holds its plane's budget until the read deadline), the
