@@ -11,6 +11,7 @@ import (
 
 	"strand/core/acl"
 	"strand/core/controller"
+	"strand/core/quorum"
 )
 
 // wholeCluster refuses the request unless op on the cluster is allowed.
@@ -257,21 +258,8 @@ func authorizationFailed(req kmsg.Request, code int16) kmsg.Response {
 		return resp
 	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.ElectLeadersRequest:
 		return controller.ErrorResponse(req, code)
-	case *kmsg.VoteRequest:
-		resp := r.ResponseKind().(*kmsg.VoteResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.BeginQuorumEpochRequest:
-		resp := r.ResponseKind().(*kmsg.BeginQuorumEpochResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.EndQuorumEpochRequest:
-		resp := r.ResponseKind().(*kmsg.EndQuorumEpochResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.FetchSnapshotRequest:
-		resp := r.ResponseKind().(*kmsg.FetchSnapshotResponse)
-		resp.ErrorCode = code
+	}
+	if resp := quorum.ErrorAnswer(req, code); resp != nil {
 		return resp
 	}
 	if controller.Handles(req) {

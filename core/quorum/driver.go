@@ -168,7 +168,13 @@ func (n *Node) HandleRequest(conn env.ConnID, header env.RequestHeader, req kmsg
 // error, as Kafka's KafkaRaftClient does; nil for a Fetch, whose sender
 // gets its connection closed.
 func invalidRequestAnswer(req kmsg.Request) kmsg.Response {
-	code := kerr.InvalidRequest.Code
+	return ErrorAnswer(req, kerr.InvalidRequest.Code)
+}
+
+// ErrorAnswer is the answer to a Raft request (Vote, BeginQuorumEpoch,
+// EndQuorumEpoch, FetchSnapshot) refused whole with code, in its top-level
+// error code; nil for any other request.
+func ErrorAnswer(req kmsg.Request, code int16) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.VoteRequest:
 		resp := r.ResponseKind().(*kmsg.VoteResponse)
