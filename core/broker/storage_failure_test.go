@@ -326,8 +326,8 @@ func mustList(t *testing.T, disk env.Disk, dir string) []string {
 }
 
 // TestStartsWithoutABrokenSecondLogDir: a broker whose second log
-// directory cannot be opened (here its recovery-point checkpoint is
-// garbage) starts on the first, as Kafka's LogManager starts without the
+// directory cannot be opened (here its high-watermark checkpoint is
+// garbage; Kafka too takes the directory offline then) starts on the first, as Kafka's LogManager starts without the
 // directories it cannot load: the broken one is offline, logged once at
 // ERROR with its path and the cause; the broker asks to be fenced; the
 // restart counts as unclean though the last shutdown was clean (the
@@ -347,7 +347,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 		_ = f.Close()
 	}
 	second := memdisk.New(memdisk.Options{Post: n.proc.Post})
-	writeDurably(t, second, log.RecoveryPointCheckpointName, "garbage\n")
+	writeDurably(t, second, log.ReplicationCheckpointName, "garbage\n")
 	if err := c.startWithTwoLogDirs(n, second); err != nil {
 		t.Fatalf("a broker with one healthy and one broken log dir did not start: %v", err)
 	}
@@ -361,7 +361,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	}
 	const offline = "storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR"
 	lines := n.logs.matching(slog.LevelError, offline, map[string]string{"log_dir": "/data2/node2"})
-	if len(lines) != 1 || !strings.Contains(lines[0].attrs["err"], log.RecoveryPointCheckpointName) {
+	if len(lines) != 1 || !strings.Contains(lines[0].attrs["err"], log.ReplicationCheckpointName) {
 		t.Fatalf("the broken log dir logged %d times (want once, naming the checkpoint); log:\n%s", len(lines), n.logs)
 	}
 	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
@@ -385,7 +385,7 @@ func TestBrokenFirstLogDirRefusesTheStart(t *testing.T) {
 	n := c.nodes[2]
 	n.proc.Crash()
 	n.proc.Restart()
-	writeDurably(t, n.disk, log.RecoveryPointCheckpointName, "garbage\n")
+	writeDurably(t, n.disk, log.ReplicationCheckpointName, "garbage\n")
 	err := c.startWithTwoLogDirs(n, nil)
 	if err == nil || !strings.Contains(err.Error(), "first log dir") {
 		t.Fatalf("New with a broken first log dir: %v, want a refusal naming it", err)
