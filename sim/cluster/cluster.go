@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"strand/core/broker"
 	"strand/core/config"
 	"strand/core/env"
+	"strand/core/log"
 	"strand/models"
 	"strand/sim/memdisk"
 	"strand/sim/sched"
@@ -62,6 +64,60 @@ type Node struct {
 	// diskFaulted: a disk fault may have taken its log directory offline;
 	// the liveness phase restarts it.
 	diskFaulted bool
+	// readFaultArmed: a transient read error waits for its read
+	// (deepFaults.armReadError); a crash ends it.
+	readFaultArmed bool
+	// damage is what the harness damaged on the disk and an operator must
+	// repair (deepfaults.go): at heal time, or when the broker cannot
+	// start because of it.
+	damage []damage
+	// corruptCheckpoints holds, by path, the content a checkpoint was
+	// corrupted to, while the broker has not written it again: the
+	// synced-kept check cannot read it, and knows why.
+	corruptCheckpoints map[string]string
+	// sync delays the disk's completions (DeepDiskFaults.SyncLatency*).
+	sync *syncLatency
+	// stalls stalls the node's loop now and then (DeepDiskFaults.Stall*).
+	stalls *ioStalls
+	// deep counts the deep faults' hits; shared by the run's nodes.
+	deep *deepHits
+}
+
+// addDamage records an injected damage on n that the operator must
+// repair; until then the broker's replicas do not recover
+// (faults.refreshRecovered), and a client that cannot decode what n
+// serves of the partition has caught it (damagedAt).
+func (c *Cluster) addDamage(n *Node, d damage) {
+	n.damage = append(n.damage, d)
+	n.diskFaulted = true
+	tp, ok := d.tp, d.kind == damageReplica
+	if dir, _, found := strings.Cut(d.path, "/"); d.kind == damageFile && found {
+		if ltp, parsed := log.ParseDirName(dir); parsed {
+			tp, ok = models.TopicPartition{Topic: ltp.Topic, Partition: ltp.Partition}, true
+		}
+	}
+	if ok {
+		c.damageSpans = append(c.damageSpans, damageSpan{node: n.ID, tp: tp, fromNs: c.S.NowNs(), toNs: -1})
+	}
+}
+
+// damageSpan is a time when a broker's replica of a partition held
+// damage the harness injected.
+type damageSpan struct {
+	node         int32
+	tp           models.TopicPartition
+	fromNs, toNs int64 // toNs -1: not repaired yet
+}
+
+// damagedAt reports whether node's replica of tp held injected damage at
+// atNs.
+func (c *Cluster) damagedAt(node int32, tp models.TopicPartition, atNs int64) bool {
+	for _, s := range c.damageSpans {
+		if s.node == node && s.tp == tp && s.fromNs <= atNs && (s.toNs < 0 || atNs <= s.toNs) {
+			return true
+		}
+	}
+	return false
 }
 
 // Cluster is the nodes of one run on one scheduler.
@@ -89,6 +145,8 @@ type Cluster struct {
 	// (keepRemoved), for CheckFinal.
 	watched map[string]models.TopicPartition
 	held    map[models.TopicPartition]*models.HeldRecords
+	// damageSpans are when injected damage lay on each replica.
+	damageSpans []damageSpan
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
@@ -130,7 +188,7 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 // newCluster builds and starts the nodes on a network with faults f.
 // With keepLogs each node keeps its last logLinesMax log lines at INFO and
 // above; without, the cores log nothing.
-func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
+func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, deep *deepFaults, shape Shape, bugs Bugs,
 	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail,
 		Security: drawSecurity(streams.Get("security"))}
@@ -151,8 +209,12 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		nodeNet.SetPrincipal(c.Security.principal(id))
 		n := &Node{ID: id, Proc: proc, Net: nodeNet,
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
-			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
-			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
+			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft},
+			sync:  &syncLatency{s: s, proc: proc, r: streams.Getf("disk/sync-latency/%d", id), cfg: &deep.cfg, hits: &deep.hits},
+			deep:  &deep.hits}
+		n.stalls = &ioStalls{node: n, r: streams.Getf("disk/stalls/%d", id), cfg: &deep.cfg}
+		n.stalls.rearm()
+		n.Disk = memdisk.New(memdisk.Options{Post: n.sync.post, DeferAppendErrors: deep.cfg.DeferAppendErrors})
 		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync, c: c}
 		if shape.HostileClients > 0 {
 			n.Net.SetAdmission(b)
@@ -164,6 +226,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
 		proc.OnCrash(func() {
+			node.readFaultArmed = false
 			c.keepBelowLogStart(node)
 			what := node.Disk.Crash(crashStream, node.nextCrash)
 			s.Trace(sched.Record{Kind: "disk.crash", Node: node.ID, A: int64(node.nextCrash), B: int64(len(what))})
@@ -243,10 +306,62 @@ func (c *Cluster) restart(n *Node) {
 	// with a working log directory.
 	n.diskFaulted, n.failNextSync, n.storageFailed = false, false, false
 	n.setDiskFull(false)
-	if err := c.start(n); err != nil {
+	if len(n.damage) > 0 {
+		// Still damaged: a replica the harness damaged may yet fail.
+		n.diskFaulted = true
+	}
+	err := c.start(n)
+	if err != nil && len(n.damage) > 0 {
+		// The damage the harness injected keeps the broker from
+		// starting (Kafka would take the directory offline too): the
+		// operator repairs it, and starts the broker again.
+		c.repair(n, err.Error())
+		err = c.start(n)
+	}
+	if err != nil {
 		n.Net.SetHandler(refusingHandler{net: n.Net})
 		c.fail("restart", err.Error())
 	}
+}
+
+// repair is the operator's answer to the damage injected on n's disk,
+// with the broker stopped: a damaged replica's directory is removed (the
+// broker fetches the replica again), a damaged file the broker can do
+// without is removed, and so is the clean-shutdown marker, so that the
+// broker registers uncleanly (it lost what those held). Then everything
+// is written back, as the operator's sync does.
+func (c *Cluster) repair(n *Node, why string) {
+	for _, d := range n.damage {
+		switch d.kind {
+		case damageReplica:
+			removeTree(n, fmt.Sprintf("%s-%d", d.tp.Topic, d.tp.Partition))
+		case damageFile:
+			_ = n.Disk.Remove(d.path)
+		}
+	}
+	_ = n.Disk.Remove(broker.CleanShutdownFile)
+	n.Disk.Writeback()
+	for i := range c.damageSpans {
+		if c.damageSpans[i].node == n.ID && c.damageSpans[i].toNs < 0 {
+			c.damageSpans[i].toNs = c.S.NowNs()
+		}
+	}
+	c.S.Trace(sched.Record{Kind: "fault.repair", Node: n.ID, A: int64(len(n.damage)), Text: why})
+	n.deep.repairs++
+	n.damage = nil
+}
+
+// removeTree removes dir and everything in it, if it exists.
+func removeTree(n *Node, dir string) {
+	names, err := n.Disk.List(dir)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		removeTree(n, dir+"/"+name)
+		_ = n.Disk.Remove(dir + "/" + name)
+	}
+	_ = n.Disk.Remove(dir)
 }
 
 // newID is the cluster's IDSource: deterministic, distinct ids.
@@ -319,22 +434,55 @@ func (n *Node) setDiskFull(full bool) {
 	n.Disk.SetFull(full)
 }
 
-// Append notes an ENOSPC the disk answered: the broker's storage failed.
+// Append notes an error the disk answered: the broker's storage failed.
+// An ENOSPC the disk defers (DeepDiskFaults.DeferAppendErrors) is noted
+// here too: the write failed, whichever call the core hears it from (a
+// later write, or a read finding the bytes missing).
 func (f faultFile) Append(p []byte) error {
+	n := f.disk.node
+	n.stalls.tick()
+	before := f.Size()
 	err := f.File.Append(p)
+	if err == nil && len(p) > 0 && f.Size() == before {
+		n.deep.deferredAppendErrors++
+		n.storageFailed = true
+	}
 	f.noteFailure(err)
 	return err
 }
 
-// WriteAt notes an ENOSPC as Append does.
+// WriteAt notes an error as Append does.
 func (f faultFile) WriteAt(p []byte, off int64) error {
+	f.disk.node.stalls.tick()
 	err := f.File.WriteAt(p, off)
 	f.noteFailure(err)
 	return err
 }
 
+// Truncate notes an error as Append does (a deferred one, for instance).
+func (f faultFile) Truncate(size int64) error {
+	f.disk.node.stalls.tick()
+	err := f.File.Truncate(size)
+	f.noteFailure(err)
+	return err
+}
+
+// ReadAt notes an injected read error: the broker's storage failed.
+func (f faultFile) ReadAt(p []byte, off int64) (int, error) {
+	n := f.disk.node
+	n.stalls.tick()
+	read, err := f.File.ReadAt(p, off)
+	if err != nil && errors.Is(err, env.ErrIO) {
+		n.storageFailed, n.readFaultArmed = true, false
+		n.deep.readErrorsFired++
+	}
+	return read, err
+}
+
+// noteFailure notes that the disk failed a write: ENOSPC, or EIO (a
+// deferred one included).
 func (f faultFile) noteFailure(err error) {
-	if err != nil && f.disk.node.diskFull {
+	if err != nil && (errors.Is(err, env.ErrNoSpace) || errors.Is(err, env.ErrIO)) {
 		f.disk.node.storageFailed = true
 	}
 }
@@ -347,11 +495,16 @@ func (f faultFile) Sync(done func(error)) {
 		n.failNextSync = false
 		n.storageFailed = true
 		path := f.Path()
-		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
+		n.sync.post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
 	case f.disk.lie && strings.HasSuffix(f.Path(), ".log") && !strings.HasPrefix(f.Path(), "metadata/"):
-		n.Proc.Post(func() { done(nil) })
+		n.sync.post(func() { done(nil) })
 	default:
-		f.File.Sync(done)
+		f.File.Sync(func(err error) {
+			if err != nil && (errors.Is(err, env.ErrNoSpace) || errors.Is(err, env.ErrIO)) {
+				n.storageFailed = true
+			}
+			done(err)
+		})
 	}
 }
 

@@ -77,7 +77,13 @@ type faults struct {
 	process        sched.ProcessFaults
 	clock          simclock.Faults
 	disk           DiskFaults
+	deep           *deepFaults
 	crashR, diskR  *rand.Rand
+	// partitionKinds is the network chaos's stream for bridges and
+	// concurrent partitions (simnet.DrawPartitionKinds).
+	partitionKinds *rand.Rand
+	// deepCrashR draws the metadata log's tail damage at a power loss.
+	deepCrashR     *rand.Rand
 	processChaos   *sched.ProcessChaos
 	clockChaos     *simclock.Chaos
 	diskTick       sched.Handle
@@ -100,18 +106,30 @@ type faults struct {
 // exists, since the network is built with them.
 func drawFaults(streams *sched.Streams, shape Shape) *faults {
 	f := &faults{
-		net:     simnet.DrawFaults(streams.Get("faults/net")),
+		net:     drawNetFaults(streams),
 		process: sched.DrawProcessFaults(streams.Get("faults/process")),
 		clock:   simclock.DrawFaults(streams.Get("faults/clock")),
 		disk:    drawDiskFaults(streams.Get("faults/disk"), shape),
 		crashR:  streams.Get("crash"),
 		diskR:   streams.Get("disk"),
 
+		partitionKinds: streams.Get("net/partition-kinds"),
+		deepCrashR:     streams.Get("crash/deep"),
+
 		budgetExceeded: map[models.TopicPartition]bool{},
 	}
 	f.overBudget = sched.Chance(streams.Get("faults/budget"), 300)
 	f.syncEveryBatch = shape.SyncEveryBatch
+	f.deep = &deepFaults{f: f, cfg: drawDeepDiskFaults(streams, shape), r: streams.Get("disk/deep")}
 	return f
+}
+
+// drawNetFaults draws the network's faults, the partition kinds beyond one
+// split at a time from a stream of their own.
+func drawNetFaults(streams *sched.Streams) simnet.Faults {
+	nf := simnet.DrawFaults(streams.Get("faults/net"))
+	simnet.DrawPartitionKinds(streams.Get("faults/net/partition-kinds"), &nf)
+	return nf
 }
 
 func (f *faults) String() string {
@@ -122,7 +140,7 @@ func (f *faults) String() string {
 	case f.overBudget:
 		mode = "over-budget"
 	}
-	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String()}, " ")
+	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String(), f.deep.cfg.String()}, " ")
 }
 
 // start begins the process, clock and disk faults (the network's chaos is
@@ -135,7 +153,7 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: offsetsTopic, Partition: p})
 		}
 	}
-	c.Net.StartChaos()
+	c.Net.StartChaos(f.partitionKinds)
 	var procs []*sched.Node
 	for _, n := range c.Brokers() {
 		procs = append(procs, n.Proc)
@@ -155,6 +173,7 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	if f.disk.WritebackNs > 0 {
 		f.writebackTick = c.S.After(f.disk.WritebackNs, f.writeback)
 	}
+	f.deep.start()
 	if c.shape.ElectionChaos {
 		r := c.Streams.Get("faults/elections")
 		f.electionTick = c.S.After(sched.Int64Between(r, 1e9, 3e9), func() { f.electionStep(r) })
@@ -241,6 +260,10 @@ func (f *faults) mayCrash(i int) bool {
 	if mode != memdisk.CrashKeepAll && sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
 		// Damage the tail once the crash has reverted the disk.
 		c.S.After(0, func() { f.damageTail(n) })
+	}
+	if mode != memdisk.CrashKeepAll && sched.Chance(f.deepCrashR, f.deep.cfg.CorruptFilePerMille) {
+		synced, _ := n.Disk.DurableSize(metadataLogFile)
+		c.S.After(0, func() { f.deep.corruptAtPowerLoss(n, synced) })
 	}
 	c.S.Trace(sched.Record{Kind: "fault.crash_mode", Node: n.ID, A: int64(mode)})
 	return true
@@ -334,7 +357,8 @@ func (f *faults) replicasOf(tp models.TopicPartition) []int32 {
 func (f *faults) refreshRecovered() {
 	c := f.c
 	for _, n := range c.Brokers() {
-		if len(n.unrecovered) == 0 || !n.Proc.Up() || n.failNextSync || n.diskFull || n.storageFailed {
+		if len(n.unrecovered) == 0 || !n.Proc.Up() || n.failNextSync || n.diskFull || n.storageFailed ||
+			n.readFaultArmed || len(n.damage) > 0 {
 			continue
 		}
 		registered := true
@@ -523,13 +547,14 @@ func (f *faults) heal() {
 	c.Net.Heal()
 	f.clockChaos.Heal()
 	f.diskTick.Cancel()
+	f.deep.heal()
 	for _, n := range c.Brokers() {
 		n.setDiskFull(false)
 		n.failNextSync = false
 	}
 	f.processChaos.Heal()
 	for _, n := range c.Brokers() {
-		if n.diskFaulted && n.Proc.Up() {
+		if (n.diskFaulted || n.storageFailed || len(n.damage) > 0) && n.Proc.Up() {
 			f.cleanRestart(n)
 		}
 	}
@@ -582,7 +607,16 @@ func (f *faults) cleanRestart(n *Node) {
 		n.Proc.Crash()
 		c.restart(n)
 	}
-	if n.storageFailed {
+	if n.storageFailed || len(n.damage) > 0 {
+		if len(n.damage) > 0 {
+			// The operator repairs what the harness damaged before
+			// the broker starts again.
+			n.nextCrash = memdisk.CrashKeepAll
+			n.Proc.Crash()
+			c.repair(n, "heal")
+			c.restart(n)
+			return
+		}
 		restart(false, "")
 		return
 	}

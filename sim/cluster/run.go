@@ -9,6 +9,7 @@ import (
 	"strand/core/group"
 	"strand/models"
 	"strand/sim/sched"
+	"strand/sim/simnet"
 	"strand/sim/workload"
 )
 
@@ -57,8 +58,12 @@ type Result struct {
 	Excused    []models.Violation
 	// HTML are the visualizations written.
 	HTML []string
-	// Stats counts the clients' operations.
+	// Stats counts the clients' operations and the faults' hits.
 	Stats string
+	// Hits names the fault classes and shape features the run actually
+	// hit (a fault injected, a shape's feature used), for a sweep's
+	// summary of what its seeds covered.
+	Hits []string
 	// ProducesPrechecked and ProducesLoopChecked count the Produce
 	// requests the nodes took pre-checked (as realnet takes every one) and
 	// checked on their loop, by the network's draw (simnet.PrecheckWith).
@@ -176,11 +181,38 @@ func Run(opts Options) (res Result) {
 			res.NodeLogs = r.c.nodeLogs()
 			stats := r.c.Net.Stats()
 			res.ProducesPrechecked, res.ProducesLoopChecked = stats.ProducesPrechecked, stats.ProducesLoopChecked
+			res.Stats += fmt.Sprintf(" partitions=%d bridges=%d partitions_at_once_max=%d", stats.Partitions, stats.Bridges,
+				stats.PartitionsConcurrentMax) + r.f.deep.hits.String()
+			res.Hits = r.hits(stats)
 		}
 	}()
 	r.simulate(bugs)
 	r.checkHistory()
 	return res
+}
+
+// hits names what the run hit, for Result.Hits.
+func (r *run) hits(net simnet.Stats) []string {
+	h := r.f.deep.hits
+	out := []string{fmt.Sprintf("brokers=%d", r.shape.Brokers), fmt.Sprintf("rf=%d", r.shape.ReplicationFactor),
+		fmt.Sprintf("min_isr=%d", r.shape.MinInsyncReplicas)}
+	for _, c := range []struct {
+		name string
+		hit  bool
+	}{
+		{"fsync_latency", h.syncsDelayed > 0}, {"io_stall", h.stalls > 0}, {"read_error", h.readErrorsFired > 0},
+		{"latent_sector_error", h.latent > 0}, {"misdirected_write", h.misdirected > 0},
+		{"corrupt_synced", h.corruptSynced > 0}, {"corrupt_index", h.corruptIndex > 0},
+		{"corrupt_checkpoint", h.corruptCheckpoint > 0}, {"corrupt_metadata_tail", h.corruptMetadataTail > 0},
+		{"deferred_append_error", h.deferredAppendErrors > 0}, {"repair", h.repairs > 0},
+		{"crc_refused", h.corruptBatchesRefused > 0},
+		{"bridge_partition", net.Bridges > 0}, {"concurrent_partitions", net.PartitionsConcurrentMax > 1},
+	} {
+		if c.hit {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 // simulate runs the seed until it finishes or halts; a panic anywhere in
@@ -238,6 +270,12 @@ func (r *run) violate(check, detail string) {
 // (KIP-392), so that the followers' read path runs under faults too.
 const followerFetchOneIn = 4
 
+// rewindOneIn: after one consumer fetch in this many the consumer reads
+// its partition again from the start (workload.Config.RewindOneIn), so
+// that old segments, their indexes and bytes synced long ago, where the
+// deep disk faults land, are read again.
+const rewindOneIn = 1500
+
 // listOffsetsIntervalNs is the mean time between two rounds of the lag
 // monitor's ListOffsets (workload.Config.ListOffsetsIntervalNs): often
 // enough to catch a new leader in the window before it commits in its
@@ -247,7 +285,7 @@ const listOffsetsIntervalNs = 250e6
 func (r *run) execute(bugs Bugs) {
 	streams := sched.NewStreams(r.opts.Seed)
 	r.f = drawFaults(streams, r.shape)
-	c, err := newCluster(r.s, streams, r.f.net, r.shape, bugs, !r.opts.DiscardLogs, r.violate)
+	c, err := newCluster(r.s, streams, r.f.net, r.f.deep, r.shape, bugs, !r.opts.DiscardLogs, r.violate)
 	if err != nil {
 		r.violate("setup", err.Error())
 		return
@@ -270,6 +308,7 @@ func (r *run) execute(bugs Bugs) {
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
+		RewindOneIn: rewindOneIn, RewindRand: streams.Get("workload/rewinds"),
 		Forger:                c.forgerConfig(streams.Get("workload/forger")),
 		ListOffsetsIntervalNs: listOffsetsIntervalNs, ListOffsetsRand: streams.Get("workload/list-offsets"),
 		ScramIntervalNs: drawScramInterval(streams), ScramRand: streams.Get("workload/scram"),
@@ -549,7 +588,13 @@ func (r *run) check() {
 	vs = append(vs, r.checkACLs()...)
 	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
-		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
+		if e.Replica >= 0 && r.c.damagedAt(e.Replica, e.TP, e.AtNs) {
+			// The client caught the damage the harness did to that
+			// replica: its CRC check is what §2.3 counts on.
+			r.f.deep.hits.corruptBatchesRefused++
+			continue
+		}
+		vs = append(vs, models.Violation{Check: "fetch-decode", TP: e.TP, Detail: e.Detail})
 	}
 	if n := r.c.Net.Stats().MalformedFrames; n > 0 {
 		vs = append(vs, models.Violation{Check: "wire", Detail: fmt.Sprintf("%d malformed frames", n)})

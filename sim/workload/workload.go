@@ -61,6 +61,13 @@ type Config struct {
 	// own stream, so that the draws do not reshuffle the workload's.
 	FollowerFetchOneIn int
 	FollowerFetchRand  *rand.Rand
+	// RewindOneIn: after one consumer fetch in RewindOneIn, drawn from
+	// RewindRand, the consumer starts again from offset 0 (the log start
+	// then, through OFFSET_OUT_OF_RANGE), as a new reader of old data
+	// does: old segments, their indexes and what was synced long ago are
+	// read again; 0: never.
+	RewindOneIn int
+	RewindRand  *rand.Rand
 	// Forger is the client that forges control-plane requests
 	// (forger.go); its zero value sends none.
 	Forger ForgerConfig
@@ -109,6 +116,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
 	case c.ScramIntervalNs < 0 || (c.ScramIntervalNs > 0 && c.ScramRand == nil):
 		return fmt.Errorf("workload: ScramIntervalNs %d needs a ScramRand and must not be negative", c.ScramIntervalNs)
+	case c.RewindOneIn < 0 || (c.RewindOneIn > 0 && c.RewindRand == nil):
+		return fmt.Errorf("workload: RewindOneIn %d needs a RewindRand and must not be negative", c.RewindOneIn)
 	case c.FollowerFetchOneIn < 0 || (c.FollowerFetchOneIn > 0 && c.FollowerFetchRand == nil):
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
@@ -167,6 +176,8 @@ type Workload struct {
 	// followerRetriesOnLeader those retried on the leader after an
 	// OFFSET_OUT_OF_RANGE (fetchFromReplica).
 	followerFetches, followerFetchesRead, followerRetriesOnLeader int
+	// rewinds counts the consumers' rewinds to offset 0 (RewindOneIn).
+	rewinds int
 	// offsetsNotAvailable counts the monitor's OFFSET_NOT_AVAILABLE
 	// answers (a new leader's HW behind its epoch's start, KIP-207).
 	offsetsNotAvailable int
@@ -190,8 +201,9 @@ type Workload struct {
 	// timed out.
 	outstanding int
 	// decodeErrors are fetched batches the consumers could not decode:
-	// the harness reports each as a violation.
-	decodeErrors []string
+	// the harness reports each as a violation, unless it damaged that
+	// replica's bytes itself.
+	decodeErrors []DecodeError
 	// acksDrawn counts producers per acks setting, for the header line;
 	// idempotentDrawn the idempotent ones.
 	acksDrawn       [3]int
@@ -313,8 +325,20 @@ func (w *Workload) StopProducing() { w.stopped = true }
 // Outstanding counts produce requests awaiting an answer.
 func (w *Workload) Outstanding() int { return w.outstanding }
 
+// DecodeError is data a client could not decode: a fetched batch whose
+// CRC fails or that is no batch (kgo's check), or a group assignment.
+type DecodeError struct {
+	// TP and Replica are the partition and the broker that served the
+	// fetch; Replica is -1 for what no replica served.
+	TP      models.TopicPartition
+	Replica int32
+	// AtNs is when the client found it.
+	AtNs   int64
+	Detail string
+}
+
 // DecodeErrors lists fetched data the consumers could not decode.
-func (w *Workload) DecodeErrors() []string { return w.decodeErrors }
+func (w *Workload) DecodeErrors() []DecodeError { return w.decodeErrors }
 
 // History returns what the clients did so far.
 func (w *Workload) History() models.History { return w.history }
@@ -374,8 +398,8 @@ func (w *Workload) Stats() string {
 	for _, f := range w.history.Fetches {
 		records += len(f.Records)
 	}
-	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d follower_fetches=%d follower_reads=%d follower_oor_retries=%d",
-		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader)
+	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d follower_fetches=%d follower_reads=%d follower_oor_retries=%d rewinds=%d",
+		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader, w.rewinds)
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
 	}
