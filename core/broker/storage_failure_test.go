@@ -619,3 +619,32 @@ func (c *cluster) restartWithFailedOpenSync(n *testNode) {
 	c.start(n)
 	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
 }
+
+// TestReadErrorOnFetchAnswersStorageErrorAndFences: a read error of the
+// device under a fetch (a latent sector error in the leader's segment)
+// fails the log as a failed write does: the fetch gets
+// KAFKA_STORAGE_ERROR, and leadership moves to another ISR member, which
+// serves what was acknowledged. Kafka's LogDirFailureChannel does the same
+// on an IOException from a read.
+func TestReadErrorOnFetchAnswersStorageErrorAndFences(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	segment := log.TopicPartition{Topic: "r", Partition: 0}.DirName() + "/00000000000000000000.log"
+	if err := c.nodes[2].disk.FailReads(segment, 0, 1<<20, true); err != nil {
+		t.Fatal(err)
+	}
+	if f := c.fetch(2, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch over a read error: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(f.ErrorCode))
+	}
+	c.waitFor("leadership moves", 10000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
+	leader := c.leaderOf("r", 0)
+	c.waitFor("new leader takes over", 5000, func() bool {
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica
+		return p.LeaderEpoch() == 1 && p.HighWatermark() == 1
+	})
+	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {
+		t.Fatalf("new leader serves %q, want kept", got)
+	}
+}
