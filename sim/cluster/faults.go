@@ -299,7 +299,7 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 			}
 		}
 		most = max(most, unrecovered)
-		if unrecovered+1 > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
+		if unrecovered+1 > c.shape.minInsync(tp.Topic)-1 && !c.shape.SyncEveryBatch {
 			exceeded = append(exceeded, tp)
 		}
 	}

@@ -194,8 +194,7 @@ func Run(opts Options) (res Result) {
 // hits names what the run hit, for Result.Hits.
 func (r *run) hits(net simnet.Stats) []string {
 	h := r.f.deep.hits
-	out := []string{fmt.Sprintf("brokers=%d", r.shape.Brokers), fmt.Sprintf("rf=%d", r.shape.ReplicationFactor),
-		fmt.Sprintf("min_isr=%d", r.shape.MinInsyncReplicas)}
+	out := r.shapeHits()
 	for _, c := range []struct {
 		name string
 		hit  bool
@@ -210,6 +209,28 @@ func (r *run) hits(net simnet.Stats) []string {
 	} {
 		if c.hit {
 			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// shapeHits names the run's cluster size and, per replication of its
+// topics, the replication factor and min.insync.replicas
+// ("rf3_min_isr2").
+func (r *run) shapeHits() []string {
+	out := []string{fmt.Sprintf("brokers%d", r.shape.Brokers)}
+	seen := map[string]bool{}
+	for i := 0; i < r.shape.Topics; i++ {
+		topic := topicName(i)
+		rf := r.shape.ReplicationFactor
+		if i < len(r.shape.TopicReplication) {
+			rf = r.shape.TopicReplication[i].ReplicationFactor
+		}
+		for _, name := range []string{fmt.Sprintf("rf%d", rf), fmt.Sprintf("rf%d_min_isr%d", rf, r.shape.minInsync(topic))} {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
 		}
 	}
 	return out
@@ -293,7 +314,7 @@ func (r *run) execute(bugs Bugs) {
 	r.c = c
 	var topics []string
 	for i := 0; i < r.shape.Topics; i++ {
-		topics = append(topics, fmt.Sprintf("t%d", i))
+		topics = append(topics, topicName(i))
 	}
 	deletes := streams.Get("workload/deletes")
 	deleteIntervalNs := int64(0)
@@ -302,7 +323,8 @@ func (r *run) execute(bugs Bugs) {
 	}
 	wcfg := workload.Config{
 		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
-		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
+		TopicReplication: r.shape.topicReplication(),
+		Producers:        r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
 		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
@@ -462,6 +484,12 @@ func (r *run) pollConvergence(deadlineNs int64) {
 		if why != "" {
 			retry(why)
 			return
+		}
+		if c := r.c.ActiveController(); c != nil {
+			if why := r.shape.checkReplication(c.Core.Image()); why != "" {
+				r.violate("topology", why)
+				return
+			}
 		}
 		r.probeGroups(deadlineNs, func() {
 			r.final = final

@@ -85,9 +85,7 @@ func (w *Workload) churnStep() {
 		r := kmsg.NewPtrCreateTopicsRequest()
 		r.SetVersion(7)
 		r.TimeoutMillis = 5000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.name, w.cfg.Partitions, w.cfg.ReplicationFactor
-		r.Topics = append(r.Topics, rt)
+		r.Topics = append(r.Topics, w.cfg.newTopic(t.name, w.cfg.Partitions))
 		req, op.Kind, op.Partitions = r, models.AdminCreateTopic, w.cfg.Partitions
 	case t.partitions < churnPartitionsMax && w.r.IntN(1000) < churnCreatePartitionsPerMille:
 		r := kmsg.NewPtrCreatePartitionsRequest()

@@ -4,11 +4,36 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"strand/core/env"
 	"strand/models"
 	"strand/sim/sched"
 	"strand/sim/simnet"
 )
+
+// TopicReplication is a topic's replication factor and its
+// min.insync.replicas (0: the brokers' default).
+type TopicReplication struct {
+	ReplicationFactor int16
+	MinInsyncReplicas int
+}
+
+// newTopic is the CreateTopics entry for name with partitions partitions,
+// replicated as the config says.
+func (c Config) newTopic(name string, partitions int32) kmsg.CreateTopicsRequestTopic {
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, partitions, c.ReplicationFactor
+	if tr, ok := c.TopicReplication[name]; ok {
+		t.ReplicationFactor = tr.ReplicationFactor
+		if tr.MinInsyncReplicas > 0 {
+			config := kmsg.NewCreateTopicsRequestTopicConfig()
+			config.Name, config.Value = "min.insync.replicas", kmsg.StringPtr(fmt.Sprint(tr.MinInsyncReplicas))
+			t.Configs = append(t.Configs, config)
+		}
+	}
+	return t
+}
 
 // Config shapes the clients.
 type Config struct {
@@ -19,6 +44,9 @@ type Config struct {
 	Topics            []string
 	Partitions        int32
 	ReplicationFactor int16
+	// TopicReplication overrides ReplicationFactor, and the brokers'
+	// min.insync.replicas (as a topic config), for the topics it names.
+	TopicReplication map[string]TopicReplication
 	// Producers produce RecordsPerSec records per simulated second in
 	// total, in batches of 1 to BatchRecordsMax records.
 	Producers       int
