@@ -53,6 +53,12 @@ type Node struct {
 	// with its log back past mustReach, what was acknowledged then.
 	unrecovered map[models.TopicPartition]bool
 	mustReach   map[models.TopicPartition]int64
+	// absent: the node is no member of the cluster now, a broker that has
+	// not joined yet or one removed for good (membership.go); its
+	// process is down and no fault or restart reaches it.
+	absent bool
+	// leaving: the broker's removal has begun (its controlled shutdown).
+	leaving bool
 	// failNextSync arms an fsync failure on the next file Sync.
 	failNextSync bool
 	// diskFull: the disk answers writes with ENOSPC.
@@ -128,8 +134,10 @@ type Cluster struct {
 	// Nodes holds every node by id; each is a broker, and the first
 	// VotersMax are controller voters too.
 	Nodes []*Node
-	shape Shape
-	bugs  Bugs
+	// members are the nodes that are members of the cluster now, by id.
+	members []*Node
+	shape   Shape
+	bugs    Bugs
 	// Security is how the run's listeners authenticate (security.go).
 	Security Security
 	idSeq    uint64
@@ -152,8 +160,9 @@ type Cluster struct {
 	fail func(check, detail string)
 }
 
-// Brokers returns the broker nodes: every node.
-func (c *Cluster) Brokers() []*Node { return c.Nodes }
+// Brokers returns the cluster's brokers now: every node but those not
+// joined yet or removed (membership.go).
+func (c *Cluster) Brokers() []*Node { return c.members }
 
 // VoterIDs returns the controller voters' node.ids.
 func (c *Cluster) VoterIDs() []int32 {
@@ -197,7 +206,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 	}
 	c.Net.PrecheckWith(streams.Get("net/precheck"))
 	c.raft = newRaftChecker(c)
-	for id := int32(1); id <= int32(shape.Brokers); id++ {
+	for id := int32(1); id <= int32(shape.nodes()); id++ {
 		b, err := brokerConfig(id, shape, c.Security)
 		if err != nil {
 			return nil, err
@@ -235,6 +244,13 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			}
 		})
 		c.Nodes = append(c.Nodes, n)
+		if int(id) > shape.Brokers {
+			// A broker that joins later (membership.go): down until then.
+			n.absent, n.nextCrash = true, memdisk.CrashKeepAll
+			proc.Crash()
+			continue
+		}
+		c.members = append(c.members, n)
 		if err := c.start(n); err != nil {
 			return nil, err
 		}
@@ -267,11 +283,11 @@ func brokerConfig(id int32, shape Shape, security Security) (config.Broker, erro
 		"offsets.topic.num.partitions":     fmt.Sprint(offsetsTopicPartitions),
 		"group.initial.rebalance.delay.ms": "100",
 	}
-	if id <= VotersMax {
+	if id <= int32(min(shape.Brokers, VotersMax)) {
 		props["process.roles"] = "broker,controller"
 		props["listeners"] += fmt.Sprintf(",%s://127.0.0.1:%d", controllerListener, 9001+2*id)
 	}
-	for k, v := range security.properties(shape.Brokers) { // order-independent: a plain copy into a map
+	for k, v := range security.properties(shape.nodes()) { // order-independent: a plain copy into a map
 		props[k] = v
 	}
 	if shape.SyncEveryBatch {

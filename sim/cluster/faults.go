@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 
@@ -97,6 +98,8 @@ type faults struct {
 	budgeted []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
 	acked func() []models.Produce
+	// membership counts the joins and removals (membership.go).
+	membership membershipHits
 	// controlledShutdownFailures say which brokers whose disks failed
 	// nothing could not shut down cleanly at heal time: violations.
 	controlledShutdownFailures []string
@@ -155,13 +158,19 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	}
 	c.Net.StartChaos(f.partitionKinds)
 	var procs []*sched.Node
-	for _, n := range c.Brokers() {
+	chaosNodes := slices.Clone(c.Brokers())
+	for _, n := range chaosNodes {
 		procs = append(procs, n.Proc)
 	}
 	f.processChaos = sched.StartProcessChaos(c.S, c.Streams.Get("process"), procs, f.process, sched.ProcessHooks{
-		MayCrash: f.mayCrash,
-		Restart:  func(i int) { c.restart(c.Brokers()[i]) },
+		MayCrash: func(i int) bool { return f.mayCrash(chaosNodes[i]) },
+		Restart: func(i int) {
+			if !chaosNodes[i].absent {
+				c.restart(chaosNodes[i])
+			}
+		},
 	})
+	f.startMembership()
 	var clocks []*simclock.Clock
 	for _, n := range c.Nodes {
 		clocks = append(clocks, n.Clock)
@@ -225,8 +234,8 @@ func (f *faults) electionStep(r *rand.Rand) {
 			}
 		}
 	}
-	for i, n := range c.Brokers() {
-		if n.Proc.Up() && !n.Proc.Paused() && n.Core != nil && n.Core.ControllerActive() && f.mayCrash(i) {
+	for _, n := range c.Brokers() {
+		if n.Proc.Up() && !n.Proc.Paused() && n.Core != nil && n.Core.ControllerActive() && f.mayCrash(n) {
 			c.S.Trace(sched.Record{Kind: "fault.crash_controller", Node: n.ID})
 			n.Proc.Crash()
 			incarnation := n.Proc.Incarnation()
@@ -243,10 +252,9 @@ func (f *faults) electionStep(r *rand.Rand) {
 
 // mayCrash chooses the coming crash's mode and keeps the budget
 // (admitLoss): a crash refused within budget does not happen.
-func (f *faults) mayCrash(i int) bool {
+func (f *faults) mayCrash(n *Node) bool {
 	c := f.c
-	n := c.Brokers()[i]
-	if !f.admitLoss(n, "fault.crash_refused") {
+	if n.absent || n.leaving || !f.admitLoss(n, "fault.crash_refused") {
 		return false
 	}
 	mode := memdisk.CrashKeepAll
@@ -293,7 +301,8 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 			continue
 		}
 		unrecovered := 0
-		for _, other := range c.Brokers() {
+		for _, other := range c.Nodes { // removed brokers' replicas stay unrecovered
+
 			if containsID(replicas, other.ID) && other.unrecovered[tp] {
 				unrecovered++
 			}

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"strand/core/group"
@@ -183,6 +185,9 @@ func Run(opts Options) (res Result) {
 			res.ProducesPrechecked, res.ProducesLoopChecked = stats.ProducesPrechecked, stats.ProducesLoopChecked
 			res.Stats += fmt.Sprintf(" partitions=%d bridges=%d partitions_at_once_max=%d", stats.Partitions, stats.Bridges,
 				stats.PartitionsConcurrentMax) + r.f.deep.hits.String()
+			if r.shape.Topology != nil {
+				res.Stats += r.f.membership.String()
+			}
 			res.Hits = r.hits(stats)
 		}
 	}()
@@ -206,6 +211,8 @@ func (r *run) hits(net simnet.Stats) []string {
 		{"deferred_append_error", h.deferredAppendErrors > 0}, {"repair", h.repairs > 0},
 		{"crc_refused", h.corruptBatchesRefused > 0},
 		{"bridge_partition", net.Bridges > 0}, {"concurrent_partitions", net.PartitionsConcurrentMax > 1},
+		{"broker_joined", r.f.membership.joined > 0}, {"broker_removed", r.f.membership.removed > 0},
+		{"joined_broker_replicas", r.c.joinedBrokerHosts()},
 	} {
 		if c.hit {
 			out = append(out, c.name)
@@ -486,7 +493,7 @@ func (r *run) pollConvergence(deadlineNs int64) {
 			return
 		}
 		if c := r.c.ActiveController(); c != nil {
-			if why := r.shape.checkReplication(c.Core.Image()); why != "" {
+			if why := cmp.Or(r.shape.checkReplication(c.Core.Image()), r.c.checkMembership(c.Core.Image())); why != "" {
 				r.violate("topology", why)
 				return
 			}
@@ -530,9 +537,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 			if !ok || st.Leader != v.Leader || st.LeaderEpoch != v.LeaderEpoch {
 				return nil, fmt.Sprintf("%s: broker %d's metadata disagrees with leader %d epoch %d", tp, n.ID, v.Leader, v.LeaderEpoch)
 			}
-			replicas = st.Replicas
-			if len(st.ISR) != len(st.Replicas) {
-				return nil, fmt.Sprintf("%s: broker %d's metadata has ISR %v of replicas %v", tp, n.ID, st.ISR, st.Replicas)
+			replicas = r.c.memberReplicas(st.Replicas)
+			if !slices.Equal(sortedIDs(st.ISR), sortedIDs(replicas)) {
+				return nil, fmt.Sprintf("%s: broker %d's metadata has ISR %v of replicas %v", tp, n.ID, st.ISR, replicas)
 			}
 		}
 		pf := models.PartitionFinal{Leader: v.Leader, HighWatermark: v.HighWatermark}

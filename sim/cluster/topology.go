@@ -19,6 +19,8 @@ type Topology struct {
 	// ReplicationFactorChoices are the replication factors drawn from,
 	// evenly among those at most the brokers.
 	ReplicationFactorChoices []int16
+	// Membership draws brokers joining and leaving (drawMembership).
+	Membership bool
 }
 
 // topologyStream is the stream the topology is drawn from, so that the
@@ -50,6 +52,9 @@ func drawTopology(shape Shape, seed uint64) Shape {
 	}
 	shape.ReplicationFactor = shape.TopicReplication[0].ReplicationFactor
 	shape.MinInsyncReplicas = min(2, shape.Brokers)
+	if t.Membership {
+		shape.Membership = drawMembership(shape, seed)
+	}
 	return shape
 }
 

@@ -74,6 +74,7 @@ func TestBudgetIsEachPartitionsOwn(t *testing.T) {
 		for id := int32(1); id <= 3; id++ {
 			c.Nodes = append(c.Nodes, &Node{ID: id, Proc: s.NewNode(id), Disk: memdisk.New(memdisk.Options{})})
 		}
+		c.members = c.Nodes
 		tp := models.TopicPartition{Topic: tc.topic, Partition: 0}
 		f := &faults{c: c, budgeted: []models.TopicPartition{tp}, budgetExceeded: map[models.TopicPartition]bool{},
 			acked: func() []models.Produce {
@@ -90,6 +91,28 @@ func TestBudgetIsEachPartitionsOwn(t *testing.T) {
 		if admitted != tc.admitted {
 			t.Errorf("%s (min.insync.replicas %d): %d of 3 crashes admitted within budget, want %d",
 				tc.topic, shape.minInsync(tc.topic), admitted, tc.admitted)
+		}
+	}
+}
+
+// TestBrokersJoinAndLeave: in the shape topology brokers join (and are
+// given replicas of topics created after) and are removed for good (fenced,
+// leading nothing, the runs converging without them: the topology check),
+// and the runs pass.
+func TestBrokersJoinAndLeave(t *testing.T) {
+	hits := map[string]int{}
+	for seed := uint64(1); seed <= 20; seed++ {
+		res := Run(Options{Seed: seed, Shape: "topology", DiscardLogs: true})
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v", seed, res.Violations)
+		}
+		for _, h := range res.Hits {
+			hits[h]++
+		}
+	}
+	for _, want := range []string{"broker_joined", "joined_broker_replicas", "broker_removed"} {
+		if hits[want] == 0 {
+			t.Errorf("no seed of 20 hit %s: %v", want, hits)
 		}
 	}
 }
