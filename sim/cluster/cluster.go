@@ -330,8 +330,16 @@ func (c *Cluster) restart(n *Node) {
 	if err != nil && len(n.damage) > 0 {
 		// The damage the harness injected keeps the broker from
 		// starting (Kafka would take the directory offline too): the
-		// operator repairs it, and starts the broker again.
+		// process exits, the operator repairs the damage, and starts
+		// the broker again. The exit matters: broker.New had started
+		// its controller role before the log directory failed it, and
+		// that Raft's timers would otherwise keep running beside the
+		// new incarnation's, a second voter answering in the node's
+		// name (standard seeds 133, 535, 877, 885: raft-commit).
+		n.nextCrash = memdisk.CrashKeepAll
+		n.Proc.Crash()
 		c.repair(n, err.Error())
+		n.Proc.Restart()
 		err = c.start(n)
 	}
 	if err != nil {
