@@ -134,6 +134,10 @@ type Cluster struct {
 	// Nodes holds every node by id; each is a broker, and the first
 	// VotersMax are controller voters too.
 	Nodes []*Node
+	// churnTopics are the churned topics' names; churnAcks the brokers'
+	// successful produce answers on them (churn.go).
+	churnTopics map[string]bool
+	churnAcks   []churnAck
 	// members are the nodes that are members of the cluster now, by id.
 	members []*Node
 	shape   Shape

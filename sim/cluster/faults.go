@@ -15,6 +15,7 @@ import (
 	"strand/sim/sched"
 	"strand/sim/simclock"
 	"strand/sim/simnet"
+	"strand/sim/workload"
 )
 
 // DiskFaults are one run's disk-fault settings, drawn from the seed.
@@ -151,6 +152,11 @@ func (f *faults) String() string {
 func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() []models.Produce) {
 	f.c, f.tps, f.acked = c, tps, produces
 	f.budgeted = append(f.budgeted, tps...)
+	for i := 0; i < c.shape.ChurnTopics; i++ {
+		for p := int32(0); p < workload.ChurnPartitionsMax; p++ {
+			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: churnTopicName(i), Partition: p})
+		}
+	}
 	if c.shape.Groups > 0 {
 		for p := int32(0); p < offsetsTopicPartitions; p++ {
 			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: offsetsTopic, Partition: p})

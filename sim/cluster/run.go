@@ -114,16 +114,19 @@ const SweepGCPercent = 400
 
 // run is one run's state.
 type run struct {
-	opts   Options
-	shape  Shape
-	s      *sched.Scheduler
-	c      *Cluster
-	w      *workload.Workload
-	f      *faults
-	res    *Result
-	tps    []models.TopicPartition
-	done   bool
-	healNs int64
+	// churnChecked counts the churn topics' acknowledged produces
+	// attributed to an incarnation and checked (churn.go).
+	churnChecked int
+	opts         Options
+	shape        Shape
+	s            *sched.Scheduler
+	c            *Cluster
+	w            *workload.Workload
+	f            *faults
+	res          *Result
+	tps          []models.TopicPartition
+	done         bool
+	healNs       int64
 	// lastSample is the last leader each node reported per partition.
 	lastSample map[sampleKey]models.LeaderSample
 	samples    []models.LeaderSample
@@ -187,6 +190,9 @@ func Run(opts Options) (res Result) {
 				stats.PartitionsConcurrentMax) + r.f.deep.hits.String()
 			if r.shape.Topology != nil {
 				res.Stats += r.f.membership.String()
+			}
+			if r.shape.ChurnTopics > 0 {
+				res.Stats += fmt.Sprintf(" churn_checked=%d", r.churnChecked)
 			}
 			res.Hits = r.hits(stats)
 		}
@@ -319,6 +325,12 @@ func (r *run) execute(bugs Bugs) {
 		return
 	}
 	r.c = c
+	if r.shape.ChurnTopics > 0 {
+		c.churnTopics = map[string]bool{}
+		for i := 0; i < r.shape.ChurnTopics; i++ {
+			c.churnTopics[churnTopicName(i)] = true
+		}
+	}
 	var topics []string
 	for i := 0; i < r.shape.Topics; i++ {
 		topics = append(topics, topicName(i))
@@ -617,6 +629,7 @@ func (r *run) check() {
 		}
 		vs = append(vs, models.CheckFinal(h, r.final, models.FinalOptions{LogStartMayRegress: mayRegress, Held: r.c.held})...)
 	}
+	vs = append(vs, r.checkChurn()...)
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
 	vs = append(vs, r.checkScram()...)

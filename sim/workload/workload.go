@@ -63,8 +63,9 @@ type Config struct {
 	MembersPerGroup int
 	StaticPerMille  int
 	// ChurnTopics topics c0, c1, … of Partitions partitions are deleted,
-	// re-created and grown by the admin client while plain producers
-	// write to them; no checker reads their records.
+	// re-created and grown (to ChurnPartitionsMax) by the admin client
+	// while plain producers write to them; the harness checks their
+	// records per incarnation (ChurnProduces).
 	ChurnTopics int
 	// RequestTimeoutNs is the clients' own timeout: a request unanswered
 	// for this long counts as failed, its outcome unknown.
@@ -221,7 +222,7 @@ type Workload struct {
 	// out of history: see churn.go).
 	churn         []*churnState
 	adminOps      []models.AdminOp
-	churnProduces []models.Produce
+	churnProduces []ChurnProduce
 	churnTopic    map[string]bool
 	// stopped: producers send no new batch and retry nothing.
 	stopped bool
@@ -376,6 +377,17 @@ func (w *Workload) GroupHistory() models.GroupHistory { return w.groupHistory }
 
 // IdempotentSends lists every batch the idempotent producers sent.
 func (w *Workload) IdempotentSends() []models.IdempotentSend { return w.idempotentSends }
+
+// ChurnProduce is a produce to a churn topic and the broker it was sent
+// to: the harness attributes it to the topic's incarnation that broker
+// answered for (Produce names a topic, not an incarnation).
+type ChurnProduce struct {
+	models.Produce
+	Leader int32
+}
+
+// ChurnProduces lists the produces sent to the churn topics.
+func (w *Workload) ChurnProduces() []ChurnProduce { return w.churnProduces }
 
 // AdminOps lists the admin client's operations on the churn topics.
 func (w *Workload) AdminOps() []models.AdminOp { return w.adminOps }
