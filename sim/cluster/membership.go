@@ -186,15 +186,10 @@ func (h membershipHits) String() string {
 }
 
 // checkMembership returns what the metadata image im gets wrong about
-// the membership changes, or "": a broker that joined is registered and
-// unfenced, and one removed is fenced and leads no partition.
+// the removals, or "": a broker removed is fenced and leads no partition.
+// (That every member, a broker that joined too, is registered and
+// unfenced is part of convergence: membersUnfenced.)
 func (c *Cluster) checkMembership(im *metadata.Image) string {
-	if c.shape.Membership.JoinAfterNs > 0 {
-		joined := int32(c.shape.Brokers + 1)
-		if b, ok := im.Broker(joined); !c.Nodes[joined-1].absent && (!ok || b.Fenced) {
-			return fmt.Sprintf("broker %d joined but is not registered and unfenced (registered %v)", joined, ok)
-		}
-	}
 	for _, n := range c.Nodes {
 		if !n.absent || !n.leaving {
 			continue
@@ -210,6 +205,18 @@ func (c *Cluster) checkMembership(im *metadata.Image) string {
 		})
 		if why != "" {
 			return why
+		}
+	}
+	return ""
+}
+
+// membersUnfenced returns a member broker that im does not have
+// registered and unfenced, or "": convergence waits for every member,
+// one that joined or restarted late too.
+func (c *Cluster) membersUnfenced(im *metadata.Image) string {
+	for _, n := range c.Brokers() {
+		if b, ok := im.Broker(n.ID); !ok || b.Fenced {
+			return fmt.Sprintf("broker %d is not registered and unfenced (registered %v)", n.ID, ok)
 		}
 	}
 	return ""

@@ -529,10 +529,14 @@ func (r *run) pollConvergence(deadlineNs int64) {
 // (TestConvergenceWaitsForTheISR).
 func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
 	final := map[models.TopicPartition]models.PartitionFinal{}
-	if r.c.ActiveController() == nil {
+	active := r.c.ActiveController()
+	if active == nil {
 		return nil, "no active controller"
 	}
 	if why := r.aclsQuiet(); why != "" {
+		return nil, why
+	}
+	if why := r.c.membersUnfenced(active.Core.Image()); why != "" {
 		return nil, why
 	}
 	for i, tp := range r.tps {
