@@ -23,8 +23,9 @@ import (
 // acknowledged writes never share an offset (linearizability), and in the
 // incarnation that exists at the end every acks=all record acknowledged is
 // at its offset in the leader's log (acked-present), a loss the fault
-// budget may excuse (the churn partitions are budgeted). An incarnation
-// deleted since takes its records with it, as the topic's deletion asks.
+// budget may excuse (the churn partitions are budgeted); in an
+// incarnation deleted since, every such record was held at its offset by
+// some replica until the deletion (checkChurnDeleted).
 
 // churnTopicName is the workload's i-th churned topic.
 func churnTopicName(i int) string { return fmt.Sprintf("c%d", i) }
@@ -112,6 +113,7 @@ func (r *run) checkChurn() []models.Violation {
 	vs, _ := models.CheckRegisters(h, models.RegisterOptions{})
 	if r.final != nil && im != nil {
 		vs = append(vs, r.checkChurnFinal(h, im)...)
+		vs = append(vs, r.checkChurnDeleted(h, names)...)
 	}
 	for i := range vs {
 		if name, ok := names[vs[i].TP]; ok && name != vs[i].TP {
@@ -142,6 +144,45 @@ func (c *Cluster) churnHistory(cps []workload.ChurnProduce, finalIDs map[string]
 		h.Produces = append(h.Produces, p)
 	}
 	return h, names
+}
+
+// checkChurnDeleted checks that every acks=all record acknowledged in an
+// incarnation deleted since was held at its offset by some replica until
+// the deletion: the harness keeps what each broker's replica held in the
+// files it deleted (Cluster.keepRemoved; values are unique, so a value
+// held at its offset was held in the incarnation it was written to). Run
+// once the cluster converged: every broker then has applied the
+// deletions and removed those logs.
+func (r *run) checkChurnDeleted(h models.History, names map[models.TopicPartition]models.TopicPartition) []models.Violation {
+	var vs []models.Violation
+	for _, p := range h.Produces {
+		name := names[p.TP]
+		if r.c.churnTopics[p.TP.Topic] || p.Acks != -1 || !p.Acked {
+			continue // the final incarnation's (checkChurnFinal)
+		}
+		held := r.c.held[name]
+		for j, v := range p.Values {
+			if o := p.BaseOffset + int64(j); held == nil || !held.Held(o, v) {
+				vs = append(vs, models.Violation{Check: "acked-present", TP: p.TP, Loss: true, Detail: fmt.Sprintf(
+					"client %d's acks=all record %s acknowledged at offset %d (t=%dns) but no replica held it there until the topic was deleted",
+					p.Client, v, o, p.ReturnNs)})
+			}
+		}
+	}
+	return vs
+}
+
+// watchChurn adds the churn topics' partitions to the ones whose deleted
+// files keepRemoved keeps: a deleted incarnation's log is removed file by
+// file (log.Manager.DeleteLog).
+func (c *Cluster) watchChurn() {
+	for name := range c.churnTopics { // order-independent: fills maps
+		for p := int32(0); p < workload.ChurnPartitionsMax; p++ {
+			tp := models.TopicPartition{Topic: name, Partition: p}
+			c.watched[fmt.Sprintf("%s-%d", name, p)] = tp
+			c.held[tp] = &models.HeldRecords{}
+		}
+	}
 }
 
 // checkChurnFinal checks that every acks=all record acknowledged in the

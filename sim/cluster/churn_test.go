@@ -43,3 +43,22 @@ func TestChurnRecordsCheckedPerIncarnation(t *testing.T) {
 		t.Fatalf("two records acknowledged at offset 0 of one incarnation: %v, want a linearizability violation", vs)
 	}
 }
+
+// TestDeletedIncarnationsRecordsHeldUntilDeletion: an acks=all record
+// acknowledged in an incarnation deleted since must have been held at its
+// offset by a replica until the deletion (what the brokers' deleted files
+// held); one that was not is a loss.
+func TestDeletedIncarnationsRecordsHeldUntilDeletion(t *testing.T) {
+	tp := models.TopicPartition{Topic: "c0", Partition: 0}
+	deleted := models.TopicPartition{Topic: "c0@01", Partition: 0}
+	held := &models.HeldRecords{}
+	held.Add(0, "a")
+	r := &run{c: &Cluster{churnTopics: map[string]bool{"c0": true}, held: map[models.TopicPartition]*models.HeldRecords{tp: held}}}
+	h := models.History{Produces: []models.Produce{
+		{TP: deleted, Acks: -1, Acked: true, BaseOffset: 0, Values: []string{"a", "b"}, ReturnNs: 10},
+	}}
+	vs := r.checkChurnDeleted(h, map[models.TopicPartition]models.TopicPartition{deleted: tp})
+	if len(vs) != 1 || !vs[0].Loss || !strings.Contains(vs[0].Detail, "record b acknowledged at offset 1") {
+		t.Fatalf("violations %v, want one loss: b at offset 1, which no replica held", vs)
+	}
+}

@@ -363,6 +363,7 @@ func (r *run) execute(bugs Bugs) {
 	}
 	r.tps = r.w.Partitions()
 	c.watch(r.tps)
+	c.watchChurn()
 	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s %s", r.shape.Name, r.opts.Bug, r.f, c.Security, r.w.Describe())
 	healDelayNs := sched.Int64Between(streams.Get("faults/heal"), r.shape.FaultPhaseNs/2, r.shape.FaultPhaseNs)
 	setupDone := false
