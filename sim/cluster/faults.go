@@ -99,6 +99,9 @@ type faults struct {
 	budgeted []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
 	acked func() []models.Produce
+	// chaosNodes are the nodes under the process chaos, by its index: the
+	// brokers at the start, then any that joined.
+	chaosNodes []*Node
 	// membership counts the joins and removals (membership.go).
 	membership membershipHits
 	// controlledShutdownFailures say which brokers whose disks failed
@@ -164,15 +167,15 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	}
 	c.Net.StartChaos(f.partitionKinds)
 	var procs []*sched.Node
-	chaosNodes := slices.Clone(c.Brokers())
-	for _, n := range chaosNodes {
+	f.chaosNodes = slices.Clone(c.Brokers())
+	for _, n := range f.chaosNodes {
 		procs = append(procs, n.Proc)
 	}
 	f.processChaos = sched.StartProcessChaos(c.S, c.Streams.Get("process"), procs, f.process, sched.ProcessHooks{
-		MayCrash: func(i int) bool { return f.mayCrash(chaosNodes[i]) },
+		MayCrash: func(i int) bool { return f.mayCrash(f.chaosNodes[i]) },
 		Restart: func(i int) {
-			if !chaosNodes[i].absent {
-				c.restart(chaosNodes[i])
+			if !f.chaosNodes[i].absent {
+				c.restart(f.chaosNodes[i])
 			}
 		},
 	})
@@ -314,7 +317,7 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 			}
 		}
 		most = max(most, unrecovered)
-		if unrecovered+1 > c.shape.minInsync(tp.Topic)-1 && !c.shape.SyncEveryBatch {
+		if unrecovered+1 > effectiveMinInsync(c.shape.minInsync(tp.Topic), replicas)-1 && !c.shape.SyncEveryBatch {
 			exceeded = append(exceeded, tp)
 		}
 	}
@@ -337,6 +340,16 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 	}
 	n.mustReach = f.ackedEnds()
 	return true
+}
+
+// effectiveMinInsync is the min.insync.replicas a partition with replicas
+// is held to: the topic's, capped at its replication factor, as Kafka's
+// (ReplicationControlManager.getTopicEffectiveMinIsr) and core/replica's
+// effectiveMinISR cap it. A partition of 1 replica under a brokers'
+// default of 2 acknowledges acks=all writes with that one replica alone,
+// so its budget is 0.
+func effectiveMinInsync(minInsync int, replicas []int32) int {
+	return min(minInsync, len(replicas))
 }
 
 // replicasOf is tp's assignment as the lowest running broker's metadata

@@ -81,6 +81,8 @@ func (f *faults) join() {
 	f.membership.joined++
 	c.S.Trace(sched.Record{Kind: "fault.broker_join", Node: n.ID})
 	c.restart(n)
+	f.chaosNodes = append(f.chaosNodes, n)
+	f.processChaos.Add(n.Proc) // it is paused and crashed as the others
 }
 
 // remove decommissions a running broker that is no voter, if one may go:
@@ -148,7 +150,7 @@ func (f *faults) remove() {
 func (f *faults) keepsMinInsync(n *Node) bool {
 	for _, tp := range f.budgeted {
 		replicas := f.replicasOf(tp)
-		if containsID(replicas, n.ID) && len(replicas)-1 < f.c.shape.minInsync(tp.Topic) {
+		if containsID(replicas, n.ID) && len(replicas)-1 < effectiveMinInsync(f.c.shape.minInsync(tp.Topic), replicas) {
 			return false
 		}
 	}

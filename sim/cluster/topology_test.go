@@ -56,22 +56,27 @@ func TestTopologyDrawsEverySizeAndReplication(t *testing.T) {
 }
 
 // TestBudgetIsEachPartitionsOwn: the fault budget of a partition is its
-// own topic's min.insync.replicas − 1 unrecovered replicas. On three
-// brokers, a topic with min.insync.replicas 3 lets two of its replicas
-// lose unsynced data and refuses the third; one with 1 refuses the first
-// (before, every partition had the brokers' default, 2: one replica).
+// own topic's min.insync.replicas − 1 unrecovered replicas, the
+// min.insync.replicas capped at its replication factor as Kafka caps it.
+// On three brokers, a topic with min.insync.replicas 3 lets two of its
+// replicas lose unsynced data and refuses the third; one with 1 refuses
+// the first (before, every partition had the brokers' default, 2: one
+// replica). On two, min.insync.replicas 3 acts as 2: one (before the cap,
+// two: topology seeds 71, 140, 262, 307, 640 and 981 of 1,000 lost a
+// churned topic's records acknowledged by its single replica, within a
+// budget that allowed that replica a power loss).
 func TestBudgetIsEachPartitionsOwn(t *testing.T) {
 	shape := Shapes["small"]
 	shape.Topics = 2
 	shape.TopicReplication = []workload.TopicReplication{
 		{ReplicationFactor: 3, MinInsyncReplicas: 3}, {ReplicationFactor: 3, MinInsyncReplicas: 1}}
 	for _, tc := range []struct {
-		topic    string
-		admitted int
-	}{{"t0", 2}, {"t1", 0}} {
+		topic             string
+		brokers, admitted int
+	}{{"t0", 3, 2}, {"t1", 3, 0}, {"t0", 2, 1}} {
 		s := sched.New(sched.Options{})
 		c := &Cluster{S: s, shape: shape}
-		for id := int32(1); id <= 3; id++ {
+		for id := int32(1); id <= int32(tc.brokers); id++ {
 			c.Nodes = append(c.Nodes, &Node{ID: id, Proc: s.NewNode(id), Disk: memdisk.New(memdisk.Options{})})
 		}
 		c.members = c.Nodes
@@ -89,8 +94,8 @@ func TestBudgetIsEachPartitionsOwn(t *testing.T) {
 			}
 		}
 		if admitted != tc.admitted {
-			t.Errorf("%s (min.insync.replicas %d): %d of 3 crashes admitted within budget, want %d",
-				tc.topic, shape.minInsync(tc.topic), admitted, tc.admitted)
+			t.Errorf("%s (min.insync.replicas %d) on %d brokers: %d crashes admitted within budget, want %d",
+				tc.topic, shape.minInsync(tc.topic), tc.brokers, admitted, tc.admitted)
 		}
 	}
 }
