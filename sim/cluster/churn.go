@@ -16,16 +16,69 @@ import (
 // incarnation took its write; the harness sees the broker's answer as it
 // is given (alterRecorder.Reply) and notes the topic id the broker held
 // the partition under then: a partition the broker deleted before the
-// write was acknowledged gives no acknowledgement. Each acknowledged
-// produce is attributed to the incarnation of the latest such answer of
-// its broker for its partition and base offset no later than its return,
-// and then checked as the other topics' records are: per incarnation,
-// acknowledged writes never share an offset (linearizability), and in the
-// incarnation that exists at the end every acks=all record acknowledged is
-// at its offset in the leader's log (acked-present), a loss the fault
-// budget may excuse (the churn partitions are budgeted); in an
-// incarnation deleted since, every such record was held at its offset by
-// some replica until the deletion (checkChurnDeleted).
+// write was acknowledged gives no acknowledgement. The answer is tied to
+// its request by connection and correlation id (churnHandler notes each
+// churn produce's first record value, unique to the batch), and a produce
+// to the answer with its value, broker, partition and base offset within
+// its call and return: an earlier attempt's answer may arrive with a
+// later one's, over a clogged link, both at base offset 0 of different
+// incarnations (topology seed 307). Each acknowledged produce is then
+// checked as the other topics' records are: per incarnation,
+// acknowledged writes never share an offset (linearizability), and in
+// the incarnation that exists at the end every acks=all record
+// acknowledged is at its offset in the leader's log (acked-present), a
+// loss the fault budget may excuse (the churn partitions are budgeted);
+// in an incarnation deleted since, every such record was held at its
+// offset by some replica until the deletion (checkChurnDeleted).
+
+// churnRequestKey names a request a broker received.
+type churnRequestKey struct {
+	node        int32
+	conn        env.ConnID
+	correlation int32
+}
+
+// churnHandler notes, for each produce on a churn topic a broker receives,
+// the first record value of each partition's batch, then hands the request
+// to the broker.
+type churnHandler struct {
+	env.Handler
+	c    *Cluster
+	node int32
+}
+
+func (h churnHandler) HandleRequest(conn env.ConnID, hdr env.RequestHeader, req kmsg.Request) {
+	if pr, ok := req.(*kmsg.ProduceRequest); ok {
+		h.c.noteChurnProduce(churnRequestKey{node: h.node, conn: conn, correlation: hdr.CorrelationID}, pr)
+	}
+	h.Handler.HandleRequest(conn, hdr, req)
+}
+
+func (c *Cluster) noteChurnProduce(key churnRequestKey, pr *kmsg.ProduceRequest) {
+	var firsts map[models.TopicPartition]string
+	for _, t := range pr.Topics {
+		if !c.churnTopics[t.Topic] {
+			continue
+		}
+		for _, p := range t.Partitions {
+			var rb kmsg.RecordBatch
+			if rb.ReadFrom(p.Records) != nil {
+				continue
+			}
+			records, err := workload.DecodeBatchRecords(rb)
+			if err != nil || len(records) == 0 {
+				continue
+			}
+			if firsts == nil {
+				firsts = map[models.TopicPartition]string{}
+			}
+			firsts[models.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = records[0].Value
+		}
+	}
+	if firsts != nil {
+		c.churnRequests[key] = firsts
+	}
+}
 
 // churnTopicName is the workload's i-th churned topic.
 func churnTopicName(i int) string { return fmt.Sprintf("c%d", i) }
@@ -34,6 +87,7 @@ func churnTopicName(i int) string { return fmt.Sprintf("c%d", i) }
 type churnAck struct {
 	node       int32
 	tp         models.TopicPartition
+	first      string // the batch's first record value
 	baseOffset int64
 	topicID    metadata.TopicID
 	atNs       int64
@@ -43,27 +97,29 @@ type churnAck struct {
 // forwards every reply.
 func (a alterRecorder) Reply(conn env.ConnID, correlationID int32, resp kmsg.Response) {
 	if r, ok := resp.(*kmsg.ProduceResponse); ok && len(a.c.churnTopics) > 0 {
-		a.c.noteChurnAcks(a.node, r)
+		key := churnRequestKey{node: a.node, conn: conn, correlation: correlationID}
+		if firsts, ok := a.c.churnRequests[key]; ok {
+			delete(a.c.churnRequests, key)
+			a.c.noteChurnAcks(a.node, firsts, r)
+		}
 	}
 	a.Network.Reply(conn, correlationID, resp)
 }
 
-func (c *Cluster) noteChurnAcks(node int32, r *kmsg.ProduceResponse) {
+func (c *Cluster) noteChurnAcks(node int32, firsts map[models.TopicPartition]string, r *kmsg.ProduceResponse) {
 	n := c.Nodes[node-1]
 	if n.Core == nil {
 		return
 	}
 	for _, t := range r.Topics {
-		if !c.churnTopics[t.Topic] {
-			continue
-		}
 		topic, ok := n.Core.Image().TopicByName(t.Topic)
 		if !ok {
 			continue
 		}
 		for _, p := range t.Partitions {
-			if p.ErrorCode == 0 {
-				c.churnAcks = append(c.churnAcks, churnAck{node: node, tp: models.TopicPartition{Topic: t.Topic, Partition: p.Partition},
+			tp := models.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if first, noted := firsts[tp]; noted && p.ErrorCode == 0 {
+				c.churnAcks = append(c.churnAcks, churnAck{node: node, tp: tp, first: first,
 					baseOffset: p.BaseOffset, topicID: topic.ID, atNs: c.S.NowNs()})
 			}
 		}
@@ -71,12 +127,13 @@ func (c *Cluster) noteChurnAcks(node int32, r *kmsg.ProduceResponse) {
 }
 
 // churnIncarnation is the incarnation p, answered by leader, was
-// acknowledged in: that of the latest matching answer no later than its
-// return.
+// acknowledged in: that of the answer to p itself (its first value, its
+// broker, partition and base offset, within its call and return).
 func (c *Cluster) churnIncarnation(p models.Produce, leader int32) (metadata.TopicID, bool) {
 	for i := len(c.churnAcks) - 1; i >= 0; i-- {
 		a := c.churnAcks[i]
-		if a.atNs <= p.ReturnNs && a.node == leader && a.tp == p.TP && a.baseOffset == p.BaseOffset {
+		if a.atNs >= p.CallNs && a.atNs <= p.ReturnNs && a.node == leader && a.tp == p.TP &&
+			a.baseOffset == p.BaseOffset && len(p.Values) > 0 && a.first == p.Values[0] {
 			return a.topicID, true
 		}
 	}

@@ -10,34 +10,43 @@ import (
 )
 
 // TestChurnRecordsCheckedPerIncarnation: acknowledged produces on a
-// churned topic are attributed to the incarnation the broker answered for,
-// and checked as registers per incarnation: two acknowledged at offset 0
-// of one incarnation are a violation (an offset reused), one in each of
-// two incarnations is not (each starts at 0). The final incarnation keeps
-// the topic's own name; a deleted one is named by its id.
+// churned topic are attributed to the incarnation the broker answered them
+// in, and checked as registers per incarnation: two acknowledged at offset
+// 0 of one incarnation are a violation (an offset reused), one in each of
+// two incarnations is not (each starts at 0), even when the earlier
+// answer reaches its client only with the later one (topology seed 307:
+// matched by the latest answer before the return, both were taken for the
+// later incarnation's). The final incarnation keeps the topic's own name;
+// a deleted one is named by its id.
 func TestChurnRecordsCheckedPerIncarnation(t *testing.T) {
 	tp := models.TopicPartition{Topic: "c0", Partition: 0}
 	old, final := metadata.TopicID{1}, metadata.TopicID{2}
-	produce := func(value string, returnNs int64) workload.ChurnProduce {
+	produce := func(value string, callNs, returnNs int64) workload.ChurnProduce {
 		return workload.ChurnProduce{Leader: 1, Produce: models.Produce{TP: tp, Acks: -1, Values: []string{value},
-			CallNs: returnNs - 10, ReturnNs: returnNs, Acked: true, BaseOffset: 0}}
+			CallNs: callNs, ReturnNs: returnNs, Acked: true, BaseOffset: 0}}
 	}
 	c := &Cluster{churnTopics: map[string]bool{"c0": true}, churnAcks: []churnAck{
-		{node: 1, tp: tp, baseOffset: 0, topicID: old, atNs: 100},
-		{node: 1, tp: tp, baseOffset: 0, topicID: final, atNs: 200},
-		{node: 1, tp: tp, baseOffset: 0, topicID: final, atNs: 300},
+		{node: 1, tp: tp, first: "a", baseOffset: 0, topicID: old, atNs: 100},
+		{node: 1, tp: tp, first: "b", baseOffset: 0, topicID: final, atNs: 200},
+		{node: 1, tp: tp, first: "c", baseOffset: 0, topicID: final, atNs: 300},
 	}}
 	finalIDs := map[string]metadata.TopicID{"c0": final}
 
-	h, names := c.churnHistory([]workload.ChurnProduce{produce("a", 105), produce("b", 205)}, finalIDs)
-	if len(h.Produces) != 2 || h.Produces[1].TP != tp || h.Produces[0].TP == tp || names[h.Produces[0].TP] != tp {
-		t.Fatalf("attributed %+v, want the first to the deleted incarnation and the second to c0", h.Produces)
-	}
-	if vs, _ := models.CheckRegisters(h, models.RegisterOptions{}); len(vs) != 0 {
-		t.Fatalf("one record at offset 0 of each incarnation: %v", vs)
+	for _, late := range []bool{false, true} {
+		aReturn := int64(105)
+		if late {
+			aReturn = 205 // answered at 100, delivered with b's answer
+		}
+		h, names := c.churnHistory([]workload.ChurnProduce{produce("a", 95, aReturn), produce("b", 195, 205)}, finalIDs)
+		if len(h.Produces) != 2 || h.Produces[1].TP != tp || h.Produces[0].TP == tp || names[h.Produces[0].TP] != tp {
+			t.Fatalf("attributed %+v, want a to the deleted incarnation and b to c0", h.Produces)
+		}
+		if vs, _ := models.CheckRegisters(h, models.RegisterOptions{}); len(vs) != 0 {
+			t.Fatalf("one record at offset 0 of each incarnation: %v", vs)
+		}
 	}
 
-	h, _ = c.churnHistory([]workload.ChurnProduce{produce("b", 205), produce("c", 305)}, finalIDs)
+	h, _ := c.churnHistory([]workload.ChurnProduce{produce("b", 195, 205), produce("c", 295, 305)}, finalIDs)
 	vs, _ := models.CheckRegisters(h, models.RegisterOptions{})
 	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "different values") {
 		t.Fatalf("two records acknowledged at offset 0 of one incarnation: %v, want a linearizability violation", vs)

@@ -136,8 +136,9 @@ type Cluster struct {
 	Nodes []*Node
 	// churnTopics are the churned topics' names; churnAcks the brokers'
 	// successful produce answers on them (churn.go).
-	churnTopics map[string]bool
-	churnAcks   []churnAck
+	churnTopics   map[string]bool
+	churnRequests map[churnRequestKey]map[models.TopicPartition]string
+	churnAcks     []churnAck
 	// members are the nodes that are members of the cluster now, by id.
 	members []*Node
 	shape   Shape
@@ -209,6 +210,13 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		c.Security = Security{ControllerSecured: true, InterBrokerSecured: true, SharedPrincipal: c.Security.SharedPrincipal, Authorizer: true}
 	}
 	c.Net.PrecheckWith(streams.Get("net/precheck"))
+	if shape.ChurnTopics > 0 {
+		c.churnTopics = map[string]bool{}
+		c.churnRequests = map[churnRequestKey]map[models.TopicPartition]string{}
+		for i := 0; i < shape.ChurnTopics; i++ {
+			c.churnTopics[churnTopicName(i)] = true
+		}
+	}
 	c.raft = newRaftChecker(c)
 	for id := int32(1); id <= int32(shape.nodes()); id++ {
 		b, err := brokerConfig(id, shape, c.Security)
@@ -314,7 +322,11 @@ func (c *Cluster) start(n *Node) error {
 		return fmt.Errorf("node %d: start: %w", n.ID, err)
 	}
 	n.Core = core
-	n.Net.SetHandler(core)
+	if len(c.churnTopics) > 0 {
+		n.Net.SetHandler(churnHandler{Handler: core, c: c, node: n.ID})
+	} else {
+		n.Net.SetHandler(core)
+	}
 	return nil
 }
 

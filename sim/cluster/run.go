@@ -325,12 +325,6 @@ func (r *run) execute(bugs Bugs) {
 		return
 	}
 	r.c = c
-	if r.shape.ChurnTopics > 0 {
-		c.churnTopics = map[string]bool{}
-		for i := 0; i < r.shape.ChurnTopics; i++ {
-			c.churnTopics[churnTopicName(i)] = true
-		}
-	}
 	var topics []string
 	for i := 0; i < r.shape.Topics; i++ {
 		topics = append(topics, topicName(i))
