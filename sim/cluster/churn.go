@@ -22,7 +22,7 @@ import (
 // to the answer with its value, broker, partition and base offset within
 // its call and return: an earlier attempt's answer may arrive with a
 // later one's, over a clogged link, both at base offset 0 of different
-// incarnations (topology seed 307). Each acknowledged produce is then
+// incarnations. Each acknowledged produce is then
 // checked as the other topics' records are: per incarnation,
 // acknowledged writes never share an offset (linearizability), and in
 // the incarnation that exists at the end every acks=all record

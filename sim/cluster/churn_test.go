@@ -14,9 +14,9 @@ import (
 // in, and checked as registers per incarnation: two acknowledged at offset
 // 0 of one incarnation are a violation (an offset reused), one in each of
 // two incarnations is not (each starts at 0), even when the earlier
-// answer reaches its client only with the later one (topology seed 307:
-// matched by the latest answer before the return, both were taken for the
-// later incarnation's). The final incarnation keeps the topic's own name;
+// answer reaches its client only with the later one (matched by the
+// latest answer before the return, both would be taken for the later
+// incarnation's). The final incarnation keeps the topic's own name;
 // a deleted one is named by its id.
 func TestChurnRecordsCheckedPerIncarnation(t *testing.T) {
 	tp := models.TopicPartition{Topic: "c0", Partition: 0}

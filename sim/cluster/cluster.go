@@ -351,7 +351,7 @@ func (c *Cluster) restart(n *Node) {
 		// its controller role before the log directory failed it, and
 		// that Raft's timers would otherwise keep running beside the
 		// new incarnation's, a second voter answering in the node's
-		// name (standard seeds 133, 535, 877, 885: raft-commit).
+		// name, and a leader could count its acknowledgements.
 		n.nextCrash = memdisk.CrashKeepAll
 		n.Proc.Crash()
 		c.repair(n, err.Error())

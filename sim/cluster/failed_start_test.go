@@ -12,10 +12,10 @@ import (
 // harness injected exits before the operator repairs it and starts it
 // again, so that nothing the failed start scheduled runs. broker.New
 // starts the controller role before it opens the log directories; left
-// running, that Raft answered and fetched in the voter's name beside the
-// new incarnation's (standard seeds 133, 535, 877 and 885 of the first
-// 1,000 failed raft-commit). Here the failed start's timers must come due
-// on a dead incarnation and be dropped.
+// running, that Raft answers and fetches in the voter's name beside the
+// new incarnation's, and a leader may commit on its acknowledgement
+// (raft-commit). Here the failed start's timers must come due on a dead
+// incarnation and be dropped.
 func TestFailedStartExitsTheProcess(t *testing.T) {
 	s := sched.New(sched.Options{})
 	streams := sched.NewStreams(1)

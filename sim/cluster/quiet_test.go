@@ -12,8 +12,7 @@ import (
 // acks=all probe re-tells every follower, must report it; the same seed
 // without the bug passes, its partitions settled. A change elsewhere that
 // alters this seed's trace may need another seed: any seed of small with
-// deletes catches it (12 of the first 16 did when this was written; seed 1
-// stopped catching it once the deeper disk faults changed its trace).
+// deletes catches it (most do).
 func TestQuietCheckCatchesAnUntoldLogStart(t *testing.T) {
 	t.Parallel()
 	const seed = 3

@@ -60,11 +60,10 @@ func TestTopologyDrawsEverySizeAndReplication(t *testing.T) {
 // min.insync.replicas capped at its replication factor as Kafka caps it.
 // On three brokers, a topic with min.insync.replicas 3 lets two of its
 // replicas lose unsynced data and refuses the third; one with 1 refuses
-// the first (before, every partition had the brokers' default, 2: one
-// replica). On two, min.insync.replicas 3 acts as 2: one (before the cap,
-// two: topology seeds 71, 140, 262, 307, 640 and 981 of 1,000 lost a
-// churned topic's records acknowledged by its single replica, within a
-// budget that allowed that replica a power loss).
+// the first. On two, min.insync.replicas 3 acts as 2: one. Without the
+// cap a churned topic of one replica under the brokers' default of 2 had a
+// budget that allowed its only replica a power loss, and the records it
+// acknowledged alone were lost unexcused.
 func TestBudgetIsEachPartitionsOwn(t *testing.T) {
 	shape := Shapes["small"]
 	shape.Topics = 2
