@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -119,9 +120,13 @@ func sweep(first uint64, count int, shape, bug string, verbose bool, parallel in
 	violations := 0
 	var simNs int64
 	var events uint64
+	hits := map[string]int{}
 	runSeeds(first, count, shape, bug, verbose, parallel, func(res cluster.Result) {
 		simNs += res.SimNs
 		events += res.Events
+		for _, h := range res.Hits {
+			hits[h]++
+		}
 		printResult(res)
 		if len(res.Violations) > 0 {
 			violations++
@@ -131,12 +136,29 @@ func sweep(first uint64, count int, shape, bug string, verbose bool, parallel in
 	wall := time.Since(start).Seconds()
 	cpu := cpuSeconds() - cpuStart
 	sim := float64(simNs) / 1e9
+	printHits(hits)
 	fmt.Printf("seeds=%d violations=%d sim_s=%.1f wall_s=%.2f events_per_s=%.0f cpu_s=%.2f sim_per_wall=%.1f sim_per_cpu=%.1f events_per_cpu_s=%.0f\n",
 		count, violations, sim, wall, float64(events)/wall, cpu, sim/wall, sim/cpu, float64(events)/cpu)
 	if violations > 0 {
 		return 1
 	}
 	return 0
+}
+
+// printHits prints, on one line, how many seeds hit each fault class and
+// shape feature (cluster.Result.Hits), by name.
+func printHits(hits map[string]int) {
+	names := make([]string, 0, len(hits))
+	for name := range hits { // order-independent: sorted below
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("hits")
+	for _, name := range names {
+		fmt.Fprintf(&b, " %s=%d", name, hits[name])
+	}
+	fmt.Println(b.String())
 }
 
 // cpuSeconds is the CPU time (user and system) the process has used so

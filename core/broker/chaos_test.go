@@ -119,7 +119,7 @@ func chaosRun(t *testing.T, seed uint64) {
 			c.start(tn)
 		},
 	})
-	c.net.StartChaos()
+	c.net.StartChaos(nil)
 	if *chaosVerbose {
 		tracePartition(t, c)
 	}

@@ -173,6 +173,10 @@ func (pm *partitionManager) openManagers() (someOffline bool, err error) {
 		switch {
 		case err == nil:
 			m.SetLogger(logger)
+			if why := m.RecoveryPointsUnreadable(); why != nil {
+				logger.Warn("the recovery-point checkpoint does not parse: every log in the directory was recovered from its first segment",
+					slog.Any("err", why))
+			}
 		case i == 0:
 			return false, fmt.Errorf("broker: the first log dir, which holds the metadata log and the clean-shutdown marker: %w", err)
 		default:

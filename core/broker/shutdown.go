@@ -17,6 +17,10 @@ import (
 // keeps it eligible (KIP-966); without the file every restart is unclean.
 const cleanShutdownFile = "strand-clean-shutdown"
 
+// CleanShutdownFile is cleanShutdownFile, for the simulator's operator,
+// which removes it from a disk whose replicas it repaired.
+const CleanShutdownFile = cleanShutdownFile
+
 // cleanShutdownBytesMax bounds what is read from the marker.
 const cleanShutdownBytesMax = 32
 

@@ -326,8 +326,8 @@ func mustList(t *testing.T, disk env.Disk, dir string) []string {
 }
 
 // TestStartsWithoutABrokenSecondLogDir: a broker whose second log
-// directory cannot be opened (here its recovery-point checkpoint is
-// garbage) starts on the first, as Kafka's LogManager starts without the
+// directory cannot be opened (here its high-watermark checkpoint is
+// garbage; Kafka too takes the directory offline then) starts on the first, as Kafka's LogManager starts without the
 // directories it cannot load: the broken one is offline, logged once at
 // ERROR with its path and the cause; the broker asks to be fenced; the
 // restart counts as unclean though the last shutdown was clean (the
@@ -347,7 +347,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 		_ = f.Close()
 	}
 	second := memdisk.New(memdisk.Options{Post: n.proc.Post})
-	writeDurably(t, second, log.RecoveryPointCheckpointName, "garbage\n")
+	writeDurably(t, second, log.ReplicationCheckpointName, "garbage\n")
 	if err := c.startWithTwoLogDirs(n, second); err != nil {
 		t.Fatalf("a broker with one healthy and one broken log dir did not start: %v", err)
 	}
@@ -361,7 +361,7 @@ func TestStartsWithoutABrokenSecondLogDir(t *testing.T) {
 	}
 	const offline = "storage failure: the log directory is offline until the broker restarts; requests on its partitions get KAFKA_STORAGE_ERROR"
 	lines := n.logs.matching(slog.LevelError, offline, map[string]string{"log_dir": "/data2/node2"})
-	if len(lines) != 1 || !strings.Contains(lines[0].attrs["err"], log.RecoveryPointCheckpointName) {
+	if len(lines) != 1 || !strings.Contains(lines[0].attrs["err"], log.ReplicationCheckpointName) {
 		t.Fatalf("the broken log dir logged %d times (want once, naming the checkpoint); log:\n%s", len(lines), n.logs)
 	}
 	if b, _ := c.nodes[1].node.Image().Broker(2); !b.Fenced {
@@ -385,7 +385,7 @@ func TestBrokenFirstLogDirRefusesTheStart(t *testing.T) {
 	n := c.nodes[2]
 	n.proc.Crash()
 	n.proc.Restart()
-	writeDurably(t, n.disk, log.RecoveryPointCheckpointName, "garbage\n")
+	writeDurably(t, n.disk, log.ReplicationCheckpointName, "garbage\n")
 	err := c.startWithTwoLogDirs(n, nil)
 	if err == nil || !strings.Contains(err.Error(), "first log dir") {
 		t.Fatalf("New with a broken first log dir: %v, want a refusal naming it", err)
@@ -618,4 +618,33 @@ func (c *cluster) restartWithFailedOpenSync(n *testNode) {
 	}
 	c.start(n)
 	c.waitFor("the restarted broker registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
+}
+
+// TestReadErrorOnFetchAnswersStorageErrorAndFences: a read error of the
+// device under a fetch (a latent sector error in the leader's segment)
+// fails the log as a failed write does: the fetch gets
+// KAFKA_STORAGE_ERROR, and leadership moves to another ISR member, which
+// serves what was acknowledged. Kafka's LogDirFailureChannel does the same
+// on an IOException from a read.
+func TestReadErrorOnFetchAnswersStorageErrorAndFences(t *testing.T) {
+	c := threeNodes(t)
+	if r := c.produce(2, "r", 0, -1, recordBatch("kept")); r.ErrorCode != 0 {
+		t.Fatalf("acks=all: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	segment := log.TopicPartition{Topic: "r", Partition: 0}.DirName() + "/00000000000000000000.log"
+	if err := c.nodes[2].disk.FailReads(segment, 0, 1<<20, true); err != nil {
+		t.Fatal(err)
+	}
+	if f := c.fetch(2, "r", 0, 0); f.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch over a read error: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(f.ErrorCode))
+	}
+	c.waitFor("leadership moves", 10000, func() bool { l := c.leaderOf("r", 0); return l != 2 && l >= 0 })
+	leader := c.leaderOf("r", 0)
+	c.waitFor("new leader takes over", 5000, func() bool {
+		p := c.nodes[leader].node.parts.partitions[partitionKey{"r", 0}].replica
+		return p.LeaderEpoch() == 1 && p.HighWatermark() == 1
+	})
+	if got := joined(values(t, c.fetch(leader, "r", 0, 0).RecordBatches)); got != "kept" {
+		t.Fatalf("new leader serves %q, want kept", got)
+	}
 }

@@ -67,14 +67,16 @@ func (x *offsetIndex) append(offset, position int64) error {
 }
 
 // lookup returns the position to start scanning from for target: the entry
-// with the largest offset <= target, or position 0 when there is none.
-func (x *offsetIndex) lookup(target int64) (position int64, err error) {
+// with the largest offset <= target, or position 0 when there is none. The
+// entry comes from the file as it is: segment.lookup checks it against the
+// log.
+func (x *offsetIndex) lookup(target int64) (position, entryOffset int64, found bool, err error) {
 	i, err := x.searchAtMost(target)
 	if err != nil || i < 0 {
-		return 0, err
+		return 0, 0, false, err
 	}
-	_, position, err = x.entry(i)
-	return position, err
+	entryOffset, position, err = x.entry(i)
+	return position, entryOffset, err == nil, err
 }
 
 // searchAtMost returns the index of the last entry whose offset <= target,

@@ -74,7 +74,15 @@ type Manager struct {
 	logsUnknown bool
 	// logger receives the operator log lines (SetLogger).
 	logger env.Log
+	// recoveryPointsUnreadable is why recovery-point-offset-checkpoint did
+	// not parse at open, when it did not: every log was then recovered
+	// from its first segment.
+	recoveryPointsUnreadable error
 }
+
+// RecoveryPointsUnreadable is why the directory's recovery-point
+// checkpoint did not parse when it was opened, or nil: the owner logs it.
+func (m *Manager) RecoveryPointsUnreadable() error { return m.recoveryPointsUnreadable }
 
 // SetLogger directs the directory's operator log lines to logger.
 func (m *Manager) SetLogger(logger env.Log) { m.logger = logger }
@@ -175,6 +183,16 @@ func OpenManager(disk env.Disk, dir string, configFor func(topic string) Config,
 	checkpoints := map[string]map[TopicPartition]int64{}
 	for _, name := range []string{RecoveryPointCheckpointName, ReplicationCheckpointName, LogStartOffsetCheckpointName, CleanerOffsetCheckpointName} {
 		offsets, err := readOffsets(disk, joinPath(dir, name))
+		if name == RecoveryPointCheckpointName && errors.Is(err, errUnparsableCheckpoint) {
+			// As Kafka's LogManager, which resets the recovery points
+			// to 0: every log is recovered from its first segment, and
+			// nothing is trusted that the lost checkpoint vouched for.
+			// A read error still fails the open: a file that could not
+			// be read may yet hold higher recovery points, which a
+			// later open would trust above appends made meanwhile.
+			m.recoveryPointsUnreadable = err
+			offsets, err = map[TopicPartition]int64{}, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open log directory %s: %w", shownDir(dir), err)
 		}
@@ -254,6 +272,10 @@ func (m *Manager) adopt(tp TopicPartition, l *Log) {
 	l.lowerCheckpointedRecoveryPoint()
 }
 
+// errUnparsableCheckpoint marks a checkpoint that was read but does not
+// parse.
+var errUnparsableCheckpoint = errors.New("the checkpoint does not parse")
+
 // readOffsets reads a per-directory checkpoint; a missing file is empty.
 func readOffsets(disk env.Disk, path string) (map[TopicPartition]int64, error) {
 	offsets := map[TopicPartition]int64{}
@@ -266,7 +288,7 @@ func readOffsets(disk env.Disk, path string) (map[TopicPartition]int64, error) {
 	}
 	entries, err := checkpoint.ParseOffsets(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w: %w", path, errUnparsableCheckpoint, err)
 	}
 	for _, e := range entries {
 		offsets[TopicPartition{Topic: e.Topic, Partition: e.Partition}] = e.Offset

@@ -3,6 +3,7 @@ package log
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -160,5 +161,64 @@ func TestTruncationWaitsForLoweredRecoveryCheckpoint(t *testing.T) {
 	}
 	if got := readAll(t, l); len(got) != 1 || !bytes.Equal(got[0], after.bytes) {
 		t.Fatalf("after a process crash the log holds %d batches, want the unsynced one", len(got))
+	}
+}
+
+// TestUnparsableRecoveryPointCheckpointRecoversEveryLog: a
+// recovery-point-offset-checkpoint that no longer parses (a bit flipped in
+// it: checkpoints carry no checksum) does not keep the directory from
+// opening; as Kafka's LogManager resets the recovery points to 0, every
+// log is recovered batch by batch from its first segment, so a corrupt
+// batch the lost checkpoint would have trusted is cut, and the manager
+// says why. Before, OpenManager failed, and a broker whose first log
+// directory it was refused to start.
+func TestUnparsableRecoveryPointCheckpointRecoversEveryLog(t *testing.T) {
+	disk := memdisk.New(memdisk.Options{})
+	configFor := func(string) Config { return testConfig() }
+	m, err := OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	l, err := m.CreateLog(tp, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last appended
+	for i := 0; i < 10; i++ {
+		last = appendLeader(t, l, 2, int64(1000+i), 0)
+	}
+	flushAll(t, l, disk)
+	written := false
+	m.WriteRecoveryPoints(func(err error) { written = err == nil })
+	for disk.RunPending() > 0 {
+	}
+	if !written || m.RecoveryPointsUnreadable() != nil {
+		t.Fatalf("checkpoint written %v, unreadable %v", written, m.RecoveryPointsUnreadable())
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The version line's '0' becomes '1': a version no reader knows.
+	if err := disk.FlipBit("data/"+RecoveryPointCheckpointName, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A flipped bit in the last batch, below the lost recovery point.
+	segment := "data/t-0/" + fmt.Sprintf("%020d.log", 0)
+	size, _ := disk.DurableSize(segment)
+	if err := disk.FlipBit(segment, size-1, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err = OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatalf("OpenManager with an unparsable recovery-point checkpoint: %v", err)
+	}
+	if m.RecoveryPointsUnreadable() == nil {
+		t.Fatal("RecoveryPointsUnreadable is nil: the broker cannot say why it recovered everything")
+	}
+	l, _ = m.Log(tp)
+	if l.LogEndOffset() != last.baseOffset {
+		t.Fatalf("LEO %d after recovering from 0, want %d: the corrupt last batch cut", l.LogEndOffset(), last.baseOffset)
 	}
 }

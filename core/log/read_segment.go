@@ -1,6 +1,10 @@
 package log
 
-import "strand/core/batch"
+import (
+	"fmt"
+
+	"strand/core/batch"
+)
 
 // readSegment adds to r the batches of s from the one holding fetchOffset,
 // within r's limits. It reads batch headers only where it must: between two
@@ -36,6 +40,11 @@ type segmentCursor struct {
 	position int64
 	// nextKnown says whether result.NextOffset is the offset at position.
 	nextKnown bool
+	// indexedLastOffset is where the batch at position ends by the offset
+	// index entry a span was taken to, to be checked when its header is
+	// read; indexedLastOffsetSet says whether one is pending.
+	indexedLastOffset    int64
+	indexedLastOffsetSet bool
 }
 
 func (c *segmentCursor) run(first batchAt) error {
@@ -48,10 +57,16 @@ func (c *segmentCursor) run(first batchAt) error {
 	}
 	for ; !c.done && c.position < c.s.bytes; entry++ {
 		boundary, spanLastOffsetMax := c.s.bytes, c.s.nextOffset-1
+		var entryLastOffset int64
 		if entry < c.s.index.entries {
-			entryLastOffset, entryPosition, err := c.s.index.entry(entry)
+			var entryPosition int64
+			entryLastOffset, entryPosition, err = c.s.index.entry(entry)
 			if err != nil {
 				return err
+			}
+			if entryPosition <= c.position || entryPosition >= c.s.bytes {
+				return fmt.Errorf("segment %d: offset index entry %d (%d, %d) does not lie between %d and the segment's end %d: %w",
+					c.s.baseOffset, entry, entryLastOffset, entryPosition, c.position, c.s.bytes, errCorruptData)
 			}
 			boundary, spanLastOffsetMax = entryPosition, entryLastOffset-1
 		}
@@ -59,6 +74,13 @@ func (c *segmentCursor) run(first batchAt) error {
 			c.region.Bytes += boundary - c.position
 			c.bytesLeft -= boundary - c.position
 			c.position, c.nextKnown = boundary, false
+			if boundary < c.s.bytes {
+				// The span was taken on the entry's word: the batch at
+				// boundary must end where it says, or the span's limits
+				// were judged on rotted bytes. The walk or the settling
+				// reads that header next anyway.
+				c.indexedLastOffset, c.indexedLastOffsetSet = entryLastOffset, true
+			}
 			continue
 		}
 		if err := c.walk(boundary); err != nil {
@@ -68,11 +90,33 @@ func (c *segmentCursor) run(first batchAt) error {
 	return c.settleNextOffset()
 }
 
+// checkIndexed checks the header read at c.position against the offset
+// index entry a span ended at, if one did.
+func (c *segmentCursor) checkIndexed(h batch.Header) error {
+	if !c.indexedLastOffsetSet {
+		return nil
+	}
+	c.indexedLastOffsetSet = false
+	if h.LastOffset() != c.indexedLastOffset {
+		return fmt.Errorf("segment %d: offset index entry (%d, %d) names a batch ending at %d: %w",
+			c.s.baseOffset, c.indexedLastOffset, c.position, h.LastOffset(), errCorruptData)
+	}
+	return nil
+}
+
 // walk takes batches one header at a time up to boundary, or until a limit.
 func (c *segmentCursor) walk(boundary int64) error {
-	return c.s.walkHeaders(c.position, c.log.scratch, func(b batchAt) bool {
+	var indexErr error
+	err := c.s.walkHeaders(c.position, c.log.scratch, func(b batchAt) bool {
+		if indexErr = c.checkIndexed(b.header); indexErr != nil {
+			return false
+		}
 		return b.position < boundary && c.take(b.header)
 	})
+	if err != nil {
+		return err
+	}
+	return indexErr
 }
 
 // take adds the batch at position if the limits allow, else marks the read
@@ -109,6 +153,9 @@ func (c *segmentCursor) settleNextOffset() error {
 	}
 	h, err := readHeader(c.s.log, c.position, c.s.bytes, c.log.scratch)
 	if err != nil {
+		return err
+	}
+	if err := c.checkIndexed(h); err != nil {
 		return err
 	}
 	c.result.NextOffset = h.BaseOffset

@@ -83,10 +83,45 @@ func (s *segment) walkHeaders(position int64, scratch []byte, visit func(batchAt
 	return nil
 }
 
+// lookup returns the position to walk from for offset: that of the offset
+// index entry with the largest offset <= offset, checked against the batch
+// it names, or 0. The index is read from its file on demand, so a bit that
+// rots on the device after the load's checks would otherwise send a read
+// past the batch it wants (serving later batches as if the earlier ones
+// did not exist) or into the middle of one; such an entry is corrupt data.
+func (s *segment) lookup(offset int64, scratch []byte) (int64, error) {
+	position, entryOffset, found, err := s.index.lookup(offset)
+	if err != nil || !found {
+		return 0, err
+	}
+	if err := s.checkIndexed(position, entryOffset, scratch); err != nil {
+		return 0, err
+	}
+	return position, nil
+}
+
+// checkIndexed checks that the batch at position ends at lastOffset, as the
+// offset index entry (lastOffset, position) says.
+func (s *segment) checkIndexed(position, lastOffset int64, scratch []byte) error {
+	if position < 0 || position >= s.bytes || lastOffset < s.baseOffset || lastOffset >= s.nextOffset {
+		return fmt.Errorf("segment %d: offset index entry (%d, %d) lies outside the segment: %w",
+			s.baseOffset, lastOffset, position, errCorruptData)
+	}
+	h, err := readHeader(s.log, position, s.bytes, scratch)
+	if err != nil {
+		return fmt.Errorf("segment %d: offset index entry (%d, %d): %w", s.baseOffset, lastOffset, position, err)
+	}
+	if h.LastOffset() != lastOffset {
+		return fmt.Errorf("segment %d: offset index entry (%d, %d) names a batch ending at %d: %w",
+			s.baseOffset, lastOffset, position, h.LastOffset(), errCorruptData)
+	}
+	return nil
+}
+
 // findBatch returns the first batch whose last offset >= offset, using the
 // offset index, and whether there is one.
 func (s *segment) findBatch(offset int64, scratch []byte) (batchAt, bool, error) {
-	position, err := s.index.lookup(offset)
+	position, err := s.lookup(offset, scratch)
 	if err != nil {
 		return batchAt{}, false, err
 	}

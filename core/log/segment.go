@@ -246,7 +246,7 @@ func joinPath(dir, name string) string {
 func (s *segment) recomputeMaxTimestamp(scratch []byte) error {
 	entryTimestamp, entryOffset := s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
 	s.maxTimestamp, s.offsetOfMaxTimestamp = entryTimestamp, entryOffset
-	position, err := s.index.lookup(entryOffset)
+	position, err := s.lookup(entryOffset, scratch)
 	if err != nil {
 		return err
 	}

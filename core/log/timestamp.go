@@ -57,7 +57,7 @@ func (l *Log) searchSegmentByTime(s *segment, timestampMs int64, decompressedByt
 	if err != nil {
 		return TimestampOffset{}, false, l.fail(err)
 	}
-	position, err := s.index.lookup(max(indexedOffset, l.logStartOffset))
+	position, err := s.lookup(max(indexedOffset, l.logStartOffset), l.scratch)
 	if err != nil {
 		return TimestampOffset{}, false, l.fail(err)
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"strand/core/broker"
 	"strand/core/config"
 	"strand/core/env"
+	"strand/core/log"
 	"strand/models"
 	"strand/sim/memdisk"
 	"strand/sim/sched"
@@ -51,6 +53,12 @@ type Node struct {
 	// with its log back past mustReach, what was acknowledged then.
 	unrecovered map[models.TopicPartition]bool
 	mustReach   map[models.TopicPartition]int64
+	// absent: the node is no member of the cluster now, a broker that has
+	// not joined yet or one removed for good (membership.go); its
+	// process is down and no fault or restart reaches it.
+	absent bool
+	// leaving: the broker's removal has begun (its controlled shutdown).
+	leaving bool
 	// failNextSync arms an fsync failure on the next file Sync.
 	failNextSync bool
 	// diskFull: the disk answers writes with ENOSPC.
@@ -62,6 +70,60 @@ type Node struct {
 	// diskFaulted: a disk fault may have taken its log directory offline;
 	// the liveness phase restarts it.
 	diskFaulted bool
+	// readFaultArmed: a transient read error waits for its read
+	// (deepFaults.armReadError); a crash ends it.
+	readFaultArmed bool
+	// damage is what the harness damaged on the disk and an operator must
+	// repair (deepfaults.go): at heal time, or when the broker cannot
+	// start because of it.
+	damage []damage
+	// corruptCheckpoints holds, by path, the content a checkpoint was
+	// corrupted to, while the broker has not written it again: the
+	// synced-kept check cannot read it, and knows why.
+	corruptCheckpoints map[string]string
+	// sync delays the disk's completions (DeepDiskFaults.SyncLatency*).
+	sync *syncLatency
+	// stalls stalls the node's loop now and then (DeepDiskFaults.Stall*).
+	stalls *ioStalls
+	// deep counts the deep faults' hits; shared by the run's nodes.
+	deep *deepHits
+}
+
+// addDamage records an injected damage on n that the operator must
+// repair; until then the broker's replicas do not recover
+// (faults.refreshRecovered), and a client that cannot decode what n
+// serves of the partition has caught it (damagedAt).
+func (c *Cluster) addDamage(n *Node, d damage) {
+	n.damage = append(n.damage, d)
+	n.diskFaulted = true
+	tp, ok := d.tp, d.kind == damageReplica
+	if dir, _, found := strings.Cut(d.path, "/"); d.kind == damageFile && found {
+		if ltp, parsed := log.ParseDirName(dir); parsed {
+			tp, ok = models.TopicPartition{Topic: ltp.Topic, Partition: ltp.Partition}, true
+		}
+	}
+	if ok {
+		c.damageSpans = append(c.damageSpans, damageSpan{node: n.ID, tp: tp, fromNs: c.S.NowNs(), toNs: -1})
+	}
+}
+
+// damageSpan is a time when a broker's replica of a partition held
+// damage the harness injected.
+type damageSpan struct {
+	node         int32
+	tp           models.TopicPartition
+	fromNs, toNs int64 // toNs -1: not repaired yet
+}
+
+// damagedAt reports whether node's replica of tp held injected damage at
+// atNs.
+func (c *Cluster) damagedAt(node int32, tp models.TopicPartition, atNs int64) bool {
+	for _, s := range c.damageSpans {
+		if s.node == node && s.tp == tp && s.fromNs <= atNs && (s.toNs < 0 || atNs <= s.toNs) {
+			return true
+		}
+	}
+	return false
 }
 
 // Cluster is the nodes of one run on one scheduler.
@@ -72,8 +134,15 @@ type Cluster struct {
 	// Nodes holds every node by id; each is a broker, and the first
 	// VotersMax are controller voters too.
 	Nodes []*Node
-	shape Shape
-	bugs  Bugs
+	// churnTopics are the churned topics' names; churnAcks the brokers'
+	// successful produce answers on them (churn.go).
+	churnTopics   map[string]bool
+	churnRequests map[churnRequestKey]map[models.TopicPartition]string
+	churnAcks     []churnAck
+	// members are the nodes that are members of the cluster now, by id.
+	members []*Node
+	shape   Shape
+	bugs    Bugs
 	// Security is how the run's listeners authenticate (security.go).
 	Security Security
 	idSeq    uint64
@@ -89,13 +158,16 @@ type Cluster struct {
 	// (keepRemoved), for CheckFinal.
 	watched map[string]models.TopicPartition
 	held    map[models.TopicPartition]*models.HeldRecords
+	// damageSpans are when injected damage lay on each replica.
+	damageSpans []damageSpan
 	// fail records a harness-level violation (a node that cannot restart)
 	// and halts the run.
 	fail func(check, detail string)
 }
 
-// Brokers returns the broker nodes: every node.
-func (c *Cluster) Brokers() []*Node { return c.Nodes }
+// Brokers returns the cluster's brokers now: every node but those not
+// joined yet or removed (membership.go).
+func (c *Cluster) Brokers() []*Node { return c.members }
 
 // VoterIDs returns the controller voters' node.ids.
 func (c *Cluster) VoterIDs() []int32 {
@@ -130,7 +202,7 @@ func (c *Cluster) BrokerIDs() []env.NodeID {
 // newCluster builds and starts the nodes on a network with faults f.
 // With keepLogs each node keeps its last logLinesMax log lines at INFO and
 // above; without, the cores log nothing.
-func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, shape Shape, bugs Bugs,
+func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Faults, deep *deepFaults, shape Shape, bugs Bugs,
 	keepLogs bool, fail func(check, detail string)) (*Cluster, error) {
 	c := &Cluster{S: s, Streams: streams, Net: simnet.New(s, streams.Get("net"), netFaults), shape: shape, bugs: bugs, fail: fail,
 		Security: drawSecurity(streams.Get("security"))}
@@ -138,8 +210,15 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		c.Security = Security{ControllerSecured: true, InterBrokerSecured: true, SharedPrincipal: c.Security.SharedPrincipal, Authorizer: true}
 	}
 	c.Net.PrecheckWith(streams.Get("net/precheck"))
+	if shape.ChurnTopics > 0 {
+		c.churnTopics = map[string]bool{}
+		c.churnRequests = map[churnRequestKey]map[models.TopicPartition]string{}
+		for i := 0; i < shape.ChurnTopics; i++ {
+			c.churnTopics[churnTopicName(i)] = true
+		}
+	}
 	c.raft = newRaftChecker(c)
-	for id := int32(1); id <= int32(shape.Brokers); id++ {
+	for id := int32(1); id <= int32(shape.nodes()); id++ {
 		b, err := brokerConfig(id, shape, c.Security)
 		if err != nil {
 			return nil, err
@@ -151,8 +230,12 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		nodeNet.SetPrincipal(c.Security.principal(id))
 		n := &Node{ID: id, Proc: proc, Net: nodeNet,
 			Clock: simclock.New(s, proc, simclock.Options{MonotonicOffsetNs: int64(id) * 1e12}),
-			Disk:  memdisk.New(memdisk.Options{Post: proc.Post}),
-			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft}}
+			cfg:   broker.Config{Broker: b, Bugs: bugs.broker(), QuorumObserver: c.raft},
+			sync:  &syncLatency{s: s, proc: proc, r: streams.Getf("disk/sync-latency/%d", id), cfg: &deep.cfg, hits: &deep.hits},
+			deep:  &deep.hits}
+		n.stalls = &ioStalls{node: n, r: streams.Getf("disk/stalls/%d", id), cfg: &deep.cfg}
+		n.stalls.rearm()
+		n.Disk = memdisk.New(memdisk.Options{Post: n.sync.post, DeferAppendErrors: deep.cfg.DeferAppendErrors})
 		n.envDisk = faultDisk{Disk: n.Disk, node: n, lie: bugs.LostFsync, c: c}
 		if shape.HostileClients > 0 {
 			n.Net.SetAdmission(b)
@@ -164,6 +247,7 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 		crashStream := streams.Getf("crash/%d", id)
 		node := n
 		proc.OnCrash(func() {
+			node.readFaultArmed = false
 			c.keepBelowLogStart(node)
 			what := node.Disk.Crash(crashStream, node.nextCrash)
 			s.Trace(sched.Record{Kind: "disk.crash", Node: node.ID, A: int64(node.nextCrash), B: int64(len(what))})
@@ -172,6 +256,13 @@ func newCluster(s *sched.Scheduler, streams *sched.Streams, netFaults simnet.Fau
 			}
 		})
 		c.Nodes = append(c.Nodes, n)
+		if int(id) > shape.Brokers {
+			// A broker that joins later (membership.go): down until then.
+			n.absent, n.nextCrash = true, memdisk.CrashKeepAll
+			proc.Crash()
+			continue
+		}
+		c.members = append(c.members, n)
 		if err := c.start(n); err != nil {
 			return nil, err
 		}
@@ -204,11 +295,11 @@ func brokerConfig(id int32, shape Shape, security Security) (config.Broker, erro
 		"offsets.topic.num.partitions":     fmt.Sprint(offsetsTopicPartitions),
 		"group.initial.rebalance.delay.ms": "100",
 	}
-	if id <= VotersMax {
+	if id <= int32(min(shape.Brokers, VotersMax)) {
 		props["process.roles"] = "broker,controller"
 		props["listeners"] += fmt.Sprintf(",%s://127.0.0.1:%d", controllerListener, 9001+2*id)
 	}
-	for k, v := range security.properties(shape.Brokers) { // order-independent: a plain copy into a map
+	for k, v := range security.properties(shape.nodes()) { // order-independent: a plain copy into a map
 		props[k] = v
 	}
 	if shape.SyncEveryBatch {
@@ -231,7 +322,11 @@ func (c *Cluster) start(n *Node) error {
 		return fmt.Errorf("node %d: start: %w", n.ID, err)
 	}
 	n.Core = core
-	n.Net.SetHandler(core)
+	if len(c.churnTopics) > 0 {
+		n.Net.SetHandler(churnHandler{Handler: core, c: c, node: n.ID})
+	} else {
+		n.Net.SetHandler(core)
+	}
 	return nil
 }
 
@@ -243,10 +338,70 @@ func (c *Cluster) restart(n *Node) {
 	// with a working log directory.
 	n.diskFaulted, n.failNextSync, n.storageFailed = false, false, false
 	n.setDiskFull(false)
-	if err := c.start(n); err != nil {
+	if len(n.damage) > 0 {
+		// Still damaged: a replica the harness damaged may yet fail.
+		n.diskFaulted = true
+	}
+	err := c.start(n)
+	if err != nil && len(n.damage) > 0 {
+		// The damage the harness injected keeps the broker from
+		// starting (Kafka would take the directory offline too): the
+		// process exits, the operator repairs the damage, and starts
+		// the broker again. The exit matters: broker.New had started
+		// its controller role before the log directory failed it, and
+		// that Raft's timers would otherwise keep running beside the
+		// new incarnation's, a second voter answering in the node's
+		// name, and a leader could count its acknowledgements.
+		n.nextCrash = memdisk.CrashKeepAll
+		n.Proc.Crash()
+		c.repair(n, err.Error())
+		n.Proc.Restart()
+		err = c.start(n)
+	}
+	if err != nil {
 		n.Net.SetHandler(refusingHandler{net: n.Net})
 		c.fail("restart", err.Error())
 	}
+}
+
+// repair is the operator's answer to the damage injected on n's disk,
+// with the broker stopped: a damaged replica's directory is removed (the
+// broker fetches the replica again), a damaged file the broker can do
+// without is removed, and so is the clean-shutdown marker, so that the
+// broker registers uncleanly (it lost what those held). Then everything
+// is written back, as the operator's sync does.
+func (c *Cluster) repair(n *Node, why string) {
+	for _, d := range n.damage {
+		switch d.kind {
+		case damageReplica:
+			removeTree(n, fmt.Sprintf("%s-%d", d.tp.Topic, d.tp.Partition))
+		case damageFile:
+			_ = n.Disk.Remove(d.path)
+		}
+	}
+	_ = n.Disk.Remove(broker.CleanShutdownFile)
+	n.Disk.Writeback()
+	for i := range c.damageSpans {
+		if c.damageSpans[i].node == n.ID && c.damageSpans[i].toNs < 0 {
+			c.damageSpans[i].toNs = c.S.NowNs()
+		}
+	}
+	c.S.Trace(sched.Record{Kind: "fault.repair", Node: n.ID, A: int64(len(n.damage)), Text: why})
+	n.deep.repairs++
+	n.damage = nil
+}
+
+// removeTree removes dir and everything in it, if it exists.
+func removeTree(n *Node, dir string) {
+	names, err := n.Disk.List(dir)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		removeTree(n, dir+"/"+name)
+		_ = n.Disk.Remove(dir + "/" + name)
+	}
+	_ = n.Disk.Remove(dir)
 }
 
 // newID is the cluster's IDSource: deterministic, distinct ids.
@@ -319,22 +474,55 @@ func (n *Node) setDiskFull(full bool) {
 	n.Disk.SetFull(full)
 }
 
-// Append notes an ENOSPC the disk answered: the broker's storage failed.
+// Append notes an error the disk answered: the broker's storage failed.
+// An ENOSPC the disk defers (DeepDiskFaults.DeferAppendErrors) is noted
+// here too: the write failed, whichever call the core hears it from (a
+// later write, or a read finding the bytes missing).
 func (f faultFile) Append(p []byte) error {
+	n := f.disk.node
+	n.stalls.tick()
+	before := f.Size()
 	err := f.File.Append(p)
+	if err == nil && len(p) > 0 && f.Size() == before {
+		n.deep.deferredAppendErrors++
+		n.storageFailed = true
+	}
 	f.noteFailure(err)
 	return err
 }
 
-// WriteAt notes an ENOSPC as Append does.
+// WriteAt notes an error as Append does.
 func (f faultFile) WriteAt(p []byte, off int64) error {
+	f.disk.node.stalls.tick()
 	err := f.File.WriteAt(p, off)
 	f.noteFailure(err)
 	return err
 }
 
+// Truncate notes an error as Append does (a deferred one, for instance).
+func (f faultFile) Truncate(size int64) error {
+	f.disk.node.stalls.tick()
+	err := f.File.Truncate(size)
+	f.noteFailure(err)
+	return err
+}
+
+// ReadAt notes an injected read error: the broker's storage failed.
+func (f faultFile) ReadAt(p []byte, off int64) (int, error) {
+	n := f.disk.node
+	n.stalls.tick()
+	read, err := f.File.ReadAt(p, off)
+	if err != nil && errors.Is(err, env.ErrIO) {
+		n.storageFailed, n.readFaultArmed = true, false
+		n.deep.readErrorsFired++
+	}
+	return read, err
+}
+
+// noteFailure notes that the disk failed a write: ENOSPC, or EIO (a
+// deferred one included).
 func (f faultFile) noteFailure(err error) {
-	if err != nil && f.disk.node.diskFull {
+	if err != nil && (errors.Is(err, env.ErrNoSpace) || errors.Is(err, env.ErrIO)) {
 		f.disk.node.storageFailed = true
 	}
 }
@@ -347,11 +535,16 @@ func (f faultFile) Sync(done func(error)) {
 		n.failNextSync = false
 		n.storageFailed = true
 		path := f.Path()
-		n.Proc.Post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
+		n.sync.post(func() { done(fmt.Errorf("memdisk: sync %s: injected failure: %w", path, env.ErrIO)) })
 	case f.disk.lie && strings.HasSuffix(f.Path(), ".log") && !strings.HasPrefix(f.Path(), "metadata/"):
-		n.Proc.Post(func() { done(nil) })
+		n.sync.post(func() { done(nil) })
 	default:
-		f.File.Sync(done)
+		f.File.Sync(func(err error) {
+			if err != nil && (errors.Is(err, env.ErrNoSpace) || errors.Is(err, env.ErrIO)) {
+				n.storageFailed = true
+			}
+			done(err)
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"strand/sim/sched"
 	"strand/sim/simclock"
 	"strand/sim/simnet"
+	"strand/sim/workload"
 )
 
 // DiskFaults are one run's disk-fault settings, drawn from the seed.
@@ -77,7 +79,13 @@ type faults struct {
 	process        sched.ProcessFaults
 	clock          simclock.Faults
 	disk           DiskFaults
+	deep           *deepFaults
 	crashR, diskR  *rand.Rand
+	// partitionKinds is the network chaos's stream for bridges and
+	// concurrent partitions (simnet.DrawPartitionKinds).
+	partitionKinds *rand.Rand
+	// deepCrashR draws the metadata log's tail damage at a power loss.
+	deepCrashR     *rand.Rand
 	processChaos   *sched.ProcessChaos
 	clockChaos     *simclock.Chaos
 	diskTick       sched.Handle
@@ -91,6 +99,11 @@ type faults struct {
 	budgeted []models.TopicPartition
 	// acked returns the produces recorded so far (the workload's history).
 	acked func() []models.Produce
+	// chaosNodes are the nodes under the process chaos, by its index: the
+	// brokers at the start, then any that joined.
+	chaosNodes []*Node
+	// membership counts the joins and removals (membership.go).
+	membership membershipHits
 	// controlledShutdownFailures say which brokers whose disks failed
 	// nothing could not shut down cleanly at heal time: violations.
 	controlledShutdownFailures []string
@@ -100,18 +113,30 @@ type faults struct {
 // exists, since the network is built with them.
 func drawFaults(streams *sched.Streams, shape Shape) *faults {
 	f := &faults{
-		net:     simnet.DrawFaults(streams.Get("faults/net")),
+		net:     drawNetFaults(streams),
 		process: sched.DrawProcessFaults(streams.Get("faults/process")),
 		clock:   simclock.DrawFaults(streams.Get("faults/clock")),
 		disk:    drawDiskFaults(streams.Get("faults/disk"), shape),
 		crashR:  streams.Get("crash"),
 		diskR:   streams.Get("disk"),
 
+		partitionKinds: streams.Get("net/partition-kinds"),
+		deepCrashR:     streams.Get("crash/deep"),
+
 		budgetExceeded: map[models.TopicPartition]bool{},
 	}
 	f.overBudget = sched.Chance(streams.Get("faults/budget"), 300)
 	f.syncEveryBatch = shape.SyncEveryBatch
+	f.deep = &deepFaults{f: f, cfg: drawDeepDiskFaults(streams, shape), r: streams.Get("disk/deep")}
 	return f
+}
+
+// drawNetFaults draws the network's faults, the partition kinds beyond one
+// split at a time from a stream of their own.
+func drawNetFaults(streams *sched.Streams) simnet.Faults {
+	nf := simnet.DrawFaults(streams.Get("faults/net"))
+	simnet.DrawPartitionKinds(streams.Get("faults/net/partition-kinds"), &nf)
+	return nf
 }
 
 func (f *faults) String() string {
@@ -122,7 +147,7 @@ func (f *faults) String() string {
 	case f.overBudget:
 		mode = "over-budget"
 	}
-	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String()}, " ")
+	return strings.Join([]string{mode, f.net.String(), f.process.String(), f.clock.String(), f.disk.String(), f.deep.cfg.String()}, " ")
 }
 
 // start begins the process, clock and disk faults (the network's chaos is
@@ -130,20 +155,31 @@ func (f *faults) String() string {
 func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() []models.Produce) {
 	f.c, f.tps, f.acked = c, tps, produces
 	f.budgeted = append(f.budgeted, tps...)
+	for i := 0; i < c.shape.ChurnTopics; i++ {
+		for p := int32(0); p < workload.ChurnPartitionsMax; p++ {
+			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: churnTopicName(i), Partition: p})
+		}
+	}
 	if c.shape.Groups > 0 {
 		for p := int32(0); p < offsetsTopicPartitions; p++ {
 			f.budgeted = append(f.budgeted, models.TopicPartition{Topic: offsetsTopic, Partition: p})
 		}
 	}
-	c.Net.StartChaos()
+	c.Net.StartChaos(f.partitionKinds)
 	var procs []*sched.Node
-	for _, n := range c.Brokers() {
+	f.chaosNodes = slices.Clone(c.Brokers())
+	for _, n := range f.chaosNodes {
 		procs = append(procs, n.Proc)
 	}
 	f.processChaos = sched.StartProcessChaos(c.S, c.Streams.Get("process"), procs, f.process, sched.ProcessHooks{
-		MayCrash: f.mayCrash,
-		Restart:  func(i int) { c.restart(c.Brokers()[i]) },
+		MayCrash: func(i int) bool { return f.mayCrash(f.chaosNodes[i]) },
+		Restart: func(i int) {
+			if !f.chaosNodes[i].absent {
+				c.restart(f.chaosNodes[i])
+			}
+		},
 	})
+	f.startMembership()
 	var clocks []*simclock.Clock
 	for _, n := range c.Nodes {
 		clocks = append(clocks, n.Clock)
@@ -155,6 +191,7 @@ func (f *faults) start(c *Cluster, tps []models.TopicPartition, produces func() 
 	if f.disk.WritebackNs > 0 {
 		f.writebackTick = c.S.After(f.disk.WritebackNs, f.writeback)
 	}
+	f.deep.start()
 	if c.shape.ElectionChaos {
 		r := c.Streams.Get("faults/elections")
 		f.electionTick = c.S.After(sched.Int64Between(r, 1e9, 3e9), func() { f.electionStep(r) })
@@ -206,8 +243,8 @@ func (f *faults) electionStep(r *rand.Rand) {
 			}
 		}
 	}
-	for i, n := range c.Brokers() {
-		if n.Proc.Up() && !n.Proc.Paused() && n.Core != nil && n.Core.ControllerActive() && f.mayCrash(i) {
+	for _, n := range c.Brokers() {
+		if n.Proc.Up() && !n.Proc.Paused() && n.Core != nil && n.Core.ControllerActive() && f.mayCrash(n) {
 			c.S.Trace(sched.Record{Kind: "fault.crash_controller", Node: n.ID})
 			n.Proc.Crash()
 			incarnation := n.Proc.Incarnation()
@@ -224,10 +261,9 @@ func (f *faults) electionStep(r *rand.Rand) {
 
 // mayCrash chooses the coming crash's mode and keeps the budget
 // (admitLoss): a crash refused within budget does not happen.
-func (f *faults) mayCrash(i int) bool {
+func (f *faults) mayCrash(n *Node) bool {
 	c := f.c
-	n := c.Brokers()[i]
-	if !f.admitLoss(n, "fault.crash_refused") {
+	if n.absent || n.leaving || !f.admitLoss(n, "fault.crash_refused") {
 		return false
 	}
 	mode := memdisk.CrashKeepAll
@@ -241,6 +277,10 @@ func (f *faults) mayCrash(i int) bool {
 	if mode != memdisk.CrashKeepAll && sched.Chance(f.crashR, f.disk.TailDamagePerMille) {
 		// Damage the tail once the crash has reverted the disk.
 		c.S.After(0, func() { f.damageTail(n) })
+	}
+	if mode != memdisk.CrashKeepAll && sched.Chance(f.deepCrashR, f.deep.cfg.CorruptFilePerMille) {
+		synced, _ := n.Disk.DurableSize(metadataLogFile)
+		c.S.After(0, func() { f.deep.corruptAtPowerLoss(n, synced) })
 	}
 	c.S.Trace(sched.Record{Kind: "fault.crash_mode", Node: n.ID, A: int64(mode)})
 	return true
@@ -270,13 +310,14 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 			continue
 		}
 		unrecovered := 0
-		for _, other := range c.Brokers() {
+		for _, other := range c.Nodes { // removed brokers' replicas stay unrecovered
+
 			if containsID(replicas, other.ID) && other.unrecovered[tp] {
 				unrecovered++
 			}
 		}
 		most = max(most, unrecovered)
-		if unrecovered+1 > c.shape.MinInsyncReplicas-1 && !c.shape.SyncEveryBatch {
+		if unrecovered+1 > effectiveMinInsync(c.shape.minInsync(tp.Topic), replicas)-1 && !c.shape.SyncEveryBatch {
 			exceeded = append(exceeded, tp)
 		}
 	}
@@ -299,6 +340,16 @@ func (f *faults) admitLoss(n *Node, refused string) bool {
 	}
 	n.mustReach = f.ackedEnds()
 	return true
+}
+
+// effectiveMinInsync is the min.insync.replicas a partition with replicas
+// is held to: the topic's, capped at its replication factor, as Kafka's
+// (ReplicationControlManager.getTopicEffectiveMinIsr) and core/replica's
+// effectiveMinISR cap it. A partition of 1 replica under a brokers'
+// default of 2 acknowledges acks=all writes with that one replica alone,
+// so its budget is 0.
+func effectiveMinInsync(minInsync int, replicas []int32) int {
+	return min(minInsync, len(replicas))
 }
 
 // replicasOf is tp's assignment as the lowest running broker's metadata
@@ -334,7 +385,8 @@ func (f *faults) replicasOf(tp models.TopicPartition) []int32 {
 func (f *faults) refreshRecovered() {
 	c := f.c
 	for _, n := range c.Brokers() {
-		if len(n.unrecovered) == 0 || !n.Proc.Up() || n.failNextSync || n.diskFull || n.storageFailed {
+		if len(n.unrecovered) == 0 || !n.Proc.Up() || n.failNextSync || n.diskFull || n.storageFailed ||
+			n.readFaultArmed || len(n.damage) > 0 {
 			continue
 		}
 		registered := true
@@ -523,13 +575,14 @@ func (f *faults) heal() {
 	c.Net.Heal()
 	f.clockChaos.Heal()
 	f.diskTick.Cancel()
+	f.deep.heal()
 	for _, n := range c.Brokers() {
 		n.setDiskFull(false)
 		n.failNextSync = false
 	}
 	f.processChaos.Heal()
 	for _, n := range c.Brokers() {
-		if n.diskFaulted && n.Proc.Up() {
+		if (n.diskFaulted || n.storageFailed || len(n.damage) > 0) && n.Proc.Up() {
 			f.cleanRestart(n)
 		}
 	}
@@ -582,7 +635,16 @@ func (f *faults) cleanRestart(n *Node) {
 		n.Proc.Crash()
 		c.restart(n)
 	}
-	if n.storageFailed {
+	if n.storageFailed || len(n.damage) > 0 {
+		if len(n.damage) > 0 {
+			// The operator repairs what the harness damaged before
+			// the broker starts again.
+			n.nextCrash = memdisk.CrashKeepAll
+			n.Proc.Crash()
+			c.repair(n, "heal")
+			c.restart(n)
+			return
+		}
 		restart(false, "")
 		return
 	}

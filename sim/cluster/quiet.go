@@ -130,7 +130,7 @@ func (r *run) settled(tp models.TopicPartition) (leader inspected, followers []i
 		if !ok || st.Leader < 0 || (leader.id >= 0 && st.Leader != leader.id) || (replicas != nil && st.LeaderEpoch != leader.view.LeaderEpoch) {
 			return leader, nil, "the brokers' metadata disagrees on the leader"
 		}
-		leader.id, leader.view.LeaderEpoch, replicas = st.Leader, st.LeaderEpoch, st.Replicas
+		leader.id, leader.view.LeaderEpoch, replicas = st.Leader, st.LeaderEpoch, r.c.memberReplicas(st.Replicas)
 	}
 	for _, id := range replicas {
 		n := r.c.Nodes[id-1]

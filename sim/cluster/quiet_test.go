@@ -12,10 +12,10 @@ import (
 // acks=all probe re-tells every follower, must report it; the same seed
 // without the bug passes, its partitions settled. A change elsewhere that
 // alters this seed's trace may need another seed: any seed of small with
-// deletes catches it (12 of the first 16 did when this was written).
+// deletes catches it (most do).
 func TestQuietCheckCatchesAnUntoldLogStart(t *testing.T) {
 	t.Parallel()
-	const seed = 1
+	const seed = 3
 	with := Run(Options{Seed: seed, Shape: "small", Bug: "session-log-start-untold", DiscardLogs: true})
 	caught := false
 	for _, v := range with.Violations {

@@ -84,6 +84,9 @@ func (c *Cluster) checkSyncedKept(n *Node) {
 		c.fail("synced-kept", fmt.Sprintf("node %d: after a power loss the recovery point checkpoint cannot be read: %v", n.ID, err))
 		return
 	}
+	if corrupted, ok := n.corruptCheckpoints[log.RecoveryPointCheckpointName]; ok && corrupted == string(data) {
+		return // the harness corrupted it, and the broker has not replaced it yet
+	}
 	entries, err := checkpoint.ParseOffsets(data)
 	if err != nil {
 		c.fail("synced-kept", fmt.Sprintf("node %d: after a power loss the recovery point checkpoint does not parse: %v", n.ID, err))
@@ -91,6 +94,9 @@ func (c *Cluster) checkSyncedKept(n *Node) {
 	}
 	for _, e := range entries {
 		tp := models.TopicPartition{Topic: e.Topic, Partition: e.Partition}
+		if n.damaged(tp) {
+			continue // synced bytes the harness destroyed (deepfaults.go)
+		}
 		if !c.hasSegment(n, tp) {
 			// A log restarted empty at the leader's log start (all its
 			// segments deleted, the new one's creation not yet durable)
@@ -238,6 +244,9 @@ func keepRecords(held *models.HeldRecords, data []byte, belowOffset int64) {
 		if err != nil || pos+size > len(data) {
 			return
 		}
+		if _, err := batch.Verify(data[pos : pos+size]); err != nil {
+			return // a batch the harness corrupted holds nothing
+		}
 		var rb kmsg.RecordBatch
 		if err := rb.ReadFrom(data[pos : pos+size]); err != nil {
 			return
@@ -256,4 +265,15 @@ func keepRecords(held *models.HeldRecords, data []byte, belowOffset int64) {
 		}
 		pos += size
 	}
+}
+
+// damaged reports whether the harness damaged n's replica of tp and no
+// operator has repaired it yet.
+func (n *Node) damaged(tp models.TopicPartition) bool {
+	for _, d := range n.damage {
+		if d.kind == damageReplica && d.tp == tp {
+			return true
+		}
+	}
+	return false
 }

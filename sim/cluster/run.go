@@ -1,14 +1,17 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"strand/core/group"
 	"strand/models"
 	"strand/sim/sched"
+	"strand/sim/simnet"
 	"strand/sim/workload"
 )
 
@@ -57,8 +60,12 @@ type Result struct {
 	Excused    []models.Violation
 	// HTML are the visualizations written.
 	HTML []string
-	// Stats counts the clients' operations.
+	// Stats counts the clients' operations and the faults' hits.
 	Stats string
+	// Hits names the fault classes and shape features the run actually
+	// hit (a fault injected, a shape's feature used), for a sweep's
+	// summary of what its seeds covered.
+	Hits []string
 	// ProducesPrechecked and ProducesLoopChecked count the Produce
 	// requests the nodes took pre-checked (as realnet takes every one) and
 	// checked on their loop, by the network's draw (simnet.PrecheckWith).
@@ -107,16 +114,19 @@ const SweepGCPercent = 400
 
 // run is one run's state.
 type run struct {
-	opts   Options
-	shape  Shape
-	s      *sched.Scheduler
-	c      *Cluster
-	w      *workload.Workload
-	f      *faults
-	res    *Result
-	tps    []models.TopicPartition
-	done   bool
-	healNs int64
+	// churnChecked counts the churn topics' acknowledged produces
+	// attributed to an incarnation and checked (churn.go).
+	churnChecked int
+	opts         Options
+	shape        Shape
+	s            *sched.Scheduler
+	c            *Cluster
+	w            *workload.Workload
+	f            *faults
+	res          *Result
+	tps          []models.TopicPartition
+	done         bool
+	healNs       int64
 	// lastSample is the last leader each node reported per partition.
 	lastSample map[sampleKey]models.LeaderSample
 	samples    []models.LeaderSample
@@ -176,11 +186,67 @@ func Run(opts Options) (res Result) {
 			res.NodeLogs = r.c.nodeLogs()
 			stats := r.c.Net.Stats()
 			res.ProducesPrechecked, res.ProducesLoopChecked = stats.ProducesPrechecked, stats.ProducesLoopChecked
+			res.Stats += fmt.Sprintf(" partitions=%d bridges=%d partitions_at_once_max=%d", stats.Partitions, stats.Bridges,
+				stats.PartitionsConcurrentMax) + r.f.deep.hits.String()
+			if r.shape.Topology != nil {
+				res.Stats += r.f.membership.String()
+			}
+			if r.shape.ChurnTopics > 0 {
+				res.Stats += fmt.Sprintf(" churn_checked=%d", r.churnChecked)
+			}
+			res.Hits = r.hits(stats)
 		}
 	}()
 	r.simulate(bugs)
 	r.checkHistory()
 	return res
+}
+
+// hits names what the run hit, for Result.Hits.
+func (r *run) hits(net simnet.Stats) []string {
+	h := r.f.deep.hits
+	out := r.shapeHits()
+	for _, c := range []struct {
+		name string
+		hit  bool
+	}{
+		{"fsync_latency", h.syncsDelayed > 0}, {"io_stall", h.stalls > 0}, {"read_error", h.readErrorsFired > 0},
+		{"latent_sector_error", h.latent > 0}, {"misdirected_write", h.misdirected > 0},
+		{"corrupt_synced", h.corruptSynced > 0}, {"corrupt_index", h.corruptIndex > 0},
+		{"corrupt_checkpoint", h.corruptCheckpoint > 0}, {"corrupt_metadata_tail", h.corruptMetadataTail > 0},
+		{"deferred_append_error", h.deferredAppendErrors > 0}, {"repair", h.repairs > 0},
+		{"crc_refused", h.corruptBatchesRefused > 0},
+		{"bridge_partition", net.Bridges > 0}, {"concurrent_partitions", net.PartitionsConcurrentMax > 1},
+		{"broker_joined", r.f.membership.joined > 0}, {"broker_removed", r.f.membership.removed > 0},
+		{"joined_broker_replicas", r.c.joinedBrokerHosts()},
+	} {
+		if c.hit {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// shapeHits names the run's cluster size and, per replication of its
+// topics, the replication factor and min.insync.replicas
+// ("rf3_min_isr2").
+func (r *run) shapeHits() []string {
+	out := []string{fmt.Sprintf("brokers%d", r.shape.Brokers)}
+	seen := map[string]bool{}
+	for i := 0; i < r.shape.Topics; i++ {
+		topic := topicName(i)
+		rf := r.shape.ReplicationFactor
+		if i < len(r.shape.TopicReplication) {
+			rf = r.shape.TopicReplication[i].ReplicationFactor
+		}
+		for _, name := range []string{fmt.Sprintf("rf%d", rf), fmt.Sprintf("rf%d_min_isr%d", rf, r.shape.minInsync(topic))} {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // simulate runs the seed until it finishes or halts; a panic anywhere in
@@ -238,6 +304,12 @@ func (r *run) violate(check, detail string) {
 // (KIP-392), so that the followers' read path runs under faults too.
 const followerFetchOneIn = 4
 
+// rewindOneIn: after one consumer fetch in this many the consumer reads
+// its partition again from the start (workload.Config.RewindOneIn), so
+// that old segments, their indexes and bytes synced long ago, where the
+// deep disk faults land, are read again.
+const rewindOneIn = 1500
+
 // listOffsetsIntervalNs is the mean time between two rounds of the lag
 // monitor's ListOffsets (workload.Config.ListOffsetsIntervalNs): often
 // enough to catch a new leader in the window before it commits in its
@@ -247,7 +319,7 @@ const listOffsetsIntervalNs = 250e6
 func (r *run) execute(bugs Bugs) {
 	streams := sched.NewStreams(r.opts.Seed)
 	r.f = drawFaults(streams, r.shape)
-	c, err := newCluster(r.s, streams, r.f.net, r.shape, bugs, !r.opts.DiscardLogs, r.violate)
+	c, err := newCluster(r.s, streams, r.f.net, r.f.deep, r.shape, bugs, !r.opts.DiscardLogs, r.violate)
 	if err != nil {
 		r.violate("setup", err.Error())
 		return
@@ -255,7 +327,7 @@ func (r *run) execute(bugs Bugs) {
 	r.c = c
 	var topics []string
 	for i := 0; i < r.shape.Topics; i++ {
-		topics = append(topics, fmt.Sprintf("t%d", i))
+		topics = append(topics, topicName(i))
 	}
 	deletes := streams.Get("workload/deletes")
 	deleteIntervalNs := int64(0)
@@ -264,12 +336,14 @@ func (r *run) execute(bugs Bugs) {
 	}
 	wcfg := workload.Config{
 		Brokers: c.BrokerIDs(), Topics: topics, Partitions: r.shape.Partitions, ReplicationFactor: r.shape.ReplicationFactor,
-		Producers: r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
+		TopicReplication: r.shape.topicReplication(),
+		Producers:        r.shape.Producers, RecordsPerSec: r.shape.RecordsPerSec, BatchRecordsMax: 4, Consumers: r.shape.Consumers,
 		RequestTimeoutNs: 5e9, ProduceTimeoutMs: 2000, BackoffNs: 100e6, RetriesMax: 20, FetchMaxWaitMs: 200,
 		IdempotentProducers: r.shape.IdempotentProducers, Groups: r.shape.Groups, MembersPerGroup: r.shape.MembersPerGroup,
 		StaticPerMille: r.shape.StaticPerMille, ChurnTopics: r.shape.ChurnTopics,
 		DeleteIntervalNs: deleteIntervalNs, DeleteRand: deletes,
 		FollowerFetchOneIn: followerFetchOneIn, FollowerFetchRand: streams.Get("workload/follower-fetches"),
+		RewindOneIn: rewindOneIn, RewindRand: streams.Get("workload/rewinds"),
 		Forger:                c.forgerConfig(streams.Get("workload/forger")),
 		ListOffsetsIntervalNs: listOffsetsIntervalNs, ListOffsetsRand: streams.Get("workload/list-offsets"),
 		ScramIntervalNs: drawScramInterval(streams), ScramRand: streams.Get("workload/scram"),
@@ -283,6 +357,7 @@ func (r *run) execute(bugs Bugs) {
 	}
 	r.tps = r.w.Partitions()
 	c.watch(r.tps)
+	c.watchChurn()
 	r.res.Header = fmt.Sprintf("shape=%s bug=%q %s %s %s", r.shape.Name, r.opts.Bug, r.f, c.Security, r.w.Describe())
 	healDelayNs := sched.Int64Between(streams.Get("faults/heal"), r.shape.FaultPhaseNs/2, r.shape.FaultPhaseNs)
 	setupDone := false
@@ -424,6 +499,12 @@ func (r *run) pollConvergence(deadlineNs int64) {
 			retry(why)
 			return
 		}
+		if c := r.c.ActiveController(); c != nil {
+			if why := cmp.Or(r.shape.checkReplication(c.Core.Image()), r.c.checkMembership(c.Core.Image())); why != "" {
+				r.violate("topology", why)
+				return
+			}
+		}
 		r.probeGroups(deadlineNs, func() {
 			r.final = final
 			r.done = true
@@ -443,10 +524,14 @@ func (r *run) pollConvergence(deadlineNs int64) {
 // (TestConvergenceWaitsForTheISR).
 func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]models.PartitionFinal, string) {
 	final := map[models.TopicPartition]models.PartitionFinal{}
-	if r.c.ActiveController() == nil {
+	active := r.c.ActiveController()
+	if active == nil {
 		return nil, "no active controller"
 	}
 	if why := r.aclsQuiet(); why != "" {
+		return nil, why
+	}
+	if why := r.c.membersUnfenced(active.Core.Image()); why != "" {
 		return nil, why
 	}
 	for i, tp := range r.tps {
@@ -463,9 +548,9 @@ func (r *run) converged(views []workload.LeaderView) (map[models.TopicPartition]
 			if !ok || st.Leader != v.Leader || st.LeaderEpoch != v.LeaderEpoch {
 				return nil, fmt.Sprintf("%s: broker %d's metadata disagrees with leader %d epoch %d", tp, n.ID, v.Leader, v.LeaderEpoch)
 			}
-			replicas = st.Replicas
-			if len(st.ISR) != len(st.Replicas) {
-				return nil, fmt.Sprintf("%s: broker %d's metadata has ISR %v of replicas %v", tp, n.ID, st.ISR, st.Replicas)
+			replicas = r.c.memberReplicas(st.Replicas)
+			if !slices.Equal(sortedIDs(st.ISR), sortedIDs(replicas)) {
+				return nil, fmt.Sprintf("%s: broker %d's metadata has ISR %v of replicas %v", tp, n.ID, st.ISR, replicas)
 			}
 		}
 		pf := models.PartitionFinal{Leader: v.Leader, HighWatermark: v.HighWatermark}
@@ -543,13 +628,20 @@ func (r *run) check() {
 		}
 		vs = append(vs, models.CheckFinal(h, r.final, models.FinalOptions{LogStartMayRegress: mayRegress, Held: r.c.held})...)
 	}
+	vs = append(vs, r.checkChurn()...)
 	vs = append(vs, r.checkGroups()...)
 	vs = append(vs, r.checkForgeries()...)
 	vs = append(vs, r.checkScram()...)
 	vs = append(vs, r.checkACLs()...)
 	vs = append(vs, r.checkHostile()...)
 	for _, e := range r.w.DecodeErrors() {
-		vs = append(vs, models.Violation{Check: "fetch-decode", Detail: e})
+		if e.Replica >= 0 && r.c.damagedAt(e.Replica, e.TP, e.AtNs) {
+			// The client caught the damage the harness did to that
+			// replica: its CRC check is what §2.3 counts on.
+			r.f.deep.hits.corruptBatchesRefused++
+			continue
+		}
+		vs = append(vs, models.Violation{Check: "fetch-decode", TP: e.TP, Detail: e.Detail})
 	}
 	if n := r.c.Net.Stats().MalformedFrames; n > 0 {
 		vs = append(vs, models.Violation{Check: "wire", Detail: fmt.Sprintf("%d malformed frames", n)})

@@ -11,6 +11,7 @@ import (
 	"strand/core/producer"
 	"strand/core/quorum"
 	"strand/core/replica"
+	"strand/sim/workload"
 )
 
 // Shape is a scenario: the cluster's size, the topics, the clients, and how
@@ -62,6 +63,16 @@ type Shape struct {
 	// in every seed (other shapes draw it), with the ACL clients
 	// (acls.go): the shape the ACL planted bugs are hunted in.
 	Authorization bool
+	// Topology, when set, draws Brokers and TopicReplication from the
+	// seed (topology.go).
+	Topology *Topology
+	// TopicReplication gives topic t<i> its own replication factor and
+	// min.insync.replicas; topics past its end, and every topic when it is
+	// empty, have ReplicationFactor and the brokers' MinInsyncReplicas.
+	TopicReplication []workload.TopicReplication
+	// Membership adds and removes brokers during the run
+	// (membership.go); drawn per seed when Topology.Membership is set.
+	Membership Membership
 }
 
 // Shapes are the scenario shapes, by name. "standard" is issue 3 §7's.
@@ -91,6 +102,14 @@ var Shapes = map[string]Shape{
 	"groups-lag": {Name: "groups-lag", Brokers: 3, Topics: 2, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
 		Producers: 3, IdempotentProducers: 2, RecordsPerSec: 150, Consumers: 0, FaultPhaseNs: 10e9, ConvergeNs: 30e9,
 		ReplicaLagTimeMaxMs: 300, Groups: 4, MembersPerGroup: 3, StaticPerMille: 400, ChurnTopics: 1},
+	// topology: small's clients over 1, 3 or 5 brokers, three topics each
+	// with its own replication factor (1, 2, 3 or 5) and
+	// min.insync.replicas (1 to its factor), drawn per seed, brokers
+	// joining and leaving (membership.go), and a churned topic, whose
+	// re-creations may be placed on a broker that joined.
+	"topology": {Name: "topology", Brokers: 3, Topics: 3, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
+		Producers: 3, RecordsPerSec: 150, Consumers: 1, FaultPhaseNs: 10e9, ConvergeNs: 30e9, ChurnTopics: 1,
+		Topology: &Topology{BrokersChoices: []int{1, 3, 5}, ReplicationFactorChoices: []int16{1, 2, 3, 5}, Membership: true}},
 	// hostile: small's cluster and clients, with two hostile clients
 	// holding stalled requests and idle connections on every broker.
 	"hostile": {Name: "hostile", Brokers: 3, Topics: 1, Partitions: 2, ReplicationFactor: 3, MinInsyncReplicas: 2,
@@ -116,7 +135,7 @@ func ShapeFor(name string, seed uint64) (Shape, error) {
 	if !ok {
 		return Shape{}, fmt.Errorf("unknown shape %q (have mixed, %s)", name, strings.Join(ShapeNames(), ", "))
 	}
-	return s, nil
+	return drawTopology(s, seed), nil
 }
 
 // ShapeNames lists the shapes, sorted.

@@ -52,6 +52,16 @@ func (d *Disk) Crash(rng *rand.Rand, mode CrashMode) string {
 	}
 	d.usedBytes = 0
 	c.visit(d.root, ".")
+	if mode != CrashKeepAll {
+		// A misdirected write kept by this crash may have landed in a
+		// file visited before it: every file now shows its medium.
+		for n := range c.visited { // order-independent: each file copies its own durable content
+			if !n.isDir() && n.file.diverged {
+				n.file.reveal()
+				n.file.reprefix()
+			}
+		}
+	}
 	return strings.Join(c.lines, "\n")
 }
 
@@ -77,6 +87,7 @@ func (c *crasher) visit(n *node, p string) {
 	c.visited[n] = true
 	n.openHandles = 0
 	n.links = 1
+	n.endTransientReadFaults()
 	if n.isDir() {
 		c.crashDir(n.dir, p)
 		for _, name := range sortedNames(n.dir.current) {
@@ -121,6 +132,9 @@ func (c *crasher) crashDir(dir *dirNode, p string) {
 
 func (c *crasher) crashFile(f *fileNode, p string) {
 	if len(f.pending) == 0 || c.mode == CrashKeepAll {
+		if f.diverged && c.mode != CrashKeepAll {
+			c.note("  %s: the medium's content differs from what was written", p)
+		}
 		return
 	}
 	kept := c.keptCount(len(f.pending))
@@ -139,7 +153,7 @@ func (c *crasher) crashFile(f *fileNode, p string) {
 		if f.prefix {
 			f.durableLen = op.offset + op.size
 		} else {
-			f.durable = applyFileOp(f.durable, op)
+			f.applyDurable(op)
 		}
 	}
 	c.note("  %s: kept %d of %d changes%s", p, kept, len(f.pending), torn)
@@ -151,5 +165,6 @@ func (c *crasher) crashFile(f *fileNode, p string) {
 		return
 	}
 	f.current = f.durable
+	f.diverged = false
 	f.reprefix()
 }

@@ -30,6 +30,11 @@ type Options struct {
 	// it fail with env.ErrNoSpace. Stored bytes are the current sizes of all
 	// files that have a name or an open handle.
 	CapacityBytes int64
+	// DeferAppendErrors makes a failing Append return nil and fail its
+	// handle for good, so that the next call reports the error: the form
+	// diskio's write worker reports it in (SPEC.md §2.3). Otherwise the
+	// Append itself fails.
+	DeferAppendErrors bool
 }
 
 // Disk is a simulated env.Disk. See the package comment for what survives a

@@ -3,7 +3,8 @@
 // durable apart from what is merely written, so that a simulated crash can
 // lose exactly what a real power loss could lose. It also injects the disk
 // faults the simulator needs (torn writes, bit flips, truncated files, ENOSPC,
-// failed fsyncs) on demand.
+// failed fsyncs, read errors, latent sector errors, misdirected writes,
+// late-reported append failures) on demand.
 //
 // # Durability model
 //
@@ -77,6 +78,16 @@
 // once the files' total size would exceed it. FailNextSync makes the next
 // Sync of a file (or SyncDir of a directory) fail with env.ErrIO, making
 // nothing durable.
+//
+// FailReads makes reads of a file's region fail with env.ErrIO: the next
+// read touching it (transient, ended by a Crash), or every read until a
+// write covers the region (a latent sector error, which survives crashes).
+// MisdirectNextWrite makes a file's next write reach the medium at the
+// wrong place (another offset or file) when it becomes durable: the page
+// cache keeps what was written until a power loss brings back what the
+// medium holds. Options.DeferAppendErrors makes a failing Append return
+// nil and fail its handle for good, so that the next call reports it, as
+// diskio's write worker does.
 //
 // Writeback makes every pending change durable, as the kernel's background
 // writeback eventually does without fsync; the simulator decides when.

@@ -32,6 +32,12 @@ func (d *Disk) FlipBit(p string, byteOffset int64, bit uint) error {
 			op.data[byteOffset-op.offset] ^= mask
 		}
 	}
+	if f.diverged {
+		// Replaying would show the medium where the page cache still
+		// holds what was written: corrupt the page cache's byte too.
+		f.current[byteOffset] = want
+		return nil
+	}
 	f.current = replayFile(f.durable, f.pending)
 	if f.current[byteOffset] != want {
 		// The byte is a hole that neither view stores (zeros from an
@@ -69,8 +75,9 @@ func (d *Disk) TruncateFile(p string, size int64) error {
 	}
 	f.current = resize(f.current, size)
 	f.pending = nil
-	f.prefix, f.durable = false, nil
+	f.prefix, f.durable, f.diverged = false, nil, false
 	f.reprefix()
+	n.truncatedTo(size)
 	return nil
 }
 

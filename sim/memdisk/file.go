@@ -16,6 +16,9 @@ type File struct {
 	path   string
 	epoch  uint64
 	closed bool
+	// failed is the error of an Append that failed after it returned
+	// (Options.DeferAppendErrors): every later call returns it.
+	failed error
 }
 
 var _ env.File = (*File)(nil)
@@ -28,24 +31,45 @@ func (f *File) usable(op string) error {
 	return nil
 }
 
+// writable is usable, and reports the failure of an earlier Append that
+// failed late: the calls that change or sync the file report it, as
+// diskio's Append, WriteAt, Truncate and Sync do; ReadAt and Close do not.
+func (f *File) writable(op string) error {
+	if err := f.usable(op); err != nil {
+		return err
+	}
+	if f.failed != nil {
+		return fmt.Errorf("memdisk: %s %s: an earlier append failed: %w", op, f.path, f.failed)
+	}
+	return nil
+}
+
 // Path returns the path the file was opened with.
 func (f *File) Path() string { return f.path }
 
 // Size returns the file's current size, including bytes not yet durable.
 func (f *File) Size() int64 { return int64(len(f.node.file.current)) }
 
-// Append writes a copy of p at the end of the file.
+// Append writes a copy of p at the end of the file. With
+// Options.DeferAppendErrors a failing Append returns nil, as diskio's
+// queued write does, and the file fails for good: the next call on the
+// handle (Append, WriteAt, Truncate, Sync) reports the error.
 func (f *File) Append(p []byte) error {
-	if err := f.usable("append"); err != nil {
+	if err := f.writable("append"); err != nil {
 		return err
 	}
-	return f.write("append", p, f.Size())
+	err := f.write("append", p, f.Size())
+	if err != nil && f.disk.opts.DeferAppendErrors {
+		f.failed = err
+		return nil
+	}
+	return err
 }
 
 // WriteAt writes a copy of p at off, extending the file with zeros if off is
 // past its end.
 func (f *File) WriteAt(p []byte, off int64) error {
-	if err := f.usable("writeat"); err != nil {
+	if err := f.writable("writeat"); err != nil {
 		return err
 	}
 	if off < 0 {
@@ -62,7 +86,17 @@ func (f *File) write(op string, p []byte, off int64) error {
 	if err := f.disk.reserve(op, f.path, f.node, newSize); err != nil {
 		return err
 	}
-	f.node.file.record(fileOp{offset: off, data: p})
+	n := f.node
+	if len(n.readFaults) > 0 {
+		n.wroteRange(off, off+int64(len(p)))
+	}
+	if n.misdirectNext != nil {
+		n.file.unprefix()
+		n.file.record(fileOp{offset: off, data: p, misdirect: n.misdirectNext})
+		n.misdirectNext = nil
+		return nil
+	}
+	n.file.record(fileOp{offset: off, data: p})
 	return nil
 }
 
@@ -74,6 +108,11 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, fmt.Errorf("memdisk: readat %s: negative offset %d: %w", f.path, off, errInvalidArg)
+	}
+	if len(f.node.readFaults) > 0 {
+		if err := f.node.checkRead("readat", f.path, off, int64(len(p))); err != nil {
+			return 0, err
+		}
 	}
 	content := f.node.file.current
 	if off >= int64(len(content)) {
@@ -92,7 +131,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // Truncate cuts the file to size or extends it with zeros. Durable after
 // Sync.
 func (f *File) Truncate(size int64) error {
-	if err := f.usable("truncate"); err != nil {
+	if err := f.writable("truncate"); err != nil {
 		return err
 	}
 	if size < 0 {
@@ -102,6 +141,7 @@ func (f *File) Truncate(size int64) error {
 		return err
 	}
 	f.node.file.record(fileOp{truncate: true, size: size})
+	f.node.truncatedTo(size)
 	return nil
 }
 
@@ -110,7 +150,7 @@ func (f *File) Truncate(size int64) error {
 // file, done gets env.ErrIO and nothing becomes durable. A crash before the
 // completion runs drops it: done is never called.
 func (f *File) Sync(done func(error)) {
-	if err := f.usable("sync"); err != nil {
+	if err := f.writable("sync"); err != nil {
 		f.disk.completeWith(done, err)
 		return
 	}

@@ -14,6 +14,11 @@ type node struct {
 
 	// failNextSync makes the next Sync (file) or SyncDir (directory) fail.
 	failNextSync bool
+	// readFaults make reads of parts of a file fail (FailReads).
+	readFaults []readFault
+	// misdirectNext, when set, is where the file's next write lands on
+	// the medium (MisdirectNextWrite).
+	misdirectNext *misdirection
 	// links counts the node's entries in the current view of directories
 	// (more than one only after a crash tore a rename across directories).
 	// With openHandles it decides whether the file's bytes count against the
@@ -39,6 +44,9 @@ type fileOp struct {
 	// append's bytes are current[offset:offset+size].
 	data []byte
 	size int64
+	// misdirect, when set, is where the write lands on the medium
+	// (MisdirectNextWrite); never in prefix form.
+	misdirect *misdirection
 }
 
 // writeBytes is the length of a write.
@@ -50,7 +58,9 @@ func (op fileOp) writeBytes(prefix bool) int64 {
 }
 
 // fileNode holds a file's two views. Invariant: applying pending, in order,
-// to a copy of durable gives current.
+// to a copy of durable gives current, unless a misdirected write (or one
+// landing here) made the medium differ from the page cache: then the file
+// is diverged until a power loss brings the medium's content back.
 //
 // A file whose pending changes are all appends (a log segment, an index:
 // nearly every file the core writes) is kept in prefix form: the durable
@@ -68,6 +78,9 @@ type fileNode struct {
 	durableLen int64
 	durable    []byte
 	pending    []fileOp
+	// diverged: a misdirected write made durable differ from what
+	// applying pending to it gives; never in prefix form.
+	diverged bool
 	// nextSeq numbers changes, so that a Sync can name the changes it covers
 	// even if others are made durable or dropped before it completes.
 	nextSeq uint64
@@ -119,7 +132,7 @@ func (f *fileNode) unprefix() {
 // reprefix puts a file without pending changes back in prefix form: its
 // current and durable content are then equal, and current is kept.
 func (f *fileNode) reprefix() {
-	if f.prefix || len(f.pending) > 0 {
+	if f.prefix || len(f.pending) > 0 || f.diverged {
 		return
 	}
 	f.prefix, f.durableLen, f.durable = true, int64(len(f.current)), nil
@@ -134,7 +147,7 @@ func (f *fileNode) makeDurable(lastSeq uint64) {
 		if f.prefix {
 			f.durableLen = op.offset + op.size
 		} else {
-			f.durable = applyFileOp(f.durable, op)
+			f.applyDurable(op)
 		}
 		kept++
 	}

@@ -74,6 +74,18 @@ func StartProcessChaos(s *Scheduler, r *rand.Rand, nodes []*Node, f ProcessFault
 	return pc
 }
 
+// Add puts node under the chaos too, as the cluster's node index it
+// returns (hooks get it): a node that joins the run later. It draws
+// nothing, so the draws before it are unchanged.
+func (pc *ProcessChaos) Add(node *Node) int {
+	pc.nodes = append(pc.nodes, node)
+	pc.restarts = append(pc.restarts, Handle{})
+	if len(pc.nodes) == 1 && (pc.f.PausePerMille > 0 || pc.f.CrashPerMille > 0) {
+		pc.tick = pc.s.After(pc.f.TickNs, pc.step)
+	}
+	return len(pc.nodes) - 1
+}
+
 func (pc *ProcessChaos) step() {
 	i := pc.r.IntN(len(pc.nodes))
 	node := pc.nodes[i]

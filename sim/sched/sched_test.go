@@ -421,6 +421,39 @@ func TestProcessChaos(t *testing.T) {
 	}
 }
 
+// TestProcessChaosReachesAnAddedNode: a node added to a running chaos is
+// paused and crashed, and restarted through the hooks with its index.
+func TestProcessChaosReachesAnAddedNode(t *testing.T) {
+	s := New(Options{})
+	nodes := []*Node{s.NewNode(0)}
+	f := ProcessFaults{TickNs: 1e6, PausePerMille: 200, PauseNsMax: 50e6, CrashPerMille: 200, DownNsMin: 1e6, DownNsMax: 100e6}
+	restarted := map[int]int{}
+	pc := StartProcessChaos(s, rand.New(rand.NewPCG(4, 4)), nodes, f, ProcessHooks{
+		MayCrash: func(i int) bool { return i != 0 },
+		Restart: func(i int) {
+			restarted[i]++
+			nodes[i].Restart()
+		},
+	})
+	s.RunFor(100e6)
+	added := s.NewNode(1)
+	nodes = append(nodes, added)
+	if i := pc.Add(added); i != 1 {
+		t.Fatalf("Add returned %d, want 1", i)
+	}
+	s.RunFor(1e9)
+	if added.Incarnation() == 0 || restarted[1] == 0 {
+		t.Fatalf("the added node: incarnation %d, %d restarts; want crashes and restarts", added.Incarnation(), restarted[1])
+	}
+	if nodes[0].Incarnation() != 0 {
+		t.Fatal("node 0 crashed although MayCrash forbade it")
+	}
+	pc.Heal()
+	if !added.Up() {
+		t.Fatal("the added node is down after Heal")
+	}
+}
+
 // TestHalt stops a run from inside an event: nothing after it runs, time
 // stays at the halt, and later Run calls do nothing.
 func TestHalt(t *testing.T) {

@@ -200,7 +200,7 @@ func (d *direction) deliver() {
 		panic(fmt.Sprintf("simnet: delivery on connection %d with %d frames in flight, closed=%v",
 			c.id, d.inFlight(), c.closed()))
 	}
-	if n.link(d.from.id, d.to.id).blocked {
+	if n.link(d.from.id, d.to.id).cut() {
 		d.blocked()
 		return
 	}

@@ -51,7 +51,7 @@ func Example() {
 	}
 
 	clockChaos := simclock.StartChaos(s, streams.Get("clock"), clocks, clockFaults)
-	network.StartChaos()
+	network.StartChaos(nil)
 	processChaos := sched.StartProcessChaos(s, streams.Get("process"), procs, processFaults, sched.ProcessHooks{
 		Restart: func(i int) {
 			procs[i].Restart()

@@ -55,17 +55,26 @@ type Faults struct {
 	// ClogNsMax bounds how long a clog lasts; ClogDelayNsMax the extra
 	// latency it adds to each frame.
 	ClogNsMax, ClogDelayNsMax int64
+	// BridgePerMille is the chance that a partition splitting the nodes
+	// in two leaves one node of the larger side linked to both (a bridge:
+	// the network is no longer transitive).
+	BridgePerMille sched.PerMille
+	// PartitionsMax is how many partitions may cut the network at once
+	// (0 or 1: one at a time). While one is in force, another starts at
+	// PartitionPerMille per tick, drawn and timed on its own.
+	PartitionsMax int
 }
 
 // String prints the settings for the run's header line.
 func (f Faults) String() string {
 	return fmt.Sprintf("net{latency_us=%d+%d tail=%d‰≤%dms break=1/%d notify_ms≤%d "+
 		"retransmit_ms=%d conn_timeout_ms=%d blackhole=%d‰ partition=%d‰/%dms %d..%dms asym=%d‰ isolate=%d‰ "+
-		"clog=%d‰ ≤%dms +≤%dms}",
+		"clog=%d‰ ≤%dms +≤%dms bridge=%d‰ partitions_max=%d}",
 		f.LatencyNsMin/1e3, f.LatencyJitterNs/1e3, f.TailPerMille, f.TailNsMax/1e6, f.BreakOneIn, f.NotifyNsMax/1e6,
 		f.RetransmitNs/1e6, f.ConnTimeoutNs/1e6, f.BlackholePerMille,
 		f.PartitionPerMille, f.ChaosTickNs/1e6, f.PartitionNsMin/1e6, f.PartitionNsMax/1e6,
-		f.AsymmetricPerMille, f.IsolatePerMille, f.ClogPerMille, f.ClogNsMax/1e6, f.ClogDelayNsMax/1e6)
+		f.AsymmetricPerMille, f.IsolatePerMille, f.ClogPerMille, f.ClogNsMax/1e6, f.ClogDelayNsMax/1e6,
+		f.BridgePerMille, f.PartitionsMax)
 }
 
 // check panics on settings no run can use: they come from code, not input.
@@ -77,6 +86,7 @@ func (f Faults) check() {
 		{"LatencyNsMin", f.LatencyNsMin}, {"LatencyJitterNs", f.LatencyJitterNs}, {"TailNsMax", f.TailNsMax},
 		{"NotifyNsMax", f.NotifyNsMax}, {"PartitionNsMin", f.PartitionNsMin}, {"ClogNsMax", f.ClogNsMax},
 		{"ClogDelayNsMax", f.ClogDelayNsMax}, {"BreakOneIn", int64(f.BreakOneIn)},
+		{"PartitionsMax", int64(f.PartitionsMax)},
 	} {
 		if field.value < 0 {
 			panic(fmt.Sprintf("simnet: Faults.%s is %d, negative", field.name, field.value))
@@ -133,4 +143,23 @@ func DrawFaults(r *rand.Rand) Faults {
 	f.ClogDelayNsMax = sched.Int64Between(r, 1_000_000, 1_000_000_000)
 	f.check()
 	return f
+}
+
+// partitionsMaxDrawn bounds PartitionsMax as DrawPartitionKinds draws it.
+const partitionsMaxDrawn = 3
+
+// DrawPartitionKinds draws, swarm style, the partition kinds beyond one
+// split at a time: bridges and concurrent partitions. It takes a stream of
+// its own, so that drawing them reshuffles none of DrawFaults' draws, and
+// changes nothing when partitions are off.
+func DrawPartitionKinds(r *rand.Rand, f *Faults) {
+	f.BridgePerMille = sched.SwarmPerMille(r, 500, 1000)
+	f.PartitionsMax = 1
+	if !sched.Chance(r, 500) {
+		f.PartitionsMax = int(sched.Int64Between(r, 2, partitionsMaxDrawn))
+	}
+	if f.PartitionPerMille == 0 {
+		f.BridgePerMille, f.PartitionsMax = 0, 1
+	}
+	f.check()
 }

@@ -55,6 +55,10 @@ type Stats struct {
 	// simnet carries was encoded by core/wire, so any count here is a codec
 	// bug; the harness treats it as a violation.
 	MalformedFrames uint64
+	// Partitions counts the partitions chaos made, Bridges those that
+	// were bridges, and PartitionsConcurrentMax the most in force at once.
+	Partitions, Bridges     uint64
+	PartitionsConcurrentMax int
 }
 
 // Network connects the simulated hosts. It owns the link state that faults
@@ -97,10 +101,16 @@ func (n *Network) ownFrame() []byte {
 
 // link is the state of the path from one host to another.
 type link struct {
+	// blocked is Block's; chaosBlocks counts the chaos partitions that
+	// cut the link (several may at once).
 	blocked     bool
+	chaosBlocks int
 	clogUntilNs int64
 	clogDelayNs int64
 }
+
+// cut reports whether frames on the link wait.
+func (l *link) cut() bool { return l.blocked || l.chaosBlocks > 0 }
 
 // New returns an empty network whose faults are f, drawing from r (the
 // "net" stream).

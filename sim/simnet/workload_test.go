@@ -133,6 +133,7 @@ func runWorkloadWith(t testing.TB, seed uint64, trace io.Writer, harsher func(*F
 	const nodeCount, clientCount = 3, 3
 	streams := sched.NewStreams(seed)
 	faults := DrawFaults(streams.Get("net-faults"))
+	DrawPartitionKinds(streams.Get("net-partition-kinds"), &faults)
 	processFaults := sched.DrawProcessFaults(streams.Get("process-faults"))
 	processFaults.TickNs = 20e6 // 3 s is short: consider faults five times as often
 	if harsher != nil {
@@ -140,7 +141,7 @@ func runWorkloadWith(t testing.TB, seed uint64, trace io.Writer, harsher func(*F
 	}
 	c := newCluster(t, seed, nodeCount, faults, trace)
 	c.s.Trace(sched.Record{Kind: "run.faults", Node: -1, Text: faults.String()})
-	c.net.StartChaos()
+	c.net.StartChaos(streams.Get("net-partitions"))
 	c.onStart = c.startPeerTraffic
 	for i := 0; i < nodeCount; i++ {
 		c.startPeerTraffic(i)

@@ -12,9 +12,7 @@ func (w *Workload) createTopics(done func()) {
 	req.SetVersion(7)
 	req.TimeoutMillis = 5000
 	for _, name := range w.cfg.allTopics() {
-		t := kmsg.NewCreateTopicsRequestTopic()
-		t.Topic, t.NumPartitions, t.ReplicationFactor = name, w.cfg.Partitions, w.cfg.ReplicationFactor
-		req.Topics = append(req.Topics, t)
+		req.Topics = append(req.Topics, w.cfg.newTopic(name, w.cfg.Partitions))
 	}
 	w.admin.send(w.admin.randomBroker(), req, w.cfg.RequestTimeoutNs, func(resp kmsg.Response, err error) {
 		if err == nil && allCreated(resp.(*kmsg.CreateTopicsResponse)) {

@@ -11,19 +11,20 @@ import (
 
 // Topic churn: the admin client deletes and re-creates the churn topics,
 // and adds partitions to them, while plain producers write to them. No
-// consumer reads them and the register and final-state checkers never see
-// them: a produce names its topic, not its incarnation, so a write cannot
-// be told apart between a deleted topic and its successor. What churn
-// checks is the admin history itself (models.CheckTopicChurn) and that
-// everything else keeps its guarantees while topics come and go.
+// consumer reads them. A produce names its topic, not its incarnation, so
+// the workload cannot tell a write to a deleted topic from one to its
+// successor; the harness, which sees which incarnation the broker
+// answered for, checks the acknowledged ones per incarnation
+// (sim/cluster/churn.go). The workload checks the admin history itself
+// (models.CheckTopicChurn).
 const (
 	// churnIntervalNsMin and churnIntervalNsMax bound the pause between
 	// two admin operations.
 	churnIntervalNsMin = 500e6
 	churnIntervalNsMax = 2e9
-	// churnPartitionsMax bounds what CreatePartitions grows a churn topic
+	// ChurnPartitionsMax bounds what CreatePartitions grows a churn topic
 	// to.
-	churnPartitionsMax = 4
+	ChurnPartitionsMax = 4
 	// churnCreatePartitionsPerMille is the chance that a churn step on an
 	// existing topic adds a partition instead of deleting it.
 	churnCreatePartitionsPerMille = 300
@@ -85,11 +86,9 @@ func (w *Workload) churnStep() {
 		r := kmsg.NewPtrCreateTopicsRequest()
 		r.SetVersion(7)
 		r.TimeoutMillis = 5000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.name, w.cfg.Partitions, w.cfg.ReplicationFactor
-		r.Topics = append(r.Topics, rt)
+		r.Topics = append(r.Topics, w.cfg.newTopic(t.name, w.cfg.Partitions))
 		req, op.Kind, op.Partitions = r, models.AdminCreateTopic, w.cfg.Partitions
-	case t.partitions < churnPartitionsMax && w.r.IntN(1000) < churnCreatePartitionsPerMille:
+	case t.partitions < ChurnPartitionsMax && w.r.IntN(1000) < churnCreatePartitionsPerMille:
 		r := kmsg.NewPtrCreatePartitionsRequest()
 		r.SetVersion(3)
 		r.TimeoutMillis = 5000
@@ -164,7 +163,7 @@ func (p *producer) produceChurn(values []string) bool {
 	names := p.w.cfg.churnTopicNames()
 	name := names[p.w.r.IntN(len(names))]
 	var known []models.TopicPartition
-	for part := int32(0); part < churnPartitionsMax; part++ {
+	for part := int32(0); part < ChurnPartitionsMax; part++ {
 		tp := models.TopicPartition{Topic: name, Partition: part}
 		if _, ok := p.client.leaders[tp]; ok {
 			known = append(known, tp)

@@ -37,6 +37,10 @@ func (c *consumer) fetchLoop(i int) {
 		c.w.fetchFrom(c.client, tp, li, c.next[i], func(next int64, ok bool) {
 			if ok {
 				c.next[i] = next
+				if oneIn := c.w.cfg.RewindOneIn; oneIn > 0 && c.w.cfg.RewindRand.IntN(oneIn) == 0 {
+					c.next[i] = 0
+					c.w.rewinds++
+				}
 				c.fetchLoop(i)
 				return
 			}
@@ -158,7 +162,8 @@ func (w *Workload) handleFetch(c *client, tp models.TopicPartition, li leaderInf
 	}
 	w.history.Fetches = append(w.history.Fetches, f)
 	if decodeErr != nil {
-		w.decodeErrors = append(w.decodeErrors, fmt.Sprintf("client %d fetch %s at %d: %v", c.index, tp, fetchOffset, decodeErr))
+		w.decodeErrors = append(w.decodeErrors, DecodeError{TP: tp, Replica: replica, AtNs: w.s.NowNs(),
+			Detail: fmt.Sprintf("client %d fetch %s at %d from %d: %v", c.index, tp, fetchOffset, replica, decodeErr)})
 		return fetchOffset, false
 	}
 	if n := len(records); n > 0 {

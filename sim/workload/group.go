@@ -292,7 +292,8 @@ func (m *member) sync(round int, protocol *string, plan []kmsg.SyncGroupRequestG
 			case code == 0 && err == nil:
 				tps, decodeErr := decodeAssignment(r.MemberAssignment)
 				if decodeErr != nil {
-					m.w.decodeErrors = append(m.w.decodeErrors, fmt.Sprintf("member %d of %s: SyncGroup assignment: %v", m.client.index, m.group, decodeErr))
+					m.w.decodeErrors = append(m.w.decodeErrors, DecodeError{Replica: -1, AtNs: m.w.s.NowNs(),
+						Detail: fmt.Sprintf("member %d of %s: SyncGroup assignment: %v", m.client.index, m.group, decodeErr)})
 					m.rejoin()
 					return
 				}

@@ -189,7 +189,7 @@ func (w *Workload) produce(c *client, acks int16, tp models.TopicPartition, lead
 			}
 		}
 		if w.churnTopic[tp.Topic] {
-			w.churnProduces = append(w.churnProduces, op)
+			w.churnProduces = append(w.churnProduces, ChurnProduce{Produce: op, Leader: leader})
 		} else {
 			w.history.Produces = append(w.history.Produces, op)
 		}

@@ -4,11 +4,36 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"strand/core/env"
 	"strand/models"
 	"strand/sim/sched"
 	"strand/sim/simnet"
 )
+
+// TopicReplication is a topic's replication factor and its
+// min.insync.replicas (0: the brokers' default).
+type TopicReplication struct {
+	ReplicationFactor int16
+	MinInsyncReplicas int
+}
+
+// newTopic is the CreateTopics entry for name with partitions partitions,
+// replicated as the config says.
+func (c Config) newTopic(name string, partitions int32) kmsg.CreateTopicsRequestTopic {
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, partitions, c.ReplicationFactor
+	if tr, ok := c.TopicReplication[name]; ok {
+		t.ReplicationFactor = tr.ReplicationFactor
+		if tr.MinInsyncReplicas > 0 {
+			config := kmsg.NewCreateTopicsRequestTopicConfig()
+			config.Name, config.Value = "min.insync.replicas", kmsg.StringPtr(fmt.Sprint(tr.MinInsyncReplicas))
+			t.Configs = append(t.Configs, config)
+		}
+	}
+	return t
+}
 
 // Config shapes the clients.
 type Config struct {
@@ -19,6 +44,9 @@ type Config struct {
 	Topics            []string
 	Partitions        int32
 	ReplicationFactor int16
+	// TopicReplication overrides ReplicationFactor, and the brokers'
+	// min.insync.replicas (as a topic config), for the topics it names.
+	TopicReplication map[string]TopicReplication
 	// Producers produce RecordsPerSec records per simulated second in
 	// total, in batches of 1 to BatchRecordsMax records.
 	Producers       int
@@ -35,8 +63,9 @@ type Config struct {
 	MembersPerGroup int
 	StaticPerMille  int
 	// ChurnTopics topics c0, c1, … of Partitions partitions are deleted,
-	// re-created and grown by the admin client while plain producers
-	// write to them; no checker reads their records.
+	// re-created and grown (to ChurnPartitionsMax) by the admin client
+	// while plain producers write to them; the harness checks their
+	// records per incarnation (ChurnProduces).
 	ChurnTopics int
 	// RequestTimeoutNs is the clients' own timeout: a request unanswered
 	// for this long counts as failed, its outcome unknown.
@@ -61,6 +90,13 @@ type Config struct {
 	// own stream, so that the draws do not reshuffle the workload's.
 	FollowerFetchOneIn int
 	FollowerFetchRand  *rand.Rand
+	// RewindOneIn: after one consumer fetch in RewindOneIn, drawn from
+	// RewindRand, the consumer starts again from offset 0 (the log start
+	// then, through OFFSET_OUT_OF_RANGE), as a new reader of old data
+	// does: old segments, their indexes and what was synced long ago are
+	// read again; 0: never.
+	RewindOneIn int
+	RewindRand  *rand.Rand
 	// Forger is the client that forges control-plane requests
 	// (forger.go); its zero value sends none.
 	Forger ForgerConfig
@@ -109,6 +145,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("workload: DeleteIntervalNs %d needs a DeleteRand and must not be negative", c.DeleteIntervalNs)
 	case c.ScramIntervalNs < 0 || (c.ScramIntervalNs > 0 && c.ScramRand == nil):
 		return fmt.Errorf("workload: ScramIntervalNs %d needs a ScramRand and must not be negative", c.ScramIntervalNs)
+	case c.RewindOneIn < 0 || (c.RewindOneIn > 0 && c.RewindRand == nil):
+		return fmt.Errorf("workload: RewindOneIn %d needs a RewindRand and must not be negative", c.RewindOneIn)
 	case c.FollowerFetchOneIn < 0 || (c.FollowerFetchOneIn > 0 && c.FollowerFetchRand == nil):
 		return fmt.Errorf("workload: FollowerFetchOneIn %d needs a FollowerFetchRand and must not be negative", c.FollowerFetchOneIn)
 	case c.Forger.IntervalNs < 0 || (c.Forger.IntervalNs > 0 && (c.Forger.Rand == nil || c.Forger.Intel == nil || len(c.Forger.Targets) == 0)):
@@ -167,6 +205,8 @@ type Workload struct {
 	// followerRetriesOnLeader those retried on the leader after an
 	// OFFSET_OUT_OF_RANGE (fetchFromReplica).
 	followerFetches, followerFetchesRead, followerRetriesOnLeader int
+	// rewinds counts the consumers' rewinds to offset 0 (RewindOneIn).
+	rewinds int
 	// offsetsNotAvailable counts the monitor's OFFSET_NOT_AVAILABLE
 	// answers (a new leader's HW behind its epoch's start, KIP-207).
 	offsetsNotAvailable int
@@ -182,7 +222,7 @@ type Workload struct {
 	// out of history: see churn.go).
 	churn         []*churnState
 	adminOps      []models.AdminOp
-	churnProduces []models.Produce
+	churnProduces []ChurnProduce
 	churnTopic    map[string]bool
 	// stopped: producers send no new batch and retry nothing.
 	stopped bool
@@ -190,8 +230,9 @@ type Workload struct {
 	// timed out.
 	outstanding int
 	// decodeErrors are fetched batches the consumers could not decode:
-	// the harness reports each as a violation.
-	decodeErrors []string
+	// the harness reports each as a violation, unless it damaged that
+	// replica's bytes itself.
+	decodeErrors []DecodeError
 	// acksDrawn counts producers per acks setting, for the header line;
 	// idempotentDrawn the idempotent ones.
 	acksDrawn       [3]int
@@ -313,8 +354,20 @@ func (w *Workload) StopProducing() { w.stopped = true }
 // Outstanding counts produce requests awaiting an answer.
 func (w *Workload) Outstanding() int { return w.outstanding }
 
+// DecodeError is data a client could not decode: a fetched batch whose
+// CRC fails or that is no batch (kgo's check), or a group assignment.
+type DecodeError struct {
+	// TP and Replica are the partition and the broker that served the
+	// fetch; Replica is -1 for what no replica served.
+	TP      models.TopicPartition
+	Replica int32
+	// AtNs is when the client found it.
+	AtNs   int64
+	Detail string
+}
+
 // DecodeErrors lists fetched data the consumers could not decode.
-func (w *Workload) DecodeErrors() []string { return w.decodeErrors }
+func (w *Workload) DecodeErrors() []DecodeError { return w.decodeErrors }
 
 // History returns what the clients did so far.
 func (w *Workload) History() models.History { return w.history }
@@ -324,6 +377,17 @@ func (w *Workload) GroupHistory() models.GroupHistory { return w.groupHistory }
 
 // IdempotentSends lists every batch the idempotent producers sent.
 func (w *Workload) IdempotentSends() []models.IdempotentSend { return w.idempotentSends }
+
+// ChurnProduce is a produce to a churn topic and the broker it was sent
+// to: the harness attributes it to the topic's incarnation that broker
+// answered for (Produce names a topic, not an incarnation).
+type ChurnProduce struct {
+	models.Produce
+	Leader int32
+}
+
+// ChurnProduces lists the produces sent to the churn topics.
+func (w *Workload) ChurnProduces() []ChurnProduce { return w.churnProduces }
 
 // AdminOps lists the admin client's operations on the churn topics.
 func (w *Workload) AdminOps() []models.AdminOp { return w.adminOps }
@@ -374,8 +438,8 @@ func (w *Workload) Stats() string {
 	for _, f := range w.history.Fetches {
 		records += len(f.Records)
 	}
-	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d follower_fetches=%d follower_reads=%d follower_oor_retries=%d",
-		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader)
+	s := fmt.Sprintf("produces=%d acked_all=%d fetches=%d records_read=%d follower_fetches=%d follower_reads=%d follower_oor_retries=%d rewinds=%d",
+		len(w.history.Produces), acked, len(w.history.Fetches), records, w.followerFetches, w.followerFetchesRead, w.followerRetriesOnLeader, w.rewinds)
 	if w.cfg.ChurnTopics > 0 {
 		s += fmt.Sprintf(" admin_ops=%d churn_produces=%d", len(w.adminOps), len(w.churnProduces))
 	}
