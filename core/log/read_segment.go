@@ -97,11 +97,7 @@ func (c *segmentCursor) checkIndexed(h batch.Header) error {
 		return nil
 	}
 	c.indexedLastOffsetSet = false
-	if h.LastOffset() != c.indexedLastOffset {
-		return fmt.Errorf("segment %d: offset index entry (%d, %d) names a batch ending at %d: %w",
-			c.s.baseOffset, c.indexedLastOffset, c.position, h.LastOffset(), errCorruptData)
-	}
-	return nil
+	return c.s.checkIndexEntry(h, c.position, c.indexedLastOffset)
 }
 
 // walk takes batches one header at a time up to boundary, or until a limit.

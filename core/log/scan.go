@@ -83,34 +83,59 @@ func (s *segment) walkHeaders(position int64, scratch []byte, visit func(batchAt
 	return nil
 }
 
-// lookup returns the position to walk from for offset: that of the offset
-// index entry with the largest offset <= offset, checked against the batch
-// it names, or 0. The index is read from its file on demand, so a bit that
-// rots on the device after the load's checks would otherwise send a read
-// past the batch it wants (serving later batches as if the earlier ones
-// did not exist) or into the middle of one; such an entry is corrupt data.
-func (s *segment) lookup(offset int64, scratch []byte) (int64, error) {
-	position, entryOffset, found, err := s.index.lookup(offset)
-	if err != nil || !found {
-		return 0, err
-	}
-	if err := s.checkIndexed(position, entryOffset, scratch); err != nil {
-		return 0, err
-	}
-	return position, nil
+// indexStart is where the offset index says a walk for an offset begins:
+// the entry with the largest offset <= it, (lastOffset, position), or the
+// segment's start when there is none (found false).
+type indexStart struct {
+	position, lastOffset int64
+	found                bool
 }
 
-// checkIndexed checks that the batch at position ends at lastOffset, as the
-// offset index entry (lastOffset, position) says.
-func (s *segment) checkIndexed(position, lastOffset int64, scratch []byte) error {
+// lookup returns where to walk from for offset. The index is read from its
+// file on demand, so a bit that rots on the device after the load's checks
+// would otherwise send a read past the batch it wants (serving later
+// batches as if the earlier ones did not exist) or into the middle of one:
+// lookup checks that the entry lies in the segment, and walkFrom that the
+// batch at its position ends where it says, on the header the walk reads
+// anyway. Such an entry is corrupt data.
+func (s *segment) lookup(offset int64) (indexStart, error) {
+	position, lastOffset, found, err := s.index.lookup(offset)
+	if err != nil || !found {
+		return indexStart{}, err
+	}
 	if position < 0 || position >= s.bytes || lastOffset < s.baseOffset || lastOffset >= s.nextOffset {
-		return fmt.Errorf("segment %d: offset index entry (%d, %d) lies outside the segment: %w",
+		return indexStart{}, fmt.Errorf("segment %d: offset index entry (%d, %d) lies outside the segment: %w",
 			s.baseOffset, lastOffset, position, errCorruptData)
 	}
-	h, err := readHeader(s.log, position, s.bytes, scratch)
-	if err != nil {
-		return fmt.Errorf("segment %d: offset index entry (%d, %d): %w", s.baseOffset, lastOffset, position, err)
+	return indexStart{position: position, lastOffset: lastOffset, found: true}, nil
+}
+
+// walkFrom is walkHeaders from start, failing with corrupt data when the
+// first batch does not end where start's index entry says.
+func (s *segment) walkFrom(start indexStart, scratch []byte, visit func(batchAt) bool) error {
+	if !start.found {
+		return s.walkHeaders(0, scratch, visit)
 	}
+	var mismatch error
+	checked := false
+	err := s.walkHeaders(start.position, scratch, func(b batchAt) bool {
+		if !checked {
+			checked = true
+			if mismatch = s.checkIndexEntry(b.header, start.position, start.lastOffset); mismatch != nil {
+				return false
+			}
+		}
+		return visit(b)
+	})
+	if err != nil {
+		return err
+	}
+	return mismatch
+}
+
+// checkIndexEntry checks that h, the batch at position, ends at lastOffset,
+// as the offset index entry (lastOffset, position) says.
+func (s *segment) checkIndexEntry(h batch.Header, position, lastOffset int64) error {
 	if h.LastOffset() != lastOffset {
 		return fmt.Errorf("segment %d: offset index entry (%d, %d) names a batch ending at %d: %w",
 			s.baseOffset, lastOffset, position, h.LastOffset(), errCorruptData)
@@ -121,25 +146,27 @@ func (s *segment) checkIndexed(position, lastOffset int64, scratch []byte) error
 // findBatch returns the first batch whose last offset >= offset, using the
 // offset index, and whether there is one.
 func (s *segment) findBatch(offset int64, scratch []byte) (batchAt, bool, error) {
-	position, err := s.lookup(offset, scratch)
+	start, err := s.lookup(offset)
 	if err != nil {
 		return batchAt{}, false, err
 	}
-	if last := s.lastBatch; s.lastBatchSet && last.position < s.bytes && last.position > position &&
-		last.header.BaseOffset <= offset {
-		// Every batch before lastBatch ends below its base offset: the
-		// walk can start there (reading its header from the file, as
-		// the walk from an index entry would).
-		position = last.position
-	}
 	var found batchAt
 	ok := false
-	err = s.walkHeaders(position, scratch, func(b batchAt) bool {
+	visit := func(b batchAt) bool {
 		if b.header.LastOffset() >= offset {
 			found, ok = b, true
 			return false
 		}
 		return true
-	})
+	}
+	if last := s.lastBatch; s.lastBatchSet && last.position < s.bytes && last.position > start.position &&
+		last.header.BaseOffset <= offset {
+		// Every batch before lastBatch ends below its base offset: the
+		// walk can start there (reading its header from the file, as
+		// the walk from an index entry would).
+		err = s.walkHeaders(last.position, scratch, visit)
+	} else {
+		err = s.walkFrom(start, scratch, visit)
+	}
 	return found, ok, err
 }

@@ -246,7 +246,7 @@ func joinPath(dir, name string) string {
 func (s *segment) recomputeMaxTimestamp(scratch []byte) error {
 	entryTimestamp, entryOffset := s.timeIndex.lastTimestamp, s.timeIndex.lastOffset
 	s.maxTimestamp, s.offsetOfMaxTimestamp = entryTimestamp, entryOffset
-	position, err := s.lookup(entryOffset, scratch)
+	start, err := s.lookup(entryOffset)
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (s *segment) recomputeMaxTimestamp(scratch []byte) error {
 	// segment's base offset, not a batch: nothing to match.
 	matchEntry := s.timeIndex.entries > 0 && entryTimestamp != noTimestamp
 	entryMatched := !matchEntry
-	err = s.walkHeaders(position, scratch, func(b batchAt) bool {
+	err = s.walkFrom(start, scratch, func(b batchAt) bool {
 		if matchEntry && b.header.LastOffset() == entryOffset {
 			entryMatched = b.header.MaxTimestamp == entryTimestamp
 		}

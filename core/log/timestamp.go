@@ -57,12 +57,12 @@ func (l *Log) searchSegmentByTime(s *segment, timestampMs int64, decompressedByt
 	if err != nil {
 		return TimestampOffset{}, false, l.fail(err)
 	}
-	position, err := s.lookup(max(indexedOffset, l.logStartOffset), l.scratch)
+	start, err := s.lookup(max(indexedOffset, l.logStartOffset))
 	if err != nil {
 		return TimestampOffset{}, false, l.fail(err)
 	}
 	var searchErr error
-	err = s.walkHeaders(position, l.scratch, func(b batchAt) bool {
+	err = s.walkFrom(start, l.scratch, func(b batchAt) bool {
 		if b.header.LastOffset() < l.logStartOffset || b.header.MaxTimestamp < timestampMs {
 			return true
 		}
