@@ -192,3 +192,163 @@ func (h *frameHold) release() {
 	}
 	h.request, h.budgetBytes, h.connBytes = false, 0, 0
 }
+
+// responseBudget is the node's admission.ResponseBudget
+// (strand.response.buffered.bytes.max) behind a mutex, with the requests
+// the event loop parks while it is full. Client-plane answers are counted
+// from the core's answer until written; control-plane ones are not (the
+// control plane's own budget and its connections' accounts bound them, and
+// nothing a client does may hold up quorum or replication traffic).
+//
+// While the budget is full, the loop gives no client request to the core:
+// it parks them (park), and a resumer goroutine posts resumeParked once the
+// budget is below its limit again. Readers of client connections that hold
+// counted answers stop reading meanwhile (waitRoom), so that clients that
+// do not read stop adding requests; the others go on, and their requests
+// are answered first on resumption.
+type responseBudget struct {
+	mu sync.Mutex
+	// room is broadcast whenever bytes are freed or the budget closes.
+	room   sync.Cond
+	budget admission.ResponseBudget
+	// parkedWaiting is set while the loop holds parked requests that no
+	// resumption has been posted for yet.
+	parkedWaiting bool
+	closed        bool
+	// parked are the client requests the loop holds back, in arrival
+	// order; only the loop touches it.
+	parked []parkedRequest
+}
+
+// parkedRequest is a client request the loop held back: run hands it to
+// the core (handle) or drops it (its connection is gone).
+type parkedRequest struct {
+	sc  *serverConn
+	run func(handle bool)
+}
+
+func newResponseBudget(bytesMax int64) *responseBudget {
+	b := &responseBudget{budget: admission.NewResponseBudget(bytesMax)}
+	b.room.L = &b.mu
+	return b
+}
+
+// hold counts n bytes of answers.
+func (b *responseBudget) hold(n int64) {
+	b.mu.Lock()
+	b.budget.Hold(n)
+	b.mu.Unlock()
+}
+
+// free takes back n bytes hold counted, waking readers and the resumer.
+func (b *responseBudget) free(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.budget.Free(n)
+	b.mu.Unlock()
+	b.room.Broadcast()
+}
+
+// full reports whether client requests must wait for the core.
+func (b *responseBudget) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Full()
+}
+
+// held is what the budget counts now.
+func (b *responseBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Bytes()
+}
+
+// waitRoom blocks the reader of sc, a client-plane connection, while the
+// budget is full and sc holds counted answers itself: a client that does
+// not read adds no request until its answers are written (or its
+// connection closed: sc.down). False once the budget closed.
+func (b *responseBudget) waitRoom(sc *serverConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.closed && !sc.down.Load() && b.budget.Full() && sc.responsesCounted.Load() > 0 {
+		b.room.Wait()
+	}
+	return !b.closed
+}
+
+// park holds back a client request on the loop (loop only): true if it
+// was parked, because the budget is full or requests of its connection
+// are parked already (they keep their order); false if the caller is to
+// hand it to the core now.
+func (b *responseBudget) park(sc *serverConn, run func(handle bool)) bool {
+	if sc.parked == 0 && !b.full() {
+		return false
+	}
+	b.parked = append(b.parked, parkedRequest{sc: sc, run: run})
+	sc.parked++
+	b.mu.Lock()
+	b.parkedWaiting = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+	return true
+}
+
+// resumeParked hands parked requests to the core while the budget has room
+// (loop only): first those of connections that hold no counted answer
+// (clients that read theirs), then the others, each connection's in
+// arrival order; those of closed connections are dropped.
+func (b *responseBudget) resumeParked() {
+	for _, readersOnly := range []bool{true, false} {
+		skipped := map[*serverConn]bool{}
+		kept := b.parked[:0]
+		for _, p := range b.parked {
+			switch {
+			case p.sc.down.Load():
+				p.sc.parked--
+				p.run(false)
+			case skipped[p.sc] || b.full() || (readersOnly && p.sc.responsesCounted.Load() > 0):
+				skipped[p.sc] = true
+				kept = append(kept, p)
+			default:
+				p.sc.parked--
+				p.run(true)
+			}
+		}
+		clear(b.parked[len(kept):])
+		b.parked = kept
+	}
+	if len(b.parked) > 0 {
+		b.mu.Lock()
+		b.parkedWaiting = true
+		b.mu.Unlock()
+		b.room.Broadcast()
+	}
+}
+
+// resume is the resumer goroutine: it posts resumeParked on the loop each
+// time requests are parked and the budget has room, until it closes.
+func (b *responseBudget) resume(loop *Loop) {
+	for {
+		b.mu.Lock()
+		for !b.closed && (!b.parkedWaiting || b.budget.Full()) {
+			b.room.Wait()
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		b.parkedWaiting = false
+		b.mu.Unlock()
+		loop.PostFrom(admission.PlaneClient, b.resumeParked)
+	}
+}
+
+// close ends the resumer and wakes every waiting reader.
+func (b *responseBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+}

@@ -44,6 +44,10 @@ type slot struct {
 	// requestBytes is the frame's size, counted in the connection's
 	// buffered bytes until the slot is written.
 	requestBytes int64
+	// countedBytes are the response's bytes counted in the node's
+	// response budget (strand.response.buffered.bytes.max) until written:
+	// its responseBytes on a client-plane connection, 0 otherwise.
+	countedBytes int64
 	answered     bool
 	// frame is the encoded response; nil for Skip or a pieced response.
 	frame []byte
@@ -92,6 +96,14 @@ type serverConn struct {
 	// down is set once the connection is shut down, for readers waiting on
 	// a plane budget.
 	down atomic.Bool
+	// responsesCounted are the bytes of the connection's answers counted
+	// in the node's response budget and not yet written (the slots'
+	// countedBytes). Changed with mu held; read without it by the
+	// response budget.
+	responsesCounted atomic.Int64
+	// parked counts the connection's requests the loop holds back while
+	// the response budget is full (loop only).
+	parked int
 
 	mu sync.Mutex
 	// room is broadcast when requests or buffered bytes go (the reader
@@ -127,9 +139,11 @@ type serverConn struct {
 	writing bool
 	// unwritten is what the socket did not take of the loop's last direct
 	// write; the writer writes it before anything else, then frees
-	// unwrittenFreed buffered bytes.
-	unwritten      net.Buffers
-	unwrittenFreed int64
+	// unwrittenFreed buffered bytes, unwrittenCounted of them counted in the
+	// response budget.
+	unwritten        net.Buffers
+	unwrittenFreed   int64
+	unwrittenCounted int64
 	// unwrittenRecycle are the tail-read buffers unwritten aliases, put
 	// back by the writer once it has written them.
 	unwrittenRecycle []*frameBuf
@@ -303,9 +317,9 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *fra
 	}
 	queued := hold.pass()
 	id := sc.id
-	if !sc.net.loop.PostFrom(sc.plane(), func() {
-		queued.release() // the core takes the request: it leaves the queue's budget
-		if closeSeq := sc.closeSeq.Load(); closeSeq == 0 || seq < closeSeq {
+	run := func(handle bool) {
+		queued.release() // the core takes the request (or it is dropped): it leaves the queue's budget
+		if closeSeq := sc.closeSeq.Load(); handle && (closeSeq == 0 || seq < closeSeq) {
 			// Not behind a request the connection closes on (closeAt),
 			// which the core would not have read yet in Kafka.
 			handler.HandleRequest(id, hdr, req)
@@ -313,6 +327,15 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *fra
 		if fb.pooled {
 			produceFrames.release(fb)
 		}
+	}
+	plane := sc.plane()
+	if !sc.net.loop.PostFrom(plane, func() {
+		// A client request waits, in its plane's budget, while the
+		// response budget is full (responseBudget.park).
+		if plane == admission.PlaneClient && sc.net.responses.park(sc, run) {
+			return
+		}
+		run(true)
 	}) {
 		queued.release()
 		return net.ErrClosed
@@ -456,9 +479,22 @@ func (sc *serverConn) readDone() {
 
 // waitForRoom blocks while the connection has as many requests in flight
 // or bytes buffered as it may (backpressure: the socket is not read, so the
-// client's sends eventually block). False once the connection closed or
-// is closing in request order.
+// client's sends eventually block), and, on the client plane, while the
+// node's response budget is full and the connection holds answers counted
+// in it (responseBudget.waitRoom). False once the connection closed or is
+// closing in request order.
 func (sc *serverConn) waitForRoom() bool {
+	if !sc.waitForConnRoom() {
+		return false
+	}
+	if sc.plane() == admission.PlaneClient && !sc.net.responses.waitRoom(sc) {
+		return false
+	}
+	return !sc.down.Load()
+}
+
+// waitForConnRoom is waitForRoom's wait on the connection's own limits.
+func (sc *serverConn) waitForConnRoom() bool {
 	limits := sc.net.limits
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -466,6 +502,30 @@ func (sc *serverConn) waitForRoom() bool {
 		sc.room.Wait()
 	}
 	return !sc.closed && !sc.closing
+}
+
+// countResponseLocked counts n bytes of slot s's answer, just filled, in
+// the connection's account and, on the client plane, in the node's response
+// budget. With mu held.
+func (sc *serverConn) countResponseLocked(s *slot, n int64) {
+	sc.acct.Hold(n)
+	if n > 0 && sc.plane() == admission.PlaneClient {
+		s.countedBytes = n
+		sc.responsesCounted.Add(n)
+		sc.net.responses.hold(n)
+	}
+}
+
+// freeLocked gives back the bytes of written (or dropped) slots: freed of
+// the connection's account, counted of them of the response budget. A
+// closed connection's were given back at once (finish). With mu held.
+func (sc *serverConn) freeLocked(freed, counted int64) {
+	if sc.closed {
+		return
+	}
+	sc.acct.Free(freed)
+	sc.responsesCounted.Add(-counted)
+	sc.net.responses.free(counted)
 }
 
 // holdBytes counts n bytes of a frame being read in the connection's
@@ -503,10 +563,11 @@ func (sc *serverConn) freeBytes(n int64) {
 }
 
 // push appends a slot whose request bytes are already reserved, plus
-// extraBytes of response frame, and returns its seq. On a connection
-// closing in request order (or closed) it appends nothing, gives the
-// reservation back and reports false: the request is not to be delivered.
-func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
+// responseBytes of answer (an answered slot's frame), and returns its seq.
+// On a connection closing in request order (or closed) it appends nothing,
+// gives the reservation back and reports false: the request is not to be
+// delivered.
+func (sc *serverConn) push(s slot, responseBytes int64) (uint64, bool) {
 	sc.mu.Lock()
 	if sc.closing || sc.closed {
 		if !sc.closed {
@@ -518,8 +579,8 @@ func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
 	}
 	sc.seqLast++
 	s.seq = sc.seqLast
+	sc.countResponseLocked(&s, responseBytes)
 	sc.slots = append(sc.slots, s)
-	sc.acct.Hold(extraBytes)
 	sc.mu.Unlock()
 	if s.answered {
 		sc.work.Signal()
@@ -561,7 +622,7 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		return
 	}
 	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced, sc.slots[i].recycle = true, frame, pieced, recycle
-	sc.acct.Hold(sc.slots[i].responseBytes())
+	sc.countResponseLocked(&sc.slots[i], sc.slots[i].responseBytes())
 	switch {
 	case i != 0:
 		sc.mu.Unlock()
@@ -607,7 +668,7 @@ func (sc *serverConn) closeAt(correlationID int32) {
 	}
 	var releases []func()
 	for _, s := range sc.slots[i+1:] {
-		sc.acct.Free(s.requestBytes + s.responseBytes())
+		sc.freeLocked(s.requestBytes+s.responseBytes(), s.countedBytes)
 		if s.pieced.Release != nil {
 			releases = append(releases, s.pieced.Release)
 		}
@@ -690,12 +751,13 @@ func (sc *serverConn) directWritableLocked() bool {
 func (sc *serverConn) writeDirect() {
 	frames := sc.direct[:0]
 	recycle := sc.directRecycle[:0]
-	var freed int64
+	var freed, counted int64
 	for len(sc.slots) > 0 && sc.slots[0].answered && !sc.slots[0].closes {
 		s := sc.slots[0]
 		sc.slots[0] = slot{}
 		sc.slots = sc.slots[1:]
 		freed += s.requestBytes + s.responseBytes()
+		counted += s.countedBytes
 		if s.frame != nil {
 			frames = append(frames, s.frame)
 		}
@@ -713,12 +775,10 @@ func (sc *serverConn) writeDirect() {
 	sc.writing = false
 	if len(rest) > 0 && err == nil && !sc.closed {
 		sc.unwritten = append(sc.unwritten[:0], rest...)
-		sc.unwrittenFreed = freed
+		sc.unwrittenFreed, sc.unwrittenCounted = freed, counted
 		sc.unwrittenRecycle = append(sc.unwrittenRecycle[:0], recycle...)
 	} else {
-		if !sc.closed {
-			sc.acct.Free(freed)
-		}
+		sc.freeLocked(freed, counted)
 		for _, buf := range recycle { // written, or never to be
 			recycleTailRead(buf)
 		}
@@ -762,12 +822,12 @@ func (sc *serverConn) writeLoop() {
 			sc.sendFinLocked()
 			return
 		}
-		freed := sc.unwrittenFreed
+		freed, counted := sc.unwrittenFreed, sc.unwrittenCounted
 		for _, b := range sc.unwritten {
 			out.add(slot{frame: b})
 		}
 		clear(sc.unwritten)
-		sc.unwritten, sc.unwrittenFreed = sc.unwritten[:0], 0
+		sc.unwritten, sc.unwrittenFreed, sc.unwrittenCounted = sc.unwritten[:0], 0, 0
 		recycle = append(recycle[:0], sc.unwrittenRecycle...)
 		clear(sc.unwrittenRecycle)
 		sc.unwrittenRecycle = sc.unwrittenRecycle[:0]
@@ -776,6 +836,7 @@ func (sc *serverConn) writeLoop() {
 			sc.slots[0] = slot{}
 			sc.slots = sc.slots[1:]
 			freed += s.requestBytes + s.responseBytes()
+			counted += s.countedBytes
 			out.add(s)
 			if s.recycle != nil {
 				recycle = append(recycle, s.recycle)
@@ -799,9 +860,7 @@ func (sc *serverConn) writeLoop() {
 		sc.mu.Lock()
 		sc.writing = false
 		sc.acct.WriteDone(sc.net.nowMs())
-		if !sc.closed {
-			sc.acct.Free(freed)
-		}
+		sc.freeLocked(freed, counted)
 		sc.mu.Unlock()
 		sc.room.Broadcast()
 	}
@@ -837,18 +896,23 @@ func (sc *serverConn) shutdown() {
 	sc.room.Broadcast()
 	sc.work.Broadcast()
 	sc.net.budgets.wake()
+	sc.net.responses.room.Broadcast()
 	sc.c.Close()
 }
 
 // expired says which deadline the connection has overstayed at nowMs, if
 // any (the Network's reaper asks); pressured says other requests wait for
-// room in its plane's budget. A connection closing in request order has
-// its own timer (closeAt).
-func (sc *serverConn) expired(nowMs int64, pressured bool) admission.Expiry {
+// room in its plane's budget, responsesFull that the response budget is
+// full, when a client-plane write has admission.Deadlines.PressuredWriteMs.
+// A connection closing in request order has its own timer (closeAt).
+func (sc *serverConn) expired(nowMs int64, pressured, responsesFull bool) admission.Expiry {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.closed || sc.closing {
 		return admission.NotExpired
+	}
+	if responsesFull && sc.plane() == admission.PlaneClient && sc.acct.WriteOverdue(nowMs, sc.net.deadlines.PressuredWriteMs()) {
+		return admission.ExpiredWrite
 	}
 	busy := len(sc.slots) > 0 || len(sc.unwritten) > 0
 	return sc.acct.Expired(nowMs, busy, pressured, sc.net.deadlines)
@@ -868,6 +932,7 @@ func (sc *serverConn) finish() {
 	}
 	sc.slots = nil
 	sc.acct.FreeAll()
+	sc.net.responses.free(sc.responsesCounted.Swap(0))
 	sc.mu.Unlock()
 	// Posted without mu: a post may run the loop here, and the core's
 	// answers to this connection take mu.
