@@ -73,6 +73,8 @@ type Network struct {
 	// reaper has exited.
 	stopped chan struct{}
 	reaped  chan struct{}
+	// resumed is closed when the response budget's resumer has exited.
+	resumed chan struct{}
 	// goroutines counts the goroutines of listeners and connections, for
 	// Shutdown.
 	goroutines sync.WaitGroup
@@ -120,6 +122,7 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 		nextConnID:          1,
 		stopped:             make(chan struct{}),
 		reaped:              make(chan struct{}),
+		resumed:             make(chan struct{}),
 		scram:               &scramStore{},
 
 		authenticationTimeout: authenticationTimeoutDefault,
@@ -127,9 +130,8 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 	n.gate = admission.NewGate(cfg, overrides, 0)
 	n.peers = newPeerSet(n, cfg)
 	go n.reap()
-	n.goroutines.Add(1)
 	go func() {
-		defer n.goroutines.Done()
+		defer close(n.resumed)
 		n.responses.resume(loop)
 	}()
 	return n, nil
@@ -458,4 +460,5 @@ func (n *Network) Shutdown() {
 	n.peers.close()
 	n.goroutines.Wait()
 	<-n.reaped
+	<-n.resumed
 }
