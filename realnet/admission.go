@@ -2,6 +2,7 @@ package realnet
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"strand/core/admission"
@@ -195,26 +196,32 @@ func (h *frameHold) release() {
 
 // responseBudget is the node's admission.ResponseBudget
 // (strand.response.buffered.bytes.max) behind a mutex, with the requests
-// the event loop parks while it is full. Client-plane answers are counted
-// from the core's answer until written; control-plane ones are not (the
-// control plane's own budget and its connections' accounts bound them, and
-// nothing a client does may hold up quorum or replication traffic).
+// the event loop parks while it does not admit them. Client-plane answers
+// are counted from the core's answer until written; control-plane ones are
+// not (the control plane's own budget and its connections' accounts bound
+// them, and nothing a client does may hold up quorum or replication
+// traffic).
 //
-// While the budget is full, the loop gives no client request to the core:
-// it parks them (park), and a resumer goroutine posts resumeParked once the
-// budget is below its limit again. Readers of client connections that hold
-// counted answers stop reading meanwhile (waitRoom), so that clients that
-// do not read stop adding requests; the others go on, and their requests
-// are answered first on resumption.
+// A client request the budget does not admit is parked on the loop (park);
+// a resumer goroutine posts resumeParked whenever bytes were freed (or the
+// last resumption stopped at its quota) and the budget admits some, and
+// each resumeParked hands one request to the core, so that the loop's other
+// events run between answers. Readers of client connections that hold
+// counted answers stop reading while the budget is full (waitRoom), so
+// that clients that do not read stop adding requests; clients that read
+// theirs are admitted up to twice the limit and resumed first.
 type responseBudget struct {
 	mu sync.Mutex
-	// room is broadcast whenever bytes are freed or the budget closes.
+	// room is broadcast whenever bytes are freed, parked requests wait to
+	// be retried, or the budget closes.
 	room   sync.Cond
 	budget admission.ResponseBudget
 	// parkedWaiting is set while the loop holds parked requests that no
-	// resumption has been posted for yet.
-	parkedWaiting bool
-	closed        bool
+	// resumption has been posted for yet; retry once bytes were freed (or a
+	// resumption stopped at its quota) since the last one was posted, so
+	// that one free posts at most one resumption.
+	parkedWaiting, retry bool
+	closed               bool
 	// parked are the client requests the loop holds back, in arrival
 	// order; only the loop touches it.
 	parked []parkedRequest
@@ -247,15 +254,24 @@ func (b *responseBudget) free(n int64) {
 	}
 	b.mu.Lock()
 	b.budget.Free(n)
+	b.retry = true
 	b.mu.Unlock()
 	b.room.Broadcast()
 }
 
-// full reports whether client requests must wait for the core.
+// full reports whether connections that hold answers must wait.
 func (b *responseBudget) full() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.budget.Full()
+}
+
+// admits reports whether sc's next request may go to the core now.
+func (b *responseBudget) admits(sc *serverConn) bool {
+	holding := sc.responsesCounted.Load() > 0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Admits(holding)
 }
 
 // held is what the budget counts now.
@@ -265,29 +281,42 @@ func (b *responseBudget) held() int64 {
 	return b.budget.Bytes()
 }
 
-// waitRoom blocks the reader of sc, a client-plane connection, while the
-// budget is full and sc holds counted answers itself: a client that does
-// not read adds no request until its answers are written (or its
-// connection closed: sc.down). False once the budget closed.
+// waitRoom blocks the reader of sc, a client-plane connection, while sc's
+// requests could not go to the core: its client is not taking its answers
+// (sendBlocked), requests of it are parked, or the budget is full and sc
+// holds counted answers itself. A client that does not read adds no
+// request until its answers are written (or its connection closed:
+// sc.down). False once the budget closed.
 func (b *responseBudget) waitRoom(sc *serverConn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for !b.closed && !sc.down.Load() && b.budget.Full() && sc.responsesCounted.Load() > 0 {
+	for !b.closed && !sc.down.Load() &&
+		(sc.sendBlocked.Load() || sc.parked.Load() > 0 || (b.budget.Full() && sc.responsesCounted.Load() > 0)) {
 		b.room.Wait()
 	}
 	return !b.closed
 }
 
+// retryParked asks the resumer for a resumption: a connection's client
+// took its answers (sendBlocked cleared), so its parked requests may go on
+// and its reader read again.
+func (b *responseBudget) retryParked() {
+	b.mu.Lock()
+	b.retry = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+}
+
 // park holds back a client request on the loop (loop only): true if it
-// was parked, because the budget is full or requests of its connection
-// are parked already (they keep their order); false if the caller is to
-// hand it to the core now.
+// was parked, because the budget does not admit it or requests of its
+// connection are parked already (they keep their order); false if the
+// caller is to hand it to the core now.
 func (b *responseBudget) park(sc *serverConn, run func(handle bool)) bool {
-	if sc.parked == 0 && !b.full() {
+	if sc.parked.Load() == 0 && !sc.sendBlocked.Load() && b.admits(sc) {
 		return false
 	}
 	b.parked = append(b.parked, parkedRequest{sc: sc, run: run})
-	sc.parked++
+	sc.parked.Add(1)
 	b.mu.Lock()
 	b.parkedWaiting = true
 	b.mu.Unlock()
@@ -295,51 +324,77 @@ func (b *responseBudget) park(sc *serverConn, run func(handle bool)) bool {
 	return true
 }
 
-// resumeParked hands parked requests to the core while the budget has room
-// (loop only): first those of connections that hold no counted answer
-// (clients that read theirs), then the others, each connection's in
-// arrival order; those of closed connections are dropped.
+// resumeParked drops the parked requests of closed connections and hands
+// at most one other to the core (loop only): the oldest of a connection
+// that holds no counted answer (a client that reads), else the oldest the
+// budget admits, each connection's requests in arrival order. While some
+// remain, it asks the resumer for another run: at once if it stopped at its
+// quota, after the next free otherwise.
 func (b *responseBudget) resumeParked() {
-	for _, readersOnly := range []bool{true, false} {
-		skipped := map[*serverConn]bool{}
-		kept := b.parked[:0]
-		for _, p := range b.parked {
-			switch {
-			case p.sc.down.Load():
-				p.sc.parked--
-				p.run(false)
-			case skipped[p.sc] || b.full() || (readersOnly && p.sc.responsesCounted.Load() > 0):
-				skipped[p.sc] = true
-				kept = append(kept, p)
-			default:
-				p.sc.parked--
-				p.run(true)
-			}
+	kept := b.parked[:0]
+	for _, p := range b.parked {
+		if p.sc.down.Load() {
+			p.sc.parked.Add(-1)
+			p.run(false)
+			continue
 		}
-		clear(b.parked[len(kept):])
-		b.parked = kept
+		kept = append(kept, p)
 	}
+	clear(b.parked[len(kept):])
+	b.parked = kept
+	next := b.nextAdmitted(true)
+	if next < 0 {
+		next = b.nextAdmitted(false)
+	}
+	if next >= 0 {
+		p := b.parked[next]
+		b.parked = slices.Delete(b.parked, next, next+1)
+		p.sc.parked.Add(-1)
+		p.run(true)
+	}
+	b.mu.Lock()
 	if len(b.parked) > 0 {
-		b.mu.Lock()
 		b.parkedWaiting = true
-		b.mu.Unlock()
-		b.room.Broadcast()
+		b.retry = b.retry || next >= 0
 	}
+	b.mu.Unlock()
+	b.room.Broadcast() // readers of connections whose parked requests went on
+}
+
+// nextAdmitted is the index of the first parked request that is its
+// connection's oldest and that the budget admits now, only of connections
+// holding no counted answer if readersOnly; -1 if none is.
+func (b *responseBudget) nextAdmitted(readersOnly bool) int {
+	seen := map[*serverConn]bool{}
+	for i, p := range b.parked {
+		if seen[p.sc] {
+			continue
+		}
+		seen[p.sc] = true
+		if p.sc.sendBlocked.Load() || (readersOnly && p.sc.responsesCounted.Load() > 0) {
+			continue
+		}
+		if b.admits(p.sc) {
+			return i
+		}
+	}
+	return -1
 }
 
 // resume is the resumer goroutine: it posts resumeParked on the loop each
-// time requests are parked and the budget has room, until it closes.
+// time requests are parked, a retry is due and the budget admits a
+// connection that holds no answer, until it closes.
 func (b *responseBudget) resume(loop *Loop) {
 	for {
 		b.mu.Lock()
-		for !b.closed && (!b.parkedWaiting || b.budget.Full()) {
+		for !b.closed && !(b.parkedWaiting && b.retry && b.budget.Admits(false)) {
 			b.room.Wait()
 		}
 		if b.closed {
 			b.mu.Unlock()
 			return
 		}
-		b.parkedWaiting = false
+		b.parkedWaiting, b.retry = false, false
 		b.mu.Unlock()
 		loop.PostFrom(admission.PlaneClient, b.resumeParked)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -101,11 +102,20 @@ type serverConn struct {
 	// countedBytes). Changed with mu held; read without it by the
 	// response budget.
 	responsesCounted atomic.Int64
-	// parked counts the connection's requests the loop holds back while
-	// the response budget is full (loop only).
-	parked int
+	// parked counts the connection's requests the loop holds back
+	// (responseBudget.park); changed on the loop only.
+	parked atomic.Int32
+	// sendBlocked is set when the socket refused part of an answer and
+	// cleared when the writer has written everything it took: while it is
+	// set, the client is not taking its answers, and the connection's
+	// requests wait before the core (responseBudget.park) and its reader
+	// stops, as Kafka mutes a channel until its response is sent.
+	sendBlocked atomic.Bool
 
 	mu sync.Mutex
+	// queuedForCore counts the connection's client-plane requests posted
+	// to the loop and not yet taken (clientRequestsQueuedMax).
+	queuedForCore int
 	// room is broadcast when requests or buffered bytes go (the reader
 	// waits on it); work is signalled when the writer has something to
 	// write.
@@ -329,18 +339,55 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *fra
 		}
 	}
 	plane := sc.plane()
+	if plane == admission.PlaneClient {
+		sc.queueForCore(1)
+	}
 	if !sc.net.loop.PostFrom(plane, func() {
-		// A client request waits, in its plane's budget, while the
-		// response budget is full (responseBudget.park).
-		if plane == admission.PlaneClient && sc.net.responses.park(sc, run) {
-			return
+		if plane == admission.PlaneClient {
+			sc.queueForCore(-1)
+			// A client request waits, in its plane's budget, while
+			// the response budget does not admit it
+			// (responseBudget.park).
+			if sc.net.responses.park(sc, run) {
+				return
+			}
 		}
 		run(true)
 	}) {
+		if plane == admission.PlaneClient {
+			sc.queueForCore(-1)
+		}
 		queued.release()
 		return net.ErrClosed
 	}
 	return nil
+}
+
+// clientRequestsQueuedMax is how many requests of one client-plane
+// connection may wait on the loop for the core at once: its reader reads
+// the next one once the loop has taken the last (waitForConnRoom). The
+// loop takes a plane's events first come first served, so without it a
+// client that pipelines expensive requests (Metadata of every topic)
+// would queue all of them ahead of every other client's; with it, each
+// connection has at most one in the queue, and a request waits behind at
+// most one of each other connection's, as in Kafka, which reads a
+// connection's next request only once the last is answered. Requests the
+// core holds (a Produce waiting for acks, a long-polling Fetch) are not
+// queued: strand.connection.requests.in.flight.max bounds those.
+const clientRequestsQueuedMax = 1
+
+// queueForCore counts n more (or fewer) of the connection's requests
+// waiting on the loop for the core, waking its reader when one leaves.
+func (sc *serverConn) queueForCore(n int) {
+	sc.mu.Lock()
+	sc.queuedForCore += n
+	if sc.queuedForCore < 0 {
+		panic(fmt.Sprintf("realnet: connection %d has %d requests queued for the core", sc.id, sc.queuedForCore))
+	}
+	sc.mu.Unlock()
+	if n < 0 {
+		sc.room.Broadcast()
+	}
 }
 
 // readBody reads a frame's body of length bytes, arrived of which had
@@ -498,7 +545,8 @@ func (sc *serverConn) waitForConnRoom() bool {
 	limits := sc.net.limits
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) || !sc.acct.HasRoom()) {
+	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) || !sc.acct.HasRoom() ||
+		sc.queuedForCore >= clientRequestsQueuedMax) {
 		sc.room.Wait()
 	}
 	return !sc.closed && !sc.closing
@@ -774,6 +822,7 @@ func (sc *serverConn) writeDirect() {
 	sc.mu.Lock()
 	sc.writing = false
 	if len(rest) > 0 && err == nil && !sc.closed {
+		sc.sendBlocked.Store(true)
 		sc.unwritten = append(sc.unwritten[:0], rest...)
 		sc.unwrittenFreed, sc.unwrittenCounted = freed, counted
 		sc.unwrittenRecycle = append(sc.unwrittenRecycle[:0], recycle...)
@@ -861,8 +910,12 @@ func (sc *serverConn) writeLoop() {
 		sc.writing = false
 		sc.acct.WriteDone(sc.net.nowMs())
 		sc.freeLocked(freed, counted)
+		unblocked := len(sc.unwritten) == 0 && sc.sendBlocked.Swap(false)
 		sc.mu.Unlock()
 		sc.room.Broadcast()
+		if unblocked {
+			sc.net.responses.retryParked()
+		}
 	}
 }
 
@@ -903,7 +956,9 @@ func (sc *serverConn) shutdown() {
 // expired says which deadline the connection has overstayed at nowMs, if
 // any (the Network's reaper asks); pressured says other requests wait for
 // room in its plane's budget, responsesFull that the response budget is
-// full, when a client-plane write has admission.Deadlines.PressuredWriteMs.
+// full: either way a client-plane write has
+// admission.Deadlines.PressuredWriteMs, so that clients that do not take
+// their answers give their room to those that wait.
 // A connection closing in request order has its own timer (closeAt).
 func (sc *serverConn) expired(nowMs int64, pressured, responsesFull bool) admission.Expiry {
 	sc.mu.Lock()
@@ -911,7 +966,7 @@ func (sc *serverConn) expired(nowMs int64, pressured, responsesFull bool) admiss
 	if sc.closed || sc.closing {
 		return admission.NotExpired
 	}
-	if responsesFull && sc.plane() == admission.PlaneClient && sc.acct.WriteOverdue(nowMs, sc.net.deadlines.PressuredWriteMs()) {
+	if (pressured || responsesFull) && sc.plane() == admission.PlaneClient && sc.acct.WriteOverdue(nowMs, sc.net.deadlines.PressuredWriteMs()) {
 		return admission.ExpiredWrite
 	}
 	busy := len(sc.slots) > 0 || len(sc.unwritten) > 0

@@ -9,12 +9,16 @@ import "fmt"
 // file regions of a Fetch answer are sent from the page cache and are not
 // counted, only the bytes around and between them.
 //
-// Its size is known only once the core has answered, so the bound is kept
-// where answers are made: while the budget is Full, no client request is
-// given to the core (the caller parks it until bytes are freed). The
-// budget can then exceed its limit by what one request's answer adds, and
-// no more. Kafka has no such bound: it mutes a channel while its response
-// is in flight, so its responses are bounded by one per connection.
+// An answer's size is known only once the core has made it, so the bound is
+// kept where requests are handed to the core: Admits says whether a
+// connection's next request may go to the core now, and the caller parks it
+// until bytes are freed otherwise. A connection that holds answers itself
+// (its client is behind) is admitted below the limit; one that holds none
+// (its client has taken every answer) below twice the limit, so that while
+// clients that do not read fill the budget, clients that do are still
+// answered at once. The bytes held therefore never exceed twice the limit by
+// more than one answer. Kafka has no such bound: it mutes a channel while a
+// response is in flight, so its responses are bounded by one a connection.
 type ResponseBudget struct {
 	bytesMax int64
 	bytes    int64
@@ -28,12 +32,21 @@ func NewResponseBudget(bytesMax int64) ResponseBudget {
 	return ResponseBudget{bytesMax: bytesMax}
 }
 
-// Full reports whether the budget holds its limit or more: client requests
-// must wait for the core until bytes are freed.
-func (b *ResponseBudget) Full() bool { return b.bytes >= b.bytesMax }
+// Admits reports whether a request of a connection may be handed to the
+// core now: holding says whether the connection holds answers counted here.
+func (b *ResponseBudget) Admits(holding bool) bool {
+	if holding {
+		return b.bytes < b.bytesMax
+	}
+	return b.bytes < 2*b.bytesMax
+}
+
+// Full reports whether the budget holds its limit or more: connections that
+// hold answers wait (Admits(true) is false).
+func (b *ResponseBudget) Full() bool { return !b.Admits(true) }
 
 // Hold counts n more response bytes. It never refuses: the answer exists
-// already, and Full stops the next one.
+// already, and Admits stops the next one.
 func (b *ResponseBudget) Hold(n int64) {
 	if n < 0 {
 		panic(fmt.Sprintf("admission: holding %d response bytes", n))
@@ -41,15 +54,12 @@ func (b *ResponseBudget) Hold(n int64) {
 	b.bytes += n
 }
 
-// Free takes back n bytes Hold counted, and reports whether that ended a
-// Full budget (parked requests may go on).
-func (b *ResponseBudget) Free(n int64) (unfull bool) {
-	wasFull := b.Full()
+// Free takes back n bytes Hold counted.
+func (b *ResponseBudget) Free(n int64) {
 	b.bytes -= n
 	if n < 0 || b.bytes < 0 {
 		panic(fmt.Sprintf("admission: freeing %d response bytes leaves %d", n, b.bytes))
 	}
-	return wasFull && !b.Full()
 }
 
 // Bytes is what the budget holds now.
