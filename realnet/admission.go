@@ -146,7 +146,7 @@ func (h *frameHold) reserve(n int64) bool {
 	if h.released {
 		panic("realnet: reserving on a released frame hold")
 	}
-	if !h.sc.holdBytes(n) {
+	if !h.sc.holdBytes(n, h.connBytes) {
 		return false
 	}
 	if !h.sc.net.budgets.waitFor(h.plane, h.sc, func(b *admission.Budget) bool { return b.TryReserve(n, h.whole, h.budgetBytes) }) {

@@ -283,9 +283,9 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	sc.readDone() // what follows (decoding, the pre-check's waits) is the node's time, not the client's
 	frame := fb.buf
 	if sc.intercepts(frame) {
+		sc.readDone() // what follows is the node's time, not the client's
 		// SASL authentication, before (or instead of) the core.
 		err := sc.authenticateFrame(frame, hold)
 		if fb.pooled {
@@ -293,7 +293,20 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		}
 		return err
 	}
-	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
+	scanned, err := wire.ScanRequest(frame, sc.net.supported, sc.net.checks.limits)
+	// The structures kmsg decodes the request into are reserved beside its
+	// frame, before decoding: they count in the connection's buffered
+	// bytes until the answer is written, and in the plane's budget until
+	// the core takes the request, as the frame does. A wait for room
+	// pauses the read deadline, as the frame's reservations do.
+	if err == nil && !hold.reserve(scanned.DecodedBytesBound) {
+		return net.ErrClosed
+	}
+	sc.readDone() // what follows (decoding, the pre-check's waits) is the node's time, not the client's
+	hdr, req := scanned.Header, kmsg.Request(nil)
+	if err == nil {
+		req, err = scanned.Decode()
+	}
 	if err != nil {
 		var reqErr *wire.RequestError
 		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
@@ -576,19 +589,18 @@ func (sc *serverConn) freeLocked(freed, counted int64) {
 	sc.net.responses.free(counted)
 }
 
-// holdBytes counts n bytes of a frame being read in the connection's
-// account, waiting while they do not fit beside what it holds; a frame
-// always fits when nothing else is held (config keeps
-// strand.connection.buffered.bytes.max at least socket.request.max.bytes).
+// holdBytes counts n more bytes of a request holding ownBytes in the
+// connection's account, waiting while they do not fit beside what it holds;
+// they always fit when nothing else is held (admission.ConnAccount.Fits).
 // False if the connection closed or is closing first.
-func (sc *serverConn) holdBytes(n int64) bool {
+func (sc *serverConn) holdBytes(n, ownBytes int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if !sc.acct.Fits(n) {
+	if !sc.acct.Fits(n, ownBytes) {
 		// The node waits for the connection's answers to be written: the
 		// read deadline stops meanwhile.
 		sc.acct.ReadPaused()
-		for !sc.closed && !sc.closing && !sc.acct.Fits(n) {
+		for !sc.closed && !sc.closing && !sc.acct.Fits(n, ownBytes) {
 			sc.room.Wait()
 		}
 		sc.acct.ReadResumed(sc.net.nowMs())

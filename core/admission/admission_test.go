@@ -160,10 +160,14 @@ func TestBudgetReservesWithinItsLimits(t *testing.T) {
 	if got := []bool{b.TryBeginRequest(true), b.TryBeginRequest(true), b.TryBeginRequest(true)}; !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("queued.max.requests=2 admitted %v, want two requests", got)
 	}
-	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) {
+	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) || b.TryReserve(1, true, 60) {
 		t.Fatal("reservation beyond queued.max.request.bytes")
 	}
-	b.Release(100, true)
+	b.Release(40, true)
+	if !b.TryReserve(50, true, 60) {
+		t.Fatal("a request holding every reserved byte could not grow: alone, it always fits")
+	}
+	b.Release(110, true)
 	b.EndRequest(true)
 	if b.Bytes() != 0 || b.Requests() != 1 {
 		t.Fatalf("budget holds %d bytes, %d requests", b.Bytes(), b.Requests())
@@ -289,12 +293,15 @@ func TestConnAccountDeadlines(t *testing.T) {
 	if e := a.Expired(2149, false, false, d); e != NotExpired {
 		t.Fatalf("idle 999 ms after the write: %v", e)
 	}
-	if !a.Fits(100) || !a.HasRoom() {
+	if !a.Fits(100, 0) || !a.HasRoom() {
 		t.Fatal("an empty connection fits anything")
 	}
 	a.Hold(8)
-	if a.Fits(3) || !a.Fits(2) || !a.HasRoom() {
+	if a.Fits(3, 0) || !a.Fits(2, 0) || !a.HasRoom() {
 		t.Fatal("8 of 10 held")
+	}
+	if !a.Fits(100, 8) || a.Fits(3, 7) {
+		t.Fatal("8 of 10 held, all by one request: it may grow alone, and only alone")
 	}
 	a.Hold(2)
 	if a.HasRoom() {
