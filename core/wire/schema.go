@@ -35,7 +35,7 @@ type schemaStruct struct {
 }
 
 func init() {
-	for _, r := range requestSchemas {
+	for _, r := range requestSchemas { // order-independent: each structure's bound is its own
 		r.body.fillGoBytes()
 	}
 }
