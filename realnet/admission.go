@@ -2,6 +2,7 @@ package realnet
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"strand/core/admission"
@@ -145,7 +146,7 @@ func (h *frameHold) reserve(n int64) bool {
 	if h.released {
 		panic("realnet: reserving on a released frame hold")
 	}
-	if !h.sc.holdBytes(n) {
+	if !h.sc.holdBytes(n, h.connBytes) {
 		return false
 	}
 	if !h.sc.net.budgets.waitFor(h.plane, h.sc, func(b *admission.Budget) bool { return b.TryReserve(n, h.whole, h.budgetBytes) }) {
@@ -191,4 +192,218 @@ func (h *frameHold) release() {
 		h.released = true
 	}
 	h.request, h.budgetBytes, h.connBytes = false, 0, 0
+}
+
+// responseBudget is the node's admission.ResponseBudget
+// (strand.response.buffered.bytes.max) behind a mutex, with the requests
+// the event loop parks while it does not admit them. Client-plane answers
+// are counted from the core's answer until written; control-plane ones are
+// not (the control plane's own budget and its connections' accounts bound
+// them, and nothing a client does may hold up quorum or replication
+// traffic).
+//
+// A client request the budget does not admit is parked on the loop (park);
+// a resumer goroutine posts resumeParked whenever bytes were freed (or the
+// last resumption stopped at its quota) and the budget admits some, and
+// each resumeParked hands one request to the core, so that the loop's other
+// events run between answers. Readers of client connections that hold
+// counted answers stop reading while the budget is full (waitRoom), so
+// that clients that do not read stop adding requests; clients that read
+// theirs are admitted up to twice the limit and resumed first.
+type responseBudget struct {
+	mu sync.Mutex
+	// room is broadcast whenever bytes are freed, parked requests wait to
+	// be retried, or the budget closes.
+	room   sync.Cond
+	budget admission.ResponseBudget
+	// parkedWaiting is set while the loop holds parked requests that no
+	// resumption has been posted for yet; retry once bytes were freed (or a
+	// resumption stopped at its quota) since the last one was posted, so
+	// that one free posts at most one resumption.
+	parkedWaiting, retry bool
+	closed               bool
+	// parked are the client requests the loop holds back, in arrival
+	// order; only the loop touches it.
+	parked []parkedRequest
+}
+
+// parkedRequest is a client request the loop held back: run hands it to
+// the core (handle) or drops it (its connection is gone).
+type parkedRequest struct {
+	sc  *serverConn
+	run func(handle bool)
+}
+
+func newResponseBudget(bytesMax int64) *responseBudget {
+	b := &responseBudget{budget: admission.NewResponseBudget(bytesMax)}
+	b.room.L = &b.mu
+	return b
+}
+
+// hold counts n bytes of answers.
+func (b *responseBudget) hold(n int64) {
+	b.mu.Lock()
+	b.budget.Hold(n)
+	b.mu.Unlock()
+}
+
+// free takes back n bytes hold counted, waking readers and the resumer.
+func (b *responseBudget) free(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.budget.Free(n)
+	b.retry = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+}
+
+// full reports whether connections that hold answers must wait.
+func (b *responseBudget) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Full()
+}
+
+// admits reports whether sc's next request may go to the core now.
+func (b *responseBudget) admits(sc *serverConn) bool {
+	holding := sc.responsesCounted.Load() > 0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Admits(holding)
+}
+
+// held is what the budget counts now.
+func (b *responseBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget.Bytes()
+}
+
+// waitRoom blocks the reader of sc, a client-plane connection, while sc's
+// requests could not go to the core: its client is not taking its answers
+// (sendBlocked), requests of it are parked, or the budget is full and sc
+// holds counted answers itself. A client that does not read adds no
+// request until its answers are written (or its connection closed:
+// sc.down). False once the budget closed.
+func (b *responseBudget) waitRoom(sc *serverConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.closed && !sc.down.Load() &&
+		(sc.sendBlocked.Load() || sc.parked.Load() > 0 || (b.budget.Full() && sc.responsesCounted.Load() > 0)) {
+		b.room.Wait()
+	}
+	return !b.closed
+}
+
+// retryParked asks the resumer for a resumption: a connection's client
+// took its answers (sendBlocked cleared), so its parked requests may go on
+// and its reader read again.
+func (b *responseBudget) retryParked() {
+	b.mu.Lock()
+	b.retry = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+}
+
+// park holds back a client request on the loop (loop only): true if it
+// was parked, because the budget does not admit it or requests of its
+// connection are parked already (they keep their order); false if the
+// caller is to hand it to the core now.
+func (b *responseBudget) park(sc *serverConn, run func(handle bool)) bool {
+	if sc.parked.Load() == 0 && !sc.sendBlocked.Load() && b.admits(sc) {
+		return false
+	}
+	b.parked = append(b.parked, parkedRequest{sc: sc, run: run})
+	sc.parked.Add(1)
+	b.mu.Lock()
+	b.parkedWaiting = true
+	b.mu.Unlock()
+	b.room.Broadcast()
+	return true
+}
+
+// resumeParked drops the parked requests of closed connections and hands
+// at most one other to the core (loop only): the oldest of a connection
+// that holds no counted answer (a client that reads), else the oldest the
+// budget admits, each connection's requests in arrival order. While some
+// remain, it asks the resumer for another run: at once if it stopped at its
+// quota, after the next free otherwise.
+func (b *responseBudget) resumeParked() {
+	kept := b.parked[:0]
+	for _, p := range b.parked {
+		if p.sc.down.Load() {
+			p.sc.parked.Add(-1)
+			p.run(false)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(b.parked[len(kept):])
+	b.parked = kept
+	next := b.nextAdmitted(true)
+	if next < 0 {
+		next = b.nextAdmitted(false)
+	}
+	if next >= 0 {
+		p := b.parked[next]
+		b.parked = slices.Delete(b.parked, next, next+1)
+		p.sc.parked.Add(-1)
+		p.run(true)
+	}
+	b.mu.Lock()
+	if len(b.parked) > 0 {
+		b.parkedWaiting = true
+		b.retry = b.retry || next >= 0
+	}
+	b.mu.Unlock()
+	b.room.Broadcast() // readers of connections whose parked requests went on
+}
+
+// nextAdmitted is the index of the first parked request that is its
+// connection's oldest and that the budget admits now, only of connections
+// holding no counted answer if readersOnly; -1 if none is.
+func (b *responseBudget) nextAdmitted(readersOnly bool) int {
+	seen := map[*serverConn]bool{}
+	for i, p := range b.parked {
+		if seen[p.sc] {
+			continue
+		}
+		seen[p.sc] = true
+		if p.sc.sendBlocked.Load() || (readersOnly && p.sc.responsesCounted.Load() > 0) {
+			continue
+		}
+		if b.admits(p.sc) {
+			return i
+		}
+	}
+	return -1
+}
+
+// resume is the resumer goroutine: it posts resumeParked on the loop each
+// time requests are parked, a retry is due and the budget admits a
+// connection that holds no answer, until it closes.
+func (b *responseBudget) resume(loop *Loop) {
+	for {
+		b.mu.Lock()
+		for !b.closed && !(b.parkedWaiting && b.retry && b.budget.Admits(false)) {
+			b.room.Wait()
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		b.parkedWaiting, b.retry = false, false
+		b.mu.Unlock()
+		loop.PostFrom(admission.PlaneClient, b.resumeParked)
+	}
+}
+
+// close ends the resumer and wakes every waiting reader.
+func (b *responseBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.room.Broadcast()
 }

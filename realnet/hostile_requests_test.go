@@ -25,6 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strand/core/batch"
+	"strand/core/broker"
+	"strand/core/env"
+	"strand/core/wire"
 )
 
 // probeLatencyMax is how long another client's ApiVersions or Produce may
@@ -398,5 +401,60 @@ func TestHostileDecompressionBoundedPerRequest(t *testing.T) {
 	}
 	if peak > 256 {
 		t.Errorf("heap peak +%.0f MiB; want at most 256", peak)
+	}
+}
+
+// TestDecodedStructuresAreCountedWithTheFrame: a request's decoded
+// structures count, beside its frame, in its connection's buffered bytes
+// until it is answered: a long-polling Fetch of one partition waits in the
+// core while the connection holds its frame and
+// wire.ScannedRequest.DecodedBytesBound, no less.
+func TestDecodedStructuresAreCountedWithTheFrame(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	c.createTopic("polled", 1, 1)
+	node := c.nodes[0]
+	var topicID [16]byte
+	node.Call(func(b *broker.Node) {
+		topic, ok := b.Image().TopicByName("polled")
+		if !ok {
+			t.Fatal("no topic polled in the image")
+		}
+		topicID = topic.ID
+	})
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(13)
+	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = -1, 10_000, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.TopicID = topicID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	hdr := env.RequestHeader{APIKey: fetch.Key(), APIVersion: fetch.GetVersion(), CorrelationID: 1, ClientID: "poller"}
+	frame := wire.AppendRequest(nil, hdr, fetch)
+	scanned, err := wire.ScanRequest(frame[4:], nil, wire.DefaultRequestLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(len(frame)-4) + scanned.DecodedBytesBound
+
+	r := dialRaw(t, node.Addr("PLAINTEXT"))
+	r.write(frame)
+	var held int64
+	waitUntil(t, "the parked Fetch counted in its connection", 5*time.Second, func() bool {
+		node.net.mu.Lock()
+		defer node.net.mu.Unlock()
+		for _, sc := range node.net.conns {
+			if sc.c.RemoteAddr().String() == r.c.LocalAddr().String() {
+				sc.mu.Lock()
+				held = sc.acct.BufferedBytes()
+				sc.mu.Unlock()
+			}
+		}
+		return held > 0
+	})
+	t.Logf("a Fetch frame of %d bytes decodes into at most %d: the connection holds %d", len(frame)-4, scanned.DecodedBytesBound, held)
+	if held != want {
+		t.Errorf("the connection holds %d bytes for its parked Fetch, want the frame and its decoded bound, %d", held, want)
 	}
 }

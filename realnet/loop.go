@@ -19,6 +19,11 @@ const LoopEventsMax = 4096
 // readers keep filling would never read its own socket again.
 const loopInlineEventsMax = 32
 
+// loopControlEventsPerClientEvent is how many control-plane events the
+// executor takes, when both planes have events waiting, before it takes
+// one client event.
+const loopControlEventsPerClientEvent = 16
+
 // Loop is a node's event loop: it runs posted functions one at a time, in
 // the order they were posted. Everything that touches the core node runs on
 // it (core/env's event-loop contract).
@@ -43,10 +48,15 @@ const loopInlineEventsMax = 32
 // client connections' requests and closes (PostFrom with PlaneClient) in
 // one, everything else — the control plane's requests, timers, disk
 // completions, answers from peers, releases — in the other. When both hold
-// events the executor takes one from each in turn, so the control plane
-// has at least half of the loop however many client requests wait, and a
-// full client queue never blocks a control poster (SPEC.md §7.2,
-// "Planes"). Events of one queue run in posted
+// events the executor takes up to loopControlEventsPerClientEvent control
+// events for each client event, so the control plane has most of the loop
+// however many client requests wait, and a full client queue never blocks
+// a control poster (SPEC.md §7.2, "Planes"). Most control events are
+// cheap (a disk completion, a timer) while a client request may cost
+// milliseconds (a Metadata of thousands of topics): taking them one for
+// one, a backlog of disk completions (thousands of logs created at once)
+// would keep a control-plane request waiting behind as many client
+// requests. Events of one queue run in posted
 // order; nothing orders events of different queues, which come from
 // different goroutines anyway.
 type Loop struct {
@@ -55,8 +65,9 @@ type Loop struct {
 	idle sync.Cond
 	// queues hold the queued events by plane.
 	queues [admission.Planes]eventQueue
-	// nextPlane is the plane whose queue the executor tries first.
-	nextPlane admission.Plane
+	// controlRun counts the control events run since the last client
+	// event (popLocked).
+	controlRun int
 	// executing is set while some goroutine holds the executor role,
 	// including a role handed to Run's goroutine (handedOff) and not yet
 	// taken up.
@@ -145,18 +156,21 @@ func (l *Loop) queuedLocked() int {
 	return total
 }
 
-// popLocked takes the next event: from the queue whose turn it is if that
-// one has any, else from the other. With mu held and an event queued.
+// popLocked takes the next event: a control event while the control
+// queue has any, up to loopControlEventsPerClientEvent in a row when
+// client events wait, else a client event. With mu held and an event
+// queued.
 func (l *Loop) popLocked() event {
-	p := l.nextPlane
-	if l.queues[p].count == 0 {
-		p = (p + 1) % admission.Planes
+	control, client := &l.queues[admission.PlaneControl], &l.queues[admission.PlaneClient]
+	switch {
+	case control.count > 0 && (client.count == 0 || l.controlRun < loopControlEventsPerClientEvent):
+		l.controlRun++
+		return control.pop()
+	case client.count > 0:
+		l.controlRun = 0
+		return client.pop()
 	}
-	if l.queues[p].count == 0 {
-		panic("realnet: loop popped with nothing queued")
-	}
-	l.nextPlane = (p + 1) % admission.Planes
-	return l.queues[p].pop()
+	panic("realnet: loop popped with nothing queued")
 }
 
 // Post queues fn to run on the loop, and runs the loop on the caller's

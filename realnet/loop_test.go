@@ -434,6 +434,46 @@ func TestLoopGivesTheControlPlaneItsShare(t *testing.T) {
 	}
 }
 
+// TestLoopRunsControlEventsAheadOfClientEvents: with both queues full, the
+// loop runs loopControlEventsPerClientEvent control events for each client
+// event, so a backlog of cheap control events (disk completions) clears
+// behind few client events, and client events still run between them.
+func TestLoopRunsControlEventsAheadOfClientEvents(t *testing.T) {
+	const controlEvents, clientEvents = 100, 100
+	l := startLoop(t)
+	block := make(chan struct{})
+	started := make(chan struct{})
+	go l.PostFrom(admission.PlaneClient, func() { close(started); <-block })
+	<-started
+	var order []admission.Plane // touched only on the loop
+	for range clientEvents {
+		l.PostFrom(admission.PlaneClient, func() { order = append(order, admission.PlaneClient) })
+	}
+	for range controlEvents {
+		l.Post(func() { order = append(order, admission.PlaneControl) })
+	}
+	close(block)
+	var ran []admission.Plane
+	waitUntil(t, "every event run", 5*time.Second, func() bool {
+		l.Call(func() { ran = slices.Clone(order) })
+		return len(ran) == controlEvents+clientEvents
+	})
+	lastControl := slices.Index(ran, admission.PlaneControl)
+	for i, p := range ran {
+		if p == admission.PlaneControl {
+			lastControl = i
+		}
+	}
+	clientBefore := lastControl + 1 - controlEvents
+	wantMax := (controlEvents + loopControlEventsPerClientEvent - 1) / loopControlEventsPerClientEvent
+	if clientBefore > wantMax {
+		t.Errorf("the last of %d control events ran after %d client events, want at most %d", controlEvents, clientBefore, wantMax)
+	}
+	if clientBefore < wantMax-1 {
+		t.Errorf("only %d client events ran among %d control events: client events must not wait for the whole control backlog", clientBefore, controlEvents)
+	}
+}
+
 // TestLoopPanicOnAnInlineExecutorSurfaces: an event that panics on a
 // poster's goroutine (a connection reader running the loop inline) unwinds
 // through that goroutine's deferred functions, and a reader's defer posts

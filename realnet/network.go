@@ -34,6 +34,10 @@ type Network struct {
 	// budgets are the planes' queued.max.requests and
 	// queued.max.request.bytes (admission.go).
 	budgets *planeBudgets
+	// responses is strand.response.buffered.bytes.max: the client-plane
+	// answers held until written, and the requests parked while it is
+	// full (admission.go).
+	responses *responseBudget
 	// controllerListeners and interBrokerListener are the listeners whose
 	// connections are the control plane's: all of a controller listener's,
 	// and the inter-broker listener's replication connections.
@@ -69,6 +73,8 @@ type Network struct {
 	// reaper has exited.
 	stopped chan struct{}
 	reaped  chan struct{}
+	// resumed is closed when the response budget's resumer has exited.
+	resumed chan struct{}
 	// goroutines counts the goroutines of listeners and connections, for
 	// Shutdown.
 	goroutines sync.WaitGroup
@@ -105,6 +111,7 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 		limits:              cfg.Limits,
 		frameBytesMax:       cfg.SocketRequestMaxBytes,
 		budgets:             newPlaneBudgets(cfg.Limits.RequestsQueuedMax, cfg.Limits.RequestBytesQueuedMax),
+		responses:           newResponseBudget(cfg.Limits.ResponseBufferedBytesMax),
 		checks:              newRequestChecks(cfg.Limits),
 		controllerListeners: cfg.ControllerListenerNames,
 		interBrokerListener: cfg.InterBrokerListenerName,
@@ -115,6 +122,7 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 		nextConnID:          1,
 		stopped:             make(chan struct{}),
 		reaped:              make(chan struct{}),
+		resumed:             make(chan struct{}),
 		scram:               &scramStore{},
 
 		authenticationTimeout: authenticationTimeoutDefault,
@@ -122,6 +130,10 @@ func newNetwork(loop *Loop, cfg config.Broker, logger *slog.Logger) (*Network, e
 	n.gate = admission.NewGate(cfg, overrides, 0)
 	n.peers = newPeerSet(n, cfg)
 	go n.reap()
+	go func() {
+		defer close(n.resumed)
+		n.responses.resume(loop)
+	}()
 	return n, nil
 }
 
@@ -321,8 +333,9 @@ func (n *Network) reap() {
 		}
 		n.mu.Unlock()
 		pressured := n.budgets.pressured()
+		responsesFull := n.responses.full()
 		for _, sc := range conns {
-			if e := sc.expired(nowMs, pressured[sc.plane()]); e != admission.NotExpired {
+			if e := sc.expired(nowMs, pressured[sc.plane()], responsesFull); e != admission.NotExpired {
 				n.logger.Info("closing connection: deadline passed", "conn", sc.id, "listener", sc.listener,
 					"remote", sc.c.RemoteAddr().String(), "deadline", e.Key())
 				sc.shutdown()
@@ -442,8 +455,10 @@ func (n *Network) Shutdown() {
 	n.mu.Unlock()
 	n.CloseListeners()
 	n.budgets.close()
+	n.responses.close()
 	n.checks.buffers.close()
 	n.peers.close()
 	n.goroutines.Wait()
 	<-n.reaped
+	<-n.resumed
 }

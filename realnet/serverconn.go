@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -44,6 +45,10 @@ type slot struct {
 	// requestBytes is the frame's size, counted in the connection's
 	// buffered bytes until the slot is written.
 	requestBytes int64
+	// countedBytes are the response's bytes counted in the node's
+	// response budget (strand.response.buffered.bytes.max) until written:
+	// its responseBytes on a client-plane connection, 0 otherwise.
+	countedBytes int64
 	answered     bool
 	// frame is the encoded response; nil for Skip or a pieced response.
 	frame []byte
@@ -92,8 +97,25 @@ type serverConn struct {
 	// down is set once the connection is shut down, for readers waiting on
 	// a plane budget.
 	down atomic.Bool
+	// responsesCounted are the bytes of the connection's answers counted
+	// in the node's response budget and not yet written (the slots'
+	// countedBytes). Changed with mu held; read without it by the
+	// response budget.
+	responsesCounted atomic.Int64
+	// parked counts the connection's requests the loop holds back
+	// (responseBudget.park); changed on the loop only.
+	parked atomic.Int32
+	// sendBlocked is set when the socket refused part of an answer and
+	// cleared when the writer has written everything it took: while it is
+	// set, the client is not taking its answers, and the connection's
+	// requests wait before the core (responseBudget.park) and its reader
+	// stops, as Kafka mutes a channel until its response is sent.
+	sendBlocked atomic.Bool
 
 	mu sync.Mutex
+	// queuedForCore counts the connection's client-plane requests posted
+	// to the loop and not yet taken (clientRequestsQueuedMax).
+	queuedForCore int
 	// room is broadcast when requests or buffered bytes go (the reader
 	// waits on it); work is signalled when the writer has something to
 	// write.
@@ -127,9 +149,11 @@ type serverConn struct {
 	writing bool
 	// unwritten is what the socket did not take of the loop's last direct
 	// write; the writer writes it before anything else, then frees
-	// unwrittenFreed buffered bytes.
-	unwritten      net.Buffers
-	unwrittenFreed int64
+	// unwrittenFreed buffered bytes, unwrittenCounted of them counted in the
+	// response budget.
+	unwritten        net.Buffers
+	unwrittenFreed   int64
+	unwrittenCounted int64
 	// unwrittenRecycle are the tail-read buffers unwritten aliases, put
 	// back by the writer once it has written them.
 	unwrittenRecycle []*frameBuf
@@ -259,9 +283,9 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	sc.readDone() // what follows (decoding, the pre-check's waits) is the node's time, not the client's
 	frame := fb.buf
 	if sc.intercepts(frame) {
+		sc.readDone() // what follows is the node's time, not the client's
 		// SASL authentication, before (or instead of) the core.
 		err := sc.authenticateFrame(frame, hold)
 		if fb.pooled {
@@ -269,7 +293,20 @@ func (sc *serverConn) readOne(r *bufio.Reader) error {
 		}
 		return err
 	}
-	hdr, req, err := wire.ParseRequest(frame, sc.net.supported, sc.net.checks.limits)
+	scanned, err := wire.ScanRequest(frame, sc.net.supported, sc.net.checks.limits)
+	// The structures kmsg decodes the request into are reserved beside its
+	// frame, before decoding: they count in the connection's buffered
+	// bytes until the answer is written, and in the plane's budget until
+	// the core takes the request, as the frame does. A wait for room
+	// pauses the read deadline, as the frame's reservations do.
+	if err == nil && !hold.reserve(scanned.DecodedBytesBound) {
+		return net.ErrClosed
+	}
+	sc.readDone() // what follows (decoding, the pre-check's waits) is the node's time, not the client's
+	hdr, req := scanned.Header, kmsg.Request(nil)
+	if err == nil {
+		req, err = scanned.Decode()
+	}
 	if err != nil {
 		var reqErr *wire.RequestError
 		if errors.As(err, &reqErr) && reqErr.Kind == wire.KindUnsupportedVersion && hdr.APIKey == kmsg.ApiVersions.Int16() {
@@ -303,9 +340,9 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *fra
 	}
 	queued := hold.pass()
 	id := sc.id
-	if !sc.net.loop.PostFrom(sc.plane(), func() {
-		queued.release() // the core takes the request: it leaves the queue's budget
-		if closeSeq := sc.closeSeq.Load(); closeSeq == 0 || seq < closeSeq {
+	run := func(handle bool) {
+		queued.release() // the core takes the request (or it is dropped): it leaves the queue's budget
+		if closeSeq := sc.closeSeq.Load(); handle && (closeSeq == 0 || seq < closeSeq) {
 			// Not behind a request the connection closes on (closeAt),
 			// which the core would not have read yet in Kafka.
 			handler.HandleRequest(id, hdr, req)
@@ -313,11 +350,57 @@ func (sc *serverConn) deliver(hdr env.RequestHeader, req kmsg.Request, hold *fra
 		if fb.pooled {
 			produceFrames.release(fb)
 		}
+	}
+	plane := sc.plane()
+	if plane == admission.PlaneClient {
+		sc.queueForCore(1)
+	}
+	if !sc.net.loop.PostFrom(plane, func() {
+		if plane == admission.PlaneClient {
+			sc.queueForCore(-1)
+			// A client request waits, in its plane's budget, while
+			// the response budget does not admit it
+			// (responseBudget.park).
+			if sc.net.responses.park(sc, run) {
+				return
+			}
+		}
+		run(true)
 	}) {
+		if plane == admission.PlaneClient {
+			sc.queueForCore(-1)
+		}
 		queued.release()
 		return net.ErrClosed
 	}
 	return nil
+}
+
+// clientRequestsQueuedMax is how many requests of one client-plane
+// connection may wait on the loop for the core at once: its reader reads
+// the next one once the loop has taken the last (waitForConnRoom). The
+// loop takes a plane's events first come first served, so without it a
+// client that pipelines expensive requests (Metadata of every topic)
+// would queue all of them ahead of every other client's; with it, each
+// connection has at most one in the queue, and a request waits behind at
+// most one of each other connection's, as in Kafka, which reads a
+// connection's next request only once the last is answered. Requests the
+// core holds (a Produce waiting for acks, a long-polling Fetch) are not
+// queued: strand.connection.requests.in.flight.max bounds those.
+const clientRequestsQueuedMax = 1
+
+// queueForCore counts n more (or fewer) of the connection's requests
+// waiting on the loop for the core, waking its reader when one leaves.
+func (sc *serverConn) queueForCore(n int) {
+	sc.mu.Lock()
+	sc.queuedForCore += n
+	if sc.queuedForCore < 0 {
+		panic(fmt.Sprintf("realnet: connection %d has %d requests queued for the core", sc.id, sc.queuedForCore))
+	}
+	sc.mu.Unlock()
+	if n < 0 {
+		sc.room.Broadcast()
+	}
 }
 
 // readBody reads a frame's body of length bytes, arrived of which had
@@ -456,31 +539,68 @@ func (sc *serverConn) readDone() {
 
 // waitForRoom blocks while the connection has as many requests in flight
 // or bytes buffered as it may (backpressure: the socket is not read, so the
-// client's sends eventually block). False once the connection closed or
-// is closing in request order.
+// client's sends eventually block), and, on the client plane, while the
+// node's response budget is full and the connection holds answers counted
+// in it (responseBudget.waitRoom). False once the connection closed or is
+// closing in request order.
 func (sc *serverConn) waitForRoom() bool {
+	if !sc.waitForConnRoom() {
+		return false
+	}
+	if sc.plane() == admission.PlaneClient && !sc.net.responses.waitRoom(sc) {
+		return false
+	}
+	return !sc.down.Load()
+}
+
+// waitForConnRoom is waitForRoom's wait on the connection's own limits.
+func (sc *serverConn) waitForConnRoom() bool {
 	limits := sc.net.limits
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) || !sc.acct.HasRoom()) {
+	for !sc.closed && !sc.closing && (int64(len(sc.slots)) >= int64(limits.ConnectionRequestsInFlightMax) || !sc.acct.HasRoom() ||
+		sc.queuedForCore >= clientRequestsQueuedMax) {
 		sc.room.Wait()
 	}
 	return !sc.closed && !sc.closing
 }
 
-// holdBytes counts n bytes of a frame being read in the connection's
-// account, waiting while they do not fit beside what it holds; a frame
-// always fits when nothing else is held (config keeps
-// strand.connection.buffered.bytes.max at least socket.request.max.bytes).
+// countResponseLocked counts n bytes of slot s's answer, just filled, in
+// the connection's account and, on the client plane, in the node's response
+// budget. With mu held.
+func (sc *serverConn) countResponseLocked(s *slot, n int64) {
+	sc.acct.Hold(n)
+	if n > 0 && sc.plane() == admission.PlaneClient {
+		s.countedBytes = n
+		sc.responsesCounted.Add(n)
+		sc.net.responses.hold(n)
+	}
+}
+
+// freeLocked gives back the bytes of written (or dropped) slots: freed of
+// the connection's account, counted of them of the response budget. A
+// closed connection's were given back at once (finish). With mu held.
+func (sc *serverConn) freeLocked(freed, counted int64) {
+	if sc.closed {
+		return
+	}
+	sc.acct.Free(freed)
+	sc.responsesCounted.Add(-counted)
+	sc.net.responses.free(counted)
+}
+
+// holdBytes counts n more bytes of a request holding ownBytes in the
+// connection's account, waiting while they do not fit beside what it holds;
+// they always fit when nothing else is held (admission.ConnAccount.Fits).
 // False if the connection closed or is closing first.
-func (sc *serverConn) holdBytes(n int64) bool {
+func (sc *serverConn) holdBytes(n, ownBytes int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if !sc.acct.Fits(n) {
+	if !sc.acct.Fits(n, ownBytes) {
 		// The node waits for the connection's answers to be written: the
 		// read deadline stops meanwhile.
 		sc.acct.ReadPaused()
-		for !sc.closed && !sc.closing && !sc.acct.Fits(n) {
+		for !sc.closed && !sc.closing && !sc.acct.Fits(n, ownBytes) {
 			sc.room.Wait()
 		}
 		sc.acct.ReadResumed(sc.net.nowMs())
@@ -503,10 +623,11 @@ func (sc *serverConn) freeBytes(n int64) {
 }
 
 // push appends a slot whose request bytes are already reserved, plus
-// extraBytes of response frame, and returns its seq. On a connection
-// closing in request order (or closed) it appends nothing, gives the
-// reservation back and reports false: the request is not to be delivered.
-func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
+// responseBytes of answer (an answered slot's frame), and returns its seq.
+// On a connection closing in request order (or closed) it appends nothing,
+// gives the reservation back and reports false: the request is not to be
+// delivered.
+func (sc *serverConn) push(s slot, responseBytes int64) (uint64, bool) {
 	sc.mu.Lock()
 	if sc.closing || sc.closed {
 		if !sc.closed {
@@ -518,8 +639,8 @@ func (sc *serverConn) push(s slot, extraBytes int64) (uint64, bool) {
 	}
 	sc.seqLast++
 	s.seq = sc.seqLast
+	sc.countResponseLocked(&s, responseBytes)
 	sc.slots = append(sc.slots, s)
-	sc.acct.Hold(extraBytes)
 	sc.mu.Unlock()
 	if s.answered {
 		sc.work.Signal()
@@ -561,7 +682,7 @@ func (sc *serverConn) answerWith(correlationID int32, frame []byte, pieced env.F
 		return
 	}
 	sc.slots[i].answered, sc.slots[i].frame, sc.slots[i].pieced, sc.slots[i].recycle = true, frame, pieced, recycle
-	sc.acct.Hold(sc.slots[i].responseBytes())
+	sc.countResponseLocked(&sc.slots[i], sc.slots[i].responseBytes())
 	switch {
 	case i != 0:
 		sc.mu.Unlock()
@@ -607,7 +728,7 @@ func (sc *serverConn) closeAt(correlationID int32) {
 	}
 	var releases []func()
 	for _, s := range sc.slots[i+1:] {
-		sc.acct.Free(s.requestBytes + s.responseBytes())
+		sc.freeLocked(s.requestBytes+s.responseBytes(), s.countedBytes)
 		if s.pieced.Release != nil {
 			releases = append(releases, s.pieced.Release)
 		}
@@ -690,12 +811,13 @@ func (sc *serverConn) directWritableLocked() bool {
 func (sc *serverConn) writeDirect() {
 	frames := sc.direct[:0]
 	recycle := sc.directRecycle[:0]
-	var freed int64
+	var freed, counted int64
 	for len(sc.slots) > 0 && sc.slots[0].answered && !sc.slots[0].closes {
 		s := sc.slots[0]
 		sc.slots[0] = slot{}
 		sc.slots = sc.slots[1:]
 		freed += s.requestBytes + s.responseBytes()
+		counted += s.countedBytes
 		if s.frame != nil {
 			frames = append(frames, s.frame)
 		}
@@ -712,13 +834,12 @@ func (sc *serverConn) writeDirect() {
 	sc.mu.Lock()
 	sc.writing = false
 	if len(rest) > 0 && err == nil && !sc.closed {
+		sc.sendBlocked.Store(true)
 		sc.unwritten = append(sc.unwritten[:0], rest...)
-		sc.unwrittenFreed = freed
+		sc.unwrittenFreed, sc.unwrittenCounted = freed, counted
 		sc.unwrittenRecycle = append(sc.unwrittenRecycle[:0], recycle...)
 	} else {
-		if !sc.closed {
-			sc.acct.Free(freed)
-		}
+		sc.freeLocked(freed, counted)
 		for _, buf := range recycle { // written, or never to be
 			recycleTailRead(buf)
 		}
@@ -762,12 +883,12 @@ func (sc *serverConn) writeLoop() {
 			sc.sendFinLocked()
 			return
 		}
-		freed := sc.unwrittenFreed
+		freed, counted := sc.unwrittenFreed, sc.unwrittenCounted
 		for _, b := range sc.unwritten {
 			out.add(slot{frame: b})
 		}
 		clear(sc.unwritten)
-		sc.unwritten, sc.unwrittenFreed = sc.unwritten[:0], 0
+		sc.unwritten, sc.unwrittenFreed, sc.unwrittenCounted = sc.unwritten[:0], 0, 0
 		recycle = append(recycle[:0], sc.unwrittenRecycle...)
 		clear(sc.unwrittenRecycle)
 		sc.unwrittenRecycle = sc.unwrittenRecycle[:0]
@@ -776,6 +897,7 @@ func (sc *serverConn) writeLoop() {
 			sc.slots[0] = slot{}
 			sc.slots = sc.slots[1:]
 			freed += s.requestBytes + s.responseBytes()
+			counted += s.countedBytes
 			out.add(s)
 			if s.recycle != nil {
 				recycle = append(recycle, s.recycle)
@@ -799,11 +921,13 @@ func (sc *serverConn) writeLoop() {
 		sc.mu.Lock()
 		sc.writing = false
 		sc.acct.WriteDone(sc.net.nowMs())
-		if !sc.closed {
-			sc.acct.Free(freed)
-		}
+		sc.freeLocked(freed, counted)
+		unblocked := len(sc.unwritten) == 0 && sc.sendBlocked.Swap(false)
 		sc.mu.Unlock()
 		sc.room.Broadcast()
+		if unblocked {
+			sc.net.responses.retryParked()
+		}
 	}
 }
 
@@ -837,18 +961,25 @@ func (sc *serverConn) shutdown() {
 	sc.room.Broadcast()
 	sc.work.Broadcast()
 	sc.net.budgets.wake()
+	sc.net.responses.room.Broadcast()
 	sc.c.Close()
 }
 
 // expired says which deadline the connection has overstayed at nowMs, if
 // any (the Network's reaper asks); pressured says other requests wait for
-// room in its plane's budget. A connection closing in request order has
-// its own timer (closeAt).
-func (sc *serverConn) expired(nowMs int64, pressured bool) admission.Expiry {
+// room in its plane's budget, responsesFull that the response budget is
+// full: either way a client-plane write has
+// admission.Deadlines.PressuredWriteMs, so that clients that do not take
+// their answers give their room to those that wait.
+// A connection closing in request order has its own timer (closeAt).
+func (sc *serverConn) expired(nowMs int64, pressured, responsesFull bool) admission.Expiry {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.closed || sc.closing {
 		return admission.NotExpired
+	}
+	if (pressured || responsesFull) && sc.plane() == admission.PlaneClient && sc.acct.WriteOverdue(nowMs, sc.net.deadlines.PressuredWriteMs()) {
+		return admission.ExpiredWrite
 	}
 	busy := len(sc.slots) > 0 || len(sc.unwritten) > 0
 	return sc.acct.Expired(nowMs, busy, pressured, sc.net.deadlines)
@@ -868,6 +999,7 @@ func (sc *serverConn) finish() {
 	}
 	sc.slots = nil
 	sc.acct.FreeAll()
+	sc.net.responses.free(sc.responsesCounted.Swap(0))
 	sc.mu.Unlock()
 	// Posted without mu: a post may run the loop here, and the core's
 	// answers to this connection take mu.

@@ -160,10 +160,14 @@ func TestBudgetReservesWithinItsLimits(t *testing.T) {
 	if got := []bool{b.TryBeginRequest(true), b.TryBeginRequest(true), b.TryBeginRequest(true)}; !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("queued.max.requests=2 admitted %v, want two requests", got)
 	}
-	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) {
+	if !b.TryReserve(60, true, 0) || !b.TryReserve(40, true, 0) || b.TryReserve(1, true, 0) || b.TryReserve(1, true, 60) {
 		t.Fatal("reservation beyond queued.max.request.bytes")
 	}
-	b.Release(100, true)
+	b.Release(40, true)
+	if !b.TryReserve(50, true, 60) {
+		t.Fatal("a request holding every reserved byte could not grow: alone, it always fits")
+	}
+	b.Release(110, true)
 	b.EndRequest(true)
 	if b.Bytes() != 0 || b.Requests() != 1 {
 		t.Fatalf("budget holds %d bytes, %d requests", b.Bytes(), b.Requests())
@@ -289,12 +293,15 @@ func TestConnAccountDeadlines(t *testing.T) {
 	if e := a.Expired(2149, false, false, d); e != NotExpired {
 		t.Fatalf("idle 999 ms after the write: %v", e)
 	}
-	if !a.Fits(100) || !a.HasRoom() {
+	if !a.Fits(100, 0) || !a.HasRoom() {
 		t.Fatal("an empty connection fits anything")
 	}
 	a.Hold(8)
-	if a.Fits(3) || !a.Fits(2) || !a.HasRoom() {
+	if a.Fits(3, 0) || !a.Fits(2, 0) || !a.HasRoom() {
 		t.Fatal("8 of 10 held")
+	}
+	if !a.Fits(100, 8) || a.Fits(3, 7) {
+		t.Fatal("8 of 10 held, all by one request: it may grow alone, and only alone")
 	}
 	a.Hold(2)
 	if a.HasRoom() {
@@ -307,4 +314,74 @@ func TestConnAccountDeadlines(t *testing.T) {
 		}
 	}()
 	a.Free(1)
+}
+
+// TestResponseBudgetKeepsHalfForClientsThatRead: a connection holding
+// answers is admitted below the limit, one holding none below twice it; so
+// clients that do not read fill at most the first half, and the bytes held
+// never pass twice the limit by more than the answer admitted last.
+func TestResponseBudgetKeepsHalfForClientsThatRead(t *testing.T) {
+	const limit, answer = 100, 30
+	b := NewResponseBudget(limit)
+	held := 0
+	for b.Admits(true) { // a client that does not read
+		b.Hold(answer)
+		held += answer
+	}
+	if held != 120 || !b.Full() || b.Admits(true) || !b.Admits(false) {
+		t.Fatalf("after the holder: %d held, full %v, admits holders %v, admits readers %v; want 120, true, false, true",
+			held, b.Full(), b.Admits(true), b.Admits(false))
+	}
+	for b.Admits(false) { // fresh connections, one answer each
+		b.Hold(answer)
+		held += answer
+	}
+	if b.Bytes() != int64(held) || held >= 2*limit+answer {
+		t.Fatalf("held %d (budget says %d), want under %d", held, b.Bytes(), 2*limit+answer)
+	}
+	b.Free(int64(held) - 150)
+	if b.Admits(true) || !b.Admits(false) {
+		t.Fatalf("at 150 of 100: admits holders %v, readers %v; want false, true", b.Admits(true), b.Admits(false))
+	}
+	b.Free(60)
+	if !b.Admits(true) || b.Full() {
+		t.Fatalf("at 90 of 100: admits holders %v, full %v; want true, false", b.Admits(true), b.Full())
+	}
+	mustPanic(t, "freeing more than held", func() { b.Free(91) })
+	mustPanic(t, "holding a negative size", func() { b.Hold(-1) })
+	mustPanic(t, "an empty budget", func() { NewResponseBudget(0) })
+}
+
+// TestPressuredWriteDeadline: while clients wait for room, a write that
+// has run a tenth of strand.response.write.timeout.ms is overdue.
+func TestPressuredWriteDeadline(t *testing.T) {
+	d := Deadlines{WriteMs: 30000}
+	if got := d.PressuredWriteMs(); got != 3000 {
+		t.Fatalf("PressuredWriteMs = %d, want 3000", got)
+	}
+	a := NewConnAccount(1<<20, 0)
+	if a.WriteOverdue(100000, d.PressuredWriteMs()) {
+		t.Fatal("a connection that never wrote is overdue")
+	}
+	a.WriteStarted(1000)
+	if a.WriteOverdue(3999, d.PressuredWriteMs()) || !a.WriteOverdue(4000, d.PressuredWriteMs()) {
+		t.Fatalf("a write started at 1000 ms: overdue at 3999 %v, at 4000 %v; want false, true",
+			a.WriteOverdue(3999, d.PressuredWriteMs()), a.WriteOverdue(4000, d.PressuredWriteMs()))
+	}
+	a.WriteDone(4000)
+	if a.WriteOverdue(100000, d.PressuredWriteMs()) {
+		t.Fatal("a finished write is overdue")
+	}
+}
+
+// mustPanic fails t unless fn panics: what is being done is a broken
+// invariant.
+func mustPanic(t *testing.T, what string, fn func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	fn()
 }

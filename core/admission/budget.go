@@ -62,9 +62,11 @@ func (b *Budget) EndRequest(whole bool) {
 }
 
 // TryReserve reserves n more bytes of a whole or partial request that
-// holds ownBytes already, if they fit.
+// holds ownBytes already, if they fit. A request that holds every byte
+// reserved may always grow (alone, it always fits): a frame's decoded
+// structures, reserved beside it, may take it past the limit.
 func (b *Budget) TryReserve(n int64, whole bool, ownBytes int64) bool {
-	if b.bytesMax > 0 && b.bytes+n > b.bytesMax {
+	if b.bytesMax > 0 && b.bytes+n > b.bytesMax && b.bytes > ownBytes {
 		return false
 	}
 	othersPartial := b.partialBytes

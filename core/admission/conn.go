@@ -89,11 +89,13 @@ func NewConnAccount(bufferedBytesMax, nowMs int64) ConnAccount {
 // holds less than its limit.
 func (a *ConnAccount) HasRoom() bool { return a.bufferedBytes < a.bufferedBytesMax }
 
-// Fits reports whether n more bytes fit beside what the connection holds;
-// they always do when it holds nothing (config keeps the limit at least
-// socket.request.max.bytes, so a whole largest request fits alone).
-func (a *ConnAccount) Fits(n int64) bool {
-	return a.bufferedBytes == 0 || a.bufferedBytes+n <= a.bufferedBytesMax
+// Fits reports whether n more bytes of a request that holds ownBytes
+// already fit beside what the connection holds; they always do when it
+// holds nothing else (config keeps the limit at least
+// socket.request.max.bytes, so a whole largest request fits alone, and the
+// structures it decodes into, reserved beside it, may take it past).
+func (a *ConnAccount) Fits(n, ownBytes int64) bool {
+	return a.bufferedBytes == ownBytes || a.bufferedBytes+n <= a.bufferedBytesMax
 }
 
 // Hold counts n more bytes held for the connection.

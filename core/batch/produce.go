@@ -78,6 +78,10 @@ type ProducedInfo struct {
 	BaseSequence  int32
 	// Transactional is set for a batch inside a transaction.
 	Transactional bool
+	// DecompressedBytes is what its records took decompressed, 0 if they
+	// were not compressed: what decompressing them again (to recompress
+	// them) costs the request's DecompressionBudget.
+	DecompressedBytes int
 }
 
 // CheckProduced runs every check a Kafka broker runs on a batch a client
@@ -154,9 +158,20 @@ func (d *DecompressionBudget) Spent() int64 { return d.spent }
 // never is.
 func (d *DecompressionBudget) exhausted() bool { return d != nil && d.spent >= d.bytesMax }
 
-// charge adds bytes decompressed and reports whether the budget still holds
-// them.
-func (d *DecompressionBudget) charge(bytes int) bool {
+// ChargeAgain charges bytes decompressed a second time, to recompress a
+// checked batch (ProducedInfo.DecompressedBytes), and returns the
+// MESSAGE_TOO_LARGE *Error naming the limit if the budget cannot hold them.
+func (d *DecompressionBudget) ChargeAgain(bytes int) error {
+	if d.Charge(bytes) {
+		return nil
+	}
+	return d.refusal()
+}
+
+// Charge adds bytes decompressed and reports whether the budget still holds
+// them: the checks charge what they decompress, and a recompression charges
+// its decompression again (ProducedInfo.DecompressedBytes).
+func (d *DecompressionBudget) Charge(bytes int) bool {
 	if d == nil {
 		return true
 	}
@@ -210,6 +225,10 @@ func (p *Precheck) Finish(b []byte, limits ProduceLimits, budget *DecompressionB
 	return p.w.info(limits), nil
 }
 
+// DecompressedBytes is what the batch's records took decompressed (0 if
+// they were not compressed, or the pre-check stopped before).
+func (p *Precheck) DecompressedBytes() int { return p.w.decompressedBytes }
+
 // Passed reports whether the batch passed the pre-check. The broker's
 // pre-check recompresses only batches that passed, so that broken input
 // costs no compression.
@@ -235,6 +254,8 @@ type walked struct {
 	// record carrying it.
 	maxTimestamp            int64
 	maxTimestampOffsetDelta int32
+	// decompressedBytes is ProducedInfo.DecompressedBytes.
+	decompressedBytes int
 }
 
 // walkProduced runs CheckProduced's checks in its order, charging budget
@@ -261,7 +282,7 @@ func walkProduced(b []byte, limits *ProduceLimits, budget *DecompressionBudget) 
 		}
 		var err error
 		if records, err = decompress(h.Codec(), records, limits.DecompressedBytesMax); err != nil {
-			budget.charge(limits.DecompressedBytesMax)
+			budget.Charge(limits.DecompressedBytesMax)
 			code := codeCorrupt
 			if errors.Is(err, errDecompressedTooLarge) {
 				code = codeTooLarge
@@ -269,10 +290,11 @@ func walkProduced(b []byte, limits *ProduceLimits, budget *DecompressionBudget) 
 			w.err = &Error{"records", fmt.Sprintf("%s records: %v", h.Codec(), err), code}
 			return w
 		}
-		if !budget.charge(len(records)) {
+		if !budget.Charge(len(records)) {
 			w.err = budget.refusal()
 			return w
 		}
+		w.decompressedBytes = len(records)
 	}
 	w.err = w.checkRecords(records, limits)
 	return w
@@ -293,6 +315,7 @@ func (w *walked) info(limits ProduceLimits) ProducedInfo {
 		ProducerEpoch:           h.ProducerEpoch,
 		BaseSequence:            h.BaseSequence,
 		Transactional:           h.Attributes&AttrTransactional != 0,
+		DecompressedBytes:       w.decompressedBytes,
 	}
 	if limits.TimestampType == LogAppendTime {
 		info.MaxTimestamp = limits.NowMs

@@ -184,13 +184,20 @@ func TestCheckProducedAcceptsFranzGoBatches(t *testing.T) {
 		}
 		for name, compress := range compressors { // order-independent: subtests are independent
 			t.Run(codec.String()+"/"+name, func(t *testing.T) {
-				b := kmsgProduced(t, codec, compress, testNowMs, 5, 9, 2, 9)
+				rawBytes := 0
+				b := kmsgProduced(t, codec, func(raw []byte) []byte {
+					rawBytes = len(raw)
+					return compress(raw)
+				}, testNowMs, 5, 9, 2, 9)
 				info, err := CheckProduced(b, testLimits())
 				if err != nil {
 					t.Fatalf("CheckProduced: %v", err)
 				}
+				if codec == CodecNone {
+					rawBytes = 0 // nothing was decompressed
+				}
 				want := ProducedInfo{Header: info.Header, RecordCount: 4, MaxTimestamp: testNowMs + 9, MaxTimestampOffsetDelta: 1,
-					ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0}
+					ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0, DecompressedBytes: rawBytes}
 				if diff := cmp.Diff(want, info); diff != "" {
 					t.Fatalf("info (-want +got):\n%s", diff)
 				}

@@ -162,7 +162,8 @@ func (v *PrecheckView) Precheck(hdr env.RequestHeader, req kmsg.Request, buffers
 			}
 			verdict.check = batch.PrecheckProduced(records, limits, budget)
 			if topic.recompress && verdict.check.Passed() {
-				verdict.recompression = v.precheckRecompression(records, topic.codec, limits.DecompressedBytesMax, &keepBytes)
+				verdict.recompression = v.precheckRecompression(records, topic.codec, limits.DecompressedBytesMax, &keepBytes,
+					budget, verdict.check.DecompressedBytes())
 			}
 			if reserved > 0 && buffers != nil {
 				buffers.Release(reserved)
@@ -197,13 +198,19 @@ func validAcks(acks int16) bool {
 }
 
 // precheckRecompression is records, which passed the pre-check, in codec,
-// or nil if they are in it already. A failure (which only a broken
-// invariant could cause) also gives nil: the loop then recompresses and
-// answers for it. The copy is kept only within keepBytes, which it then
-// takes from.
-func (v *PrecheckView) precheckRecompression(records []byte, codec batch.Codec, decompressedBytesMax int, keepBytes *int) *recompression {
+// or nil if they are in it already. Decompressing them again costs the
+// request's budget what the check's decompression did
+// (decompressedBytes); when the budget cannot pay it, or on a failure
+// (which only a broken invariant could cause), it gives nil: the loop then
+// answers (storedForm charges the budget too, and refuses the batch over
+// it). The copy is kept only within keepBytes, which it then takes from.
+func (v *PrecheckView) precheckRecompression(records []byte, codec batch.Codec, decompressedBytesMax int, keepBytes *int,
+	budget *batch.DecompressionBudget, decompressedBytes int) *recompression {
 	h, err := batch.ParseHeader(records)
 	if err != nil || h.Codec() == codec {
+		return nil
+	}
+	if !budget.Charge(decompressedBytes) {
 		return nil
 	}
 	out, err := recompressed(records, codec, decompressedBytesMax)

@@ -119,9 +119,9 @@ func (p *partition) appendRecordsToLeader(in leaderAppend) (out leaderAppended, 
 			return out, nil, false // nothing appended, nothing more to wait for
 		}
 	} else {
-		stored, code, onLoop := storedForm(in, info.Header.Codec())
-		if code != 0 {
-			return out, &appendRefused{code: code}, onLoop
+		stored, notStored, onLoop := storedForm(in, info)
+		if notStored != nil {
+			return out, notStored, onLoop
 		}
 		recompressedOnLoop = onLoop
 		batch.SetMaxTimestamp(stored, in.limits.TimestampType, info.MaxTimestamp)
@@ -179,34 +179,42 @@ func validateProduced(in leaderAppend) (batch.ProducedInfo, *appendRefused) {
 // storedForm returns the checked batch as the topic stores it: in the
 // codec its compression.type names now, at append time. That is the
 // records themselves when the topic keeps the producer's codec or names
-// the one sent (sentCodec); otherwise the pre-check's recompressed copy
+// the one sent; otherwise the pre-check's recompressed copy
 // when it is in that codec, or a copy recompressed here on the loop
 // (onLoop: the request was not pre-checked, or the topic's codec changed
 // since its pre-check). A recompressed batch must fit max.message.bytes
 // too, as Kafka re-checks the size after recompressing; the answer is then
 // an error code. The pre-check's size decides without its copy, which it
-// keeps only within the broker's message.max.bytes.
-func storedForm(in leaderAppend, sentCodec batch.Codec) (stored []byte, code int16, onLoop bool) {
+// keeps only within the broker's message.max.bytes. Decompressing the
+// records again on the loop must fit the request's decompression budget
+// (strand.produce.request.decompressed.bytes.max), or the batch is refused
+// MESSAGE_TOO_LARGE naming it.
+func storedForm(in leaderAppend, info batch.ProducedInfo) (stored []byte, refused *appendRefused, onLoop bool) {
 	codec := in.storageCodec
-	if !in.recompress || codec == sentCodec {
-		return in.records, 0, false
+	if !in.recompress || codec == info.Header.Codec() {
+		return in.records, nil, false
 	}
 	if r := in.precheck.recompressionTo(codec); r != nil {
 		if r.batchBytes > in.limits.BatchBytesMax {
-			return nil, kerr.MessageTooLarge.Code, false
+			return nil, &appendRefused{code: kerr.MessageTooLarge.Code}, false
 		}
 		if r.stored != nil {
-			return r.stored, 0, false
+			return r.stored, nil, false
 		}
+	}
+	// Decompressing the records again costs the request's budget what
+	// checking them did, as every decompression of the request does.
+	if err := in.budget.ChargeAgain(info.DecompressedBytes); err != nil {
+		return nil, &appendRefused{code: kerr.MessageTooLarge.Code, message: err.Error()}, false
 	}
 	stored, err := recompressed(in.records, codec, in.limits.DecompressedBytesMax)
 	if err != nil {
-		return nil, kerr.CorruptMessage.Code, true
+		return nil, &appendRefused{code: kerr.CorruptMessage.Code}, true
 	}
 	if len(stored) > in.limits.BatchBytesMax {
-		return nil, kerr.MessageTooLarge.Code, true
+		return nil, &appendRefused{code: kerr.MessageTooLarge.Code}, true
 	}
-	return stored, 0, true
+	return stored, nil, true
 }
 
 // recompressed returns a copy of the checked batch b with its records stored

@@ -170,6 +170,11 @@ type Limits struct {
 	// bytes held for one connection (requests read, responses unsent). Must
 	// be at least socket.request.max.bytes, so that one largest request fits.
 	ConnectionBufferedBytesMax int64
+	// ResponseBufferedBytesMax is strand.response.buffered.bytes.max: bytes
+	// of responses held, over all client-plane connections, for clients
+	// that have not taken them yet. At the limit client requests wait
+	// before the core answers them (SPEC.md §7); Kafka has no such bound.
+	ResponseBufferedBytesMax int64
 	// PurgatoryRequestsPerPartitionMax is
 	// strand.purgatory.requests.per.partition.max: produce (acks=all) and
 	// fetch requests waiting on one partition.

@@ -212,6 +212,7 @@ var brokerKeys = map[string]keyDef{
 	"queued.max.request.bytes":                    int64Key("134217728", minInt64, maxInt64, func(b *Broker) *int64 { return &b.Limits.RequestBytesQueuedMax }),
 	"strand.connection.requests.in.flight.max":    int32Key("100", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.ConnectionRequestsInFlightMax }),
 	"strand.connection.buffered.bytes.max":        int64Key("104857600", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ConnectionBufferedBytesMax }),
+	"strand.response.buffered.bytes.max":          int64Key("268435456", 1, maxInt64, func(b *Broker) *int64 { return &b.Limits.ResponseBufferedBytesMax }),
 	"strand.purgatory.requests.per.partition.max": int32Key("1000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsPerPartitionMax }),
 	"strand.purgatory.requests.max":               int32Key("100000", 1, maxInt32, func(b *Broker) *int32 { return &b.Limits.PurgatoryRequestsMax }),
 	"max.incremental.fetch.session.cache.slots":   int32Key("1000", 0, maxInt32, func(b *Broker) *int32 { return &b.Limits.FetchSessionCacheSlots }),

@@ -50,6 +50,9 @@ type Manager struct {
 	dir       string
 	configFor func(topic string) Config
 	logs      map[TopicPartition]*Log
+	// scratch is the read buffer its logs share (OpenOptions.Scratch):
+	// they are called one at a time, on the node's loop.
+	scratch []byte
 	// highWatermarks is replication-offset-checkpoint as found at open.
 	highWatermarks map[TopicPartition]int64
 
@@ -231,6 +234,7 @@ func FailedManager(disk env.Disk, dir string, configFor func(topic string) Confi
 func newManager(disk env.Disk, dir string, configFor func(topic string) Config) *Manager {
 	return &Manager{
 		disk: disk, dir: dir, configFor: configFor, logs: map[TopicPartition]*Log{},
+		scratch:         NewScratch(),
 		recoveryPoints:  checkpoint.NewWriter(disk, dir, RecoveryPointCheckpointName),
 		replication:     checkpoint.NewWriter(disk, dir, ReplicationCheckpointName),
 		logStartOffsets: checkpoint.NewWriter(disk, dir, LogStartOffsetCheckpointName),
@@ -253,6 +257,7 @@ func (m *Manager) openLogs(checkpoints map[string]map[TopicPartition]int64, nowM
 			LogStartOffset: checkpoints[LogStartOffsetCheckpointName][tp],
 			CleanerOffset:  checkpoints[CleanerOffsetCheckpointName][tp],
 			NowMs:          nowMs,
+			Scratch:        m.scratch,
 		})
 		if err != nil {
 			return err
@@ -334,7 +339,7 @@ func (m *Manager) CreateLog(tp TopicPartition, nowMs int64) (*Log, error) {
 	if m.failed != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp.DirName(), m.failed)
 	}
-	l, err := Open(m.disk, joinPath(m.dir, tp.DirName()), m.configFor(tp.Topic), OpenOptions{NowMs: nowMs})
+	l, err := Open(m.disk, joinPath(m.dir, tp.DirName()), m.configFor(tp.Topic), OpenOptions{NowMs: nowMs, Scratch: m.scratch})
 	if err != nil {
 		err = fmt.Errorf("create log %s: %w", tp.DirName(), err)
 		if errors.Is(err, env.ErrIO) || errors.Is(err, env.ErrNoSpace) {

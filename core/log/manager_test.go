@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -221,4 +222,83 @@ func TestUnparsableRecoveryPointCheckpointRecoversEveryLog(t *testing.T) {
 	if l.LogEndOffset() != last.baseOffset {
 		t.Fatalf("LEO %d after recovering from 0, want %d: the corrupt last batch cut", l.LogEndOffset(), last.baseOffset)
 	}
+}
+
+// TestManagerLogsShareOneReadBuffer: a Manager's logs read into one buffer
+// (OpenOptions.Scratch), so a partition costs a few KiB of heap, not the 64
+// KiB a buffer of its own would; their reads, interleaved, and their
+// recovery on reopen still see their own batches.
+func TestManagerLogsShareOneReadBuffer(t *testing.T) {
+	const logs = 200
+	disk := memdisk.New(memdisk.Options{})
+	configFor := func(string) Config { return testConfig() }
+	m, err := OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heapBefore := liveHeapBytes()
+	for i := range logs {
+		if _, err := m.CreateLog(TopicPartition{Topic: "t", Partition: int32(i)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perLogBytes := (liveHeapBytes() - heapBefore) / logs
+	t.Logf("%d logs hold %d bytes of heap each", logs, perLogBytes)
+	if perLogBytes > scratchBytes/4 {
+		t.Errorf("a log holds %d bytes of heap, want at most %d (its read buffer shared)", perLogBytes, scratchBytes/4)
+	}
+
+	logOf := func(m *Manager, partition int32) *Log {
+		l, ok := m.Log(TopicPartition{Topic: "t", Partition: partition})
+		if !ok {
+			t.Fatalf("no log t-%d", partition)
+		}
+		return l
+	}
+	a, b := logOf(m, 0), logOf(m, 1)
+	for i := range 30 {
+		appendLeader(t, a, 1, int64(1000+i), 0)
+		appendLeader(t, b, 3, int64(5000+i), 0)
+	}
+	flushAll(t, a, disk)
+	flushAll(t, b, disk)
+	// Reads of one log between reads of the other: each walk fills the
+	// shared buffer anew.
+	check := func(l *Log, firstMs int64) {
+		t.Helper()
+		for i := range 30 {
+			got, ok, err := l.OffsetForTimestamp(firstMs+int64(i), 1<<20)
+			if err != nil || !ok || got.TimestampMs < firstMs+int64(i) {
+				t.Fatalf("%s: offset for timestamp %d = %+v, %v, %v", l.Dir(), firstMs+int64(i), got, ok, err)
+			}
+		}
+	}
+	batchesA, batchesB := readAll(t, a), readAll(t, b)
+	check(a, 1000)
+	check(b, 5000)
+	if len(batchesA) != 30 || len(batchesB) != 30 {
+		t.Fatalf("read %d and %d batches, want 30 each", len(batchesA), len(batchesB))
+	}
+
+	m, err = OpenManager(disk, "data", configFor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b = logOf(m, 0), logOf(m, 1)
+	if diff := cmp.Diff(batchesA, readAll(t, a)); diff != "" {
+		t.Errorf("t-0 after reopening (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(batchesB, readAll(t, b)); diff != "" {
+		t.Errorf("t-1 after reopening (-before +after):\n%s", diff)
+	}
+	check(a, 1000)
+	check(b, 5000)
+}
+
+// liveHeapBytes is the heap's live bytes after a collection.
+func liveHeapBytes() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

@@ -23,7 +23,16 @@ type OpenOptions struct {
 	// CleanerOffset is from cleaner-offset-checkpoint (0 if absent): the
 	// cleaner point of a compacted log.
 	CleanerOffset int64
+	// Scratch, if set, is a buffer of at least scratchBytes (NewScratch)
+	// the log reads headers and recovers batches into, shared with the
+	// other logs of one owner that calls them one at a time (a Manager):
+	// 64 KiB a log would be most of a partition's memory, 200 MiB for
+	// 3,000 partitions. Nil gives the log a buffer of its own.
+	Scratch []byte
 }
+
+// NewScratch returns a buffer for OpenOptions.Scratch.
+func NewScratch() []byte { return make([]byte, scratchBytes) }
 
 // Open loads the log in dir, creating an empty one if dir holds none, and
 // recovers it after a crash:
@@ -56,7 +65,10 @@ func Open(disk env.Disk, dir string, cfg Config, opts OpenOptions) (*Log, error)
 	l := &Log{
 		disk: disk, dir: dir, cfg: cfg, epochs: epochs,
 		epochWriter: checkpoint.NewWriter(disk, dir, EpochCheckpointName),
-		scratch:     make([]byte, scratchBytes),
+		scratch:     opts.Scratch,
+	}
+	if len(l.scratch) < scratchBytes {
+		l.scratch = NewScratch()
 	}
 	l.epochVersionWritten = epochs.version
 	if err := l.loadSegments(opts); err != nil {

@@ -112,30 +112,53 @@ func AppendRequest(dst []byte, hdr env.RequestHeader, req kmsg.Request) []byte {
 	return fillSizePrefix(dst, start)
 }
 
-// ParseRequest decodes one request frame (the bytes after the size prefix).
-//
-// supported reports whether the broker advertises a version of a key; nil
-// accepts every version kmsg can decode. Before kmsg decodes the body,
-// ParseRequest walks it by the request's schema (scanRequest) and refuses
-// it, KindOverLimit, if it crosses limits; so the decoded request, which
-// may cost tens of times its bytes, is bounded by the limits, and a
-// request over them costs only the walk. A rejected request whose header
-// parsed returns a *RequestError carrying that header; a header too short to
-// hold a correlation id or a valid client_id returns an error wrapping
-// ErrMalformedHeader, with whatever header fields were read before the fault
-// (for logs only: there is nothing to answer).
+// ParseRequest decodes one request frame (the bytes after the size
+// prefix): ScanRequest, then Decode.
 //
 // The request's []byte fields alias frame: frame must not be reused while
 // the request is referenced (see the package comment). Bytes after the body
 // are ignored, as kmsg ignores them.
 func ParseRequest(frame []byte, supported func(key, version int16) bool, limits RequestLimits) (env.RequestHeader, kmsg.Request, error) {
+	scanned, err := ScanRequest(frame, supported, limits)
+	if err != nil {
+		return scanned.Header, nil, err
+	}
+	req, err := scanned.Decode()
+	return scanned.Header, req, err
+}
+
+// ScannedRequest is a request frame whose header parsed and whose body the
+// walk by its schema accepted, not decoded yet.
+type ScannedRequest struct {
+	Header env.RequestHeader
+	// DecodedBytesBound bounds the heap kmsg takes to decode the body:
+	// its structs, arrays, strings and unknown tagged fields (bytes fields
+	// alias the frame). A caller that counts what requests cost counts it
+	// beside the frame before it calls Decode.
+	DecodedBytesBound int64
+	req               kmsg.Request
+	body              []byte
+}
+
+// ScanRequest parses a request frame's header and walks its body.
+//
+// supported reports whether the broker advertises a version of a key; nil
+// accepts every version kmsg can decode. The walk (scanRequest) refuses the
+// request, KindOverLimit, if it crosses limits; so the decoded request,
+// which may cost tens of times its bytes, is bounded by the limits, and a
+// request over them costs only the walk. A rejected request whose header
+// parsed returns a *RequestError carrying that header; a header too short to
+// hold a correlation id or a valid client_id returns an error wrapping
+// ErrMalformedHeader, with whatever header fields were read before the fault
+// (for logs only: there is nothing to answer).
+func ScanRequest(frame []byte, supported func(key, version int16) bool, limits RequestLimits) (ScannedRequest, error) {
 	limits.mustBeValid()
 	hdr, r, err := parseRequestHeaderFixed(frame)
 	if err != nil {
-		return hdr, nil, err
+		return ScannedRequest{Header: hdr}, err
 	}
-	reject := func(kind RequestErrorKind, cause error) (env.RequestHeader, kmsg.Request, error) {
-		return hdr, nil, &RequestError{Header: hdr, Kind: kind, Err: cause}
+	reject := func(kind RequestErrorKind, cause error) (ScannedRequest, error) {
+		return ScannedRequest{Header: hdr}, &RequestError{Header: hdr, Kind: kind, Err: cause}
 	}
 	req := kmsg.RequestForKey(hdr.APIKey)
 	if req == nil {
@@ -161,17 +184,24 @@ func ParseRequest(frame []byte, supported func(key, version int16) bool, limits 
 			return reject(KindMalformed, err)
 		}
 	}
-	if _, _, err := scanRequest(&schema, hdr.APIVersion, r.src, limits); err != nil {
+	counts, _, err := scanRequest(&schema, hdr.APIVersion, r.src, limits)
+	if err != nil {
 		var limitErr *LimitError
 		if errors.As(err, &limitErr) {
 			return reject(KindOverLimit, err)
 		}
 		return reject(KindMalformed, fmt.Errorf("body: %w", err))
 	}
-	if err := req.ReadFrom(r.src); err != nil {
-		return reject(KindMalformed, fmt.Errorf("body: %w", err))
+	return ScannedRequest{Header: hdr, DecodedBytesBound: counts.decodedBytes, req: req, body: r.src}, nil
+}
+
+// Decode decodes the scanned body with kmsg. The request's []byte fields
+// alias the frame.
+func (s ScannedRequest) Decode() (kmsg.Request, error) {
+	if err := s.req.ReadFrom(s.body); err != nil {
+		return nil, &RequestError{Header: s.Header, Kind: KindMalformed, Err: fmt.Errorf("body: %w", err)}
 	}
-	return hdr, req, nil
+	return s.req, nil
 }
 
 // parseRequestHeaderFixed reads the header up to and including client_id

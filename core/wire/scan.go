@@ -81,6 +81,29 @@ var errBodyTruncated = errors.New("truncated")
 // requestCounts are what a walk has counted so far.
 type requestCounts struct {
 	topics, partitions, entries int64
+	// decodedBytes bounds what kmsg allocates to decode the walked part
+	// (DecodedBytesBound).
+	decodedBytes int64
+}
+
+// allocBytes bounds what the Go heap takes for an allocation of n bytes:
+// its size class or page rounding wastes less than a quarter, plus a
+// little for the smallest classes.
+func allocBytes(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return n + n/4 + 16
+}
+
+// unknownTagsBytes bounds the map kmsg keeps a structure's unknown tagged
+// fields in (their values alias the frame): its header and first group,
+// then a slot per field, with the map's doubling.
+func unknownTagsBytes(tags int64) int64 {
+	if tags <= 0 {
+		return 0
+	}
+	return 512 + 192*tags
 }
 
 // bodyScanner walks one request body by its schema. It reads as kmsg's
@@ -100,7 +123,7 @@ type bodyScanner struct {
 // a *LimitError if the body crosses limits, one wrapping errBodyTruncated if
 // the bytes end before the layout does.
 func scanRequest(schema *requestSchema, version int16, body []byte, limits RequestLimits) (requestCounts, []byte, error) {
-	var counts requestCounts
+	counts := requestCounts{decodedBytes: allocBytes(schema.body.goBytes)}
 	s := bodyScanner{src: body, version: version, flexible: schema.flexible(version), limits: limits, counts: &counts}
 	err := s.structure(schema.body)
 	return counts, s.src, err
@@ -140,9 +163,9 @@ func (s *bodyScanner) value(st *schemaStruct, f *schemaField, k fieldKind) error
 	case kindVarint, kindVarlong:
 		return s.skipVarint(st, f)
 	case kindString:
-		return s.lengthPrefixed(2, st, f)
+		return s.lengthPrefixed(2, st, f, true)
 	case kindBytes:
-		return s.lengthPrefixed(4, st, f)
+		return s.lengthPrefixed(4, st, f, false)
 	case kindVarintBytes:
 		length, err := s.varint(st, f)
 		if err != nil {
@@ -160,6 +183,7 @@ func (s *bodyScanner) value(st *schemaStruct, f *schemaField, k fieldKind) error
 		if present == -1 {
 			return nil
 		}
+		s.counts.decodedBytes += allocBytes(f.body.goBytes)
 		return s.structure(f.body)
 	case kindArray:
 		return s.array(st, f)
@@ -195,6 +219,11 @@ func (s *bodyScanner) array(st *schemaStruct, f *schemaField) error {
 	if err := s.count(st, f, length); err != nil {
 		return err
 	}
+	elementBytes := goValueBytes(f.elem)
+	if f.elem == kindStruct {
+		elementBytes = f.body.goBytes
+	}
+	s.counts.decodedBytes += allocBytes(length * elementBytes)
 	for range length {
 		if err := s.value(st, f, f.elem); err != nil {
 			return err
@@ -246,6 +275,8 @@ func (s *bodyScanner) tagSection(st *schemaStruct) error {
 	if s.counts.entries > int64(s.limits.EntriesMax) {
 		return s.overLimit(EntriesMaxKey, s.limits.EntriesMax, s.counts.entries, st, section)
 	}
+	unknown := int64(0)
+	defer func() { s.counts.decodedBytes += unknownTagsBytes(unknown) }()
 	for range count {
 		tag, err := s.uvarint(st, section)
 		if err != nil {
@@ -265,6 +296,8 @@ func (s *bodyScanner) tagSection(st *schemaStruct) error {
 			if err := inner.value(st, f, f.kind); err != nil {
 				return err
 			}
+		} else {
+			unknown++
 		}
 	}
 	return nil
@@ -281,8 +314,10 @@ func taggedField(st *schemaStruct, tag uint32) *schemaField {
 }
 
 // lengthPrefixed skips a string (prefixBytes 2) or bytes (4) value. A
-// negative length (null, or one kmsg refuses) takes no bytes.
-func (s *bodyScanner) lengthPrefixed(prefixBytes int, st *schemaStruct, f *schemaField) error {
+// negative length (null, or one kmsg refuses) takes no bytes. kmsg copies
+// a string (into a new string, and a nullable one behind a new pointer)
+// and leaves bytes aliasing the frame: copied says which.
+func (s *bodyScanner) lengthPrefixed(prefixBytes int, st *schemaStruct, f *schemaField, copied bool) error {
 	var length int64
 	if s.flexible {
 		u, err := s.uvarint(st, f)
@@ -300,6 +335,9 @@ func (s *bodyScanner) lengthPrefixed(prefixBytes int, st *schemaStruct, f *schem
 			length = int64(int32(binary.BigEndian.Uint32(s.src)))
 		}
 		s.src = s.src[prefixBytes:]
+	}
+	if copied && length >= 0 {
+		s.counts.decodedBytes += allocBytes(length) + 16
 	}
 	return s.skip(max(length, 0), st, f)
 }

@@ -29,6 +29,62 @@ func (r *requestSchema) flexible(version int16) bool {
 type schemaStruct struct {
 	name   string
 	fields []schemaField
+	// goBytes bounds the size of the Go struct kmsg decodes it into
+	// (fillGoBytes); set once, at init.
+	goBytes int64
+}
+
+func init() {
+	for _, r := range requestSchemas { // order-independent: each structure's bound is its own
+		r.body.fillGoBytes()
+	}
+}
+
+// fillGoBytes sets goBytes for st and every structure in it: an upper bound
+// on the size of kmsg's Go struct, which has a field for every field of
+// every version. Each field is counted at a whole word or more, as padding
+// could make it: a scalar 8 bytes (16 for a UUID), a string 16, bytes and
+// arrays 24 (their headers; what they hold is counted where decoded), a
+// nullable structure a pointer, a structure in line its own bound; plus
+// the UnknownTags map pointer and, for a request body, its Version.
+func (st *schemaStruct) fillGoBytes() int64 {
+	if st.goBytes > 0 {
+		return st.goBytes
+	}
+	bytes := int64(16) // UnknownTags, and Version (a request body) or padding
+	for i := range st.fields {
+		f := &st.fields[i]
+		switch f.kind {
+		case kindStruct:
+			bytes += f.body.fillGoBytes()
+		case kindArray:
+			bytes += 24
+			if f.body != nil {
+				f.body.fillGoBytes()
+			}
+		case kindNullableStruct:
+			bytes += 8
+			f.body.fillGoBytes()
+		default:
+			bytes += goValueBytes(f.kind)
+		}
+	}
+	st.goBytes = bytes
+	return bytes
+}
+
+// goValueBytes bounds the Go size of one value of kind k held in a struct
+// field or an array element, structures aside.
+func goValueBytes(k fieldKind) int64 {
+	switch k {
+	case kindUUID, kindString:
+		return 16
+	case kindBytes, kindVarintBytes, kindArray:
+		return 24
+	case kindNullableStruct:
+		return 8
+	}
+	return 8
 }
 
 // schemaField is one field of a structure.
