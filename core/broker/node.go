@@ -232,7 +232,7 @@ func New(cfg Config, clock env.Clock, net env.Network, disks []env.Disk, ids IDS
 	n.controllerRole, n.meta.controllerRole, n.parts.controllerRole, n.groups.controllerRole, n.producerIDs.controllerRole = cr, cr, cr, cr, cr
 	cr.acls, cr.meta = n.acls, n.meta
 	if b.Roles.Broker {
-		previous, err := takeCleanShutdown(disks[0])
+		previous, err := takeCleanShutdown(disks)
 		if err != nil {
 			return nil, err
 		}

@@ -10,11 +10,15 @@ import (
 	"strand/core/env"
 )
 
-// cleanShutdownFile marks, in the first log directory, that the last
-// process shut down cleanly, and holds its broker epoch (Kafka's
-// .kafka_cleanshutdown, KAFKA-15586). The next incarnation registers with
-// that PreviousBrokerEpoch, so the controller knows it lost nothing and
-// keeps it eligible (KIP-966); without the file every restart is unclean.
+// cleanShutdownFile marks, in every log directory, that the last process
+// shut down cleanly with that directory's logs durable, and holds its
+// broker epoch (Kafka's .kafka_cleanshutdown, KAFKA-15586). The next
+// incarnation registers with that PreviousBrokerEpoch, so the controller
+// knows it lost nothing and keeps it eligible (KIP-966), only when every
+// directory holds the marker with the same epoch: a directory without it
+// (swapped, restored from a backup, or the process stopped between two
+// directories' markers) may hold less than the broker acknowledged, as
+// Kafka reads no epoch when any directory lacks its file.
 const cleanShutdownFile = "strand-clean-shutdown"
 
 // CleanShutdownFile is cleanShutdownFile, for the simulator's operator,
@@ -174,14 +178,26 @@ func (c *completions) finish(err error) {
 	}
 }
 
-// writeCleanShutdown writes the marker once every log is durable, then
-// closes the files.
+// writeCleanShutdown writes the marker in every log directory, one after
+// the other, once every log is durable, then closes the files.
 func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 	if flushErr != nil {
 		done(errors.Join(fmt.Errorf("broker: flush at shutdown: %w", flushErr), n.closeFiles()))
 		return
 	}
-	f, err := n.disks[0].Open(cleanShutdownFile, env.OpenOptions{Create: true})
+	n.writeCleanShutdownFrom(0, done)
+}
+
+// writeCleanShutdownFrom writes the marker in log directory i and those
+// after it, each synced with its directory before the next, then closes
+// the files.
+func (n *Node) writeCleanShutdownFrom(i int, done func(error)) {
+	if i == len(n.disks) {
+		done(n.closeFiles())
+		return
+	}
+	disk := n.disks[i]
+	f, err := disk.Open(cleanShutdownFile, env.OpenOptions{Create: true})
 	if err == nil {
 		err = f.Truncate(0)
 	}
@@ -189,13 +205,19 @@ func (n *Node) writeCleanShutdown(flushErr error, done func(error)) {
 		err = f.Append([]byte(strconv.FormatInt(n.meta.brokerEpoch, 10)))
 	}
 	if err != nil {
-		done(errors.Join(fmt.Errorf("broker: write %s: %w", cleanShutdownFile, err), n.closeFiles()))
+		if f != nil {
+			err = errors.Join(err, f.Close())
+		}
+		done(errors.Join(fmt.Errorf("broker: write %s in log directory %d: %w", cleanShutdownFile, i, err), n.closeFiles()))
 		return
 	}
 	f.Sync(func(err error) {
-		n.disks[0].SyncDir(".", func(dirErr error) {
-			err = errors.Join(err, dirErr, f.Close(), n.closeFiles())
-			done(err)
+		disk.SyncDir(".", func(dirErr error) {
+			if err = errors.Join(err, dirErr, f.Close()); err != nil {
+				done(errors.Join(fmt.Errorf("broker: sync %s in log directory %d: %w", cleanShutdownFile, i, err), n.closeFiles()))
+				return
+			}
+			n.writeCleanShutdownFrom(i+1, done)
 		})
 	})
 }
@@ -216,11 +238,36 @@ func (n *Node) closeFiles() error {
 	return nil
 }
 
-// takeCleanShutdown reads and removes the clean-shutdown marker: the broker
-// epoch of a previous clean shutdown, or -1. The removal is made durable
-// before the node registers, so a crash later in this incarnation is never
-// mistaken for a clean one.
-func takeCleanShutdown(disk env.Disk) (int64, error) {
+// takeCleanShutdown reads and removes the clean-shutdown markers of every
+// log directory: the broker epoch of a previous clean shutdown when every
+// directory holds it, or -1. An error is returned only for the first
+// directory, which the broker cannot start without; a later one whose
+// marker cannot be read or removed makes the restart unclean (the
+// directory goes offline when its logs are opened). The removals are made
+// durable before the node registers, so a crash later in this incarnation
+// is never mistaken for a clean one.
+func takeCleanShutdown(disks []env.Disk) (int64, error) {
+	previous := int64(-1)
+	for i, disk := range disks {
+		epoch, err := takeCleanShutdownFrom(disk)
+		if err != nil && i == 0 {
+			return -1, err
+		}
+		switch {
+		case err != nil || epoch < 0:
+			previous = -2 // unclean, whatever the others hold
+		case i == 0:
+			previous = epoch
+		case previous != epoch:
+			previous = -2
+		}
+	}
+	return max(previous, -1), nil
+}
+
+// takeCleanShutdownFrom reads and removes one directory's marker: the epoch
+// it holds, or -1 without one (or with one that cannot be read).
+func takeCleanShutdownFrom(disk env.Disk) (int64, error) {
 	f, err := disk.Open(cleanShutdownFile, env.OpenOptions{})
 	if errors.Is(err, env.ErrNotExist) {
 		return -1, nil

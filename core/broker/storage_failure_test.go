@@ -648,3 +648,59 @@ func TestReadErrorOnFetchAnswersStorageErrorAndFences(t *testing.T) {
 		t.Fatalf("new leader serves %q, want kept", got)
 	}
 }
+
+// TestEveryLogDirHoldsTheCleanShutdownMarker: a clean shutdown writes the
+// marker, with the broker epoch, in every log directory, and a restart is
+// clean only when every directory holds it: a second directory without
+// its marker (swapped, or restored from a backup, since the shutdown) makes
+// the restart unclean, as Kafka reads no broker epoch when any directory
+// lacks its .kafka_cleanshutdown. Each restart takes the markers it read.
+func TestEveryLogDirHoldsTheCleanShutdownMarker(t *testing.T) {
+	c := threeNodes(t)
+	n := c.nodes[2]
+	second := memdisk.New(memdisk.Options{Post: n.proc.Post})
+	restart := func() {
+		t.Helper()
+		n.proc.Crash()
+		n.proc.Restart()
+		if err := c.startWithTwoLogDirs(n, second); err != nil {
+			t.Fatalf("start with two log dirs: %v", err)
+		}
+	}
+	runAndStop := func() int64 {
+		t.Helper()
+		c.waitFor("node 2 registers", 20000, func() bool { return n.node.meta.brokerEpoch >= 0 })
+		epoch := n.node.meta.brokerEpoch
+		c.shutdownCleanly(n)
+		for i, disk := range []*memdisk.Disk{n.disk, second} {
+			content, err := disk.ReadFile(cleanShutdownFile)
+			if err != nil || string(content) != fmt.Sprint(epoch) {
+				t.Fatalf("log dir %d's marker after a clean shutdown in epoch %d: %q, %v", i, epoch, content, err)
+			}
+		}
+		return epoch
+	}
+	restart()
+	epoch := runAndStop()
+	restart()
+	if got := n.node.meta.previousBrokerEpoch; got != epoch {
+		t.Errorf("restart after a clean shutdown with both markers: previous epoch %d, want %d", got, epoch)
+	}
+	for i, disk := range []*memdisk.Disk{n.disk, second} {
+		if _, err := disk.ReadFile(cleanShutdownFile); !errors.Is(err, env.ErrNotExist) {
+			t.Errorf("log dir %d's marker not taken at the restart: %v", i, err)
+		}
+	}
+	runAndStop()
+	if err := second.Remove(cleanShutdownFile); err != nil {
+		t.Fatal(err)
+	}
+	second.Writeback()
+	restart()
+	if got := n.node.meta.previousBrokerEpoch; got != -1 {
+		t.Errorf("restart with the second log dir's marker gone registers as clean (previous epoch %d)", got)
+	}
+	if _, err := n.disk.ReadFile(cleanShutdownFile); !errors.Is(err, env.ErrNotExist) {
+		t.Errorf("the first log dir's marker not taken at the unclean restart: %v", err)
+	}
+}
