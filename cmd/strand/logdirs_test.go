@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"strand/diskio"
 )
 
 // lockedBuffer is a bytes.Buffer that serve's logger and the test may use
@@ -181,5 +184,39 @@ func TestFormatRefusesAnUnusableLogDir(t *testing.T) {
 	status, _, stderr := runCmd(t, "format", "--config", writeConfig(t, "1", []string{filepath.Join(t.TempDir(), "data"), second}))
 	if status != 1 || !strings.Contains(stderr, "log dir "+second) {
 		t.Errorf("status %d, stderr %q; want a refusal naming %s", status, stderr, second)
+	}
+}
+
+// TestAnOfflineLogDirIsLockedToo: a second log dir that starts offline (its
+// meta.properties cannot be read) is locked all the same, as Kafka locks
+// every log dir it can: another process configured with it is refused,
+// naming the directory, though the broker holding it does not use it.
+func TestAnOfflineLogDirIsLockedToo(t *testing.T) {
+	first := filepath.Join(t.TempDir(), "data")
+	second := filepath.Join(t.TempDir(), "data2")
+	if err := os.MkdirAll(second, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(second, "meta.properties"), []byte("\x00\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := loadConfig(writeConfig(t, "1", []string{first, second}), overrideFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := prepareLogDirs(cfg, prepareOptions{})
+	if err != nil {
+		t.Fatalf("prepareLogDirs: %v", err)
+	}
+	defer dirs.release()
+	if dirs.offline[second] == nil || !dirs.holds(second) {
+		t.Fatalf("second log dir offline %v, locked %v; want both", dirs.offline[second], dirs.holds(second))
+	}
+	other, _, err := loadConfig(writeConfig(t, "2", []string{second}), overrideFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareLogDirs(other, prepareOptions{}); !errors.Is(err, diskio.ErrDirInUse) || !strings.Contains(err.Error(), second) {
+		t.Errorf("another process on the offline log dir: %v, want it refused as in use, naming it", err)
 	}
 }
