@@ -122,13 +122,7 @@ func TestServeStartsWithoutAnUnusableSecondLogDir(t *testing.T) {
 // log dirs), while the same in the first refuses the start.
 func TestServeStartsWithoutAnUnreadableSecondMetaProperties(t *testing.T) {
 	first := filepath.Join(t.TempDir(), "data")
-	second := filepath.Join(t.TempDir(), "data2")
-	if err := os.MkdirAll(second, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(second, "meta.properties"), []byte("\x00\x00garbage"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	second := dirWithUnreadableMeta(t)
 	status, _, stderr := runCmd(t, "serve", "--config", writeConfig(t, "1", []string{second, first}))
 	if status != 1 || !strings.Contains(stderr, "log dir "+second+", the first, which holds the metadata log") ||
 		!strings.Contains(stderr, "meta.properties") {
@@ -193,13 +187,7 @@ func TestFormatRefusesAnUnusableLogDir(t *testing.T) {
 // naming the directory, though the broker holding it does not use it.
 func TestAnOfflineLogDirIsLockedToo(t *testing.T) {
 	first := filepath.Join(t.TempDir(), "data")
-	second := filepath.Join(t.TempDir(), "data2")
-	if err := os.MkdirAll(second, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(second, "meta.properties"), []byte("\x00\x00garbage"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	second := dirWithUnreadableMeta(t)
 	cfg, _, err := loadConfig(writeConfig(t, "1", []string{first, second}), overrideFlags{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,4 +207,18 @@ func TestAnOfflineLogDirIsLockedToo(t *testing.T) {
 	if _, err := prepareLogDirs(other, prepareOptions{}); !errors.Is(err, diskio.ErrDirInUse) || !strings.Contains(err.Error(), second) {
 		t.Errorf("another process on the offline log dir: %v, want it refused as in use, naming it", err)
 	}
+}
+
+// dirWithUnreadableMeta is a new log dir whose meta.properties cannot be
+// parsed.
+func dirWithUnreadableMeta(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data2")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta.properties"), []byte("\x00\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

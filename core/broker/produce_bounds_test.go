@@ -91,18 +91,42 @@ func TestPrecheckCheapChecksFirst(t *testing.T) {
 // compressed batch after it are MESSAGE_TOO_LARGE with a message naming
 // the limit; an uncompressed batch after them is still appended.
 func TestProduceDecompressionBudget(t *testing.T) {
+	compressed, plain := zstdBatch(10_000), recordBatch("plain")
+	tooLarge := kerr.MessageTooLarge.Code
+	checkDecompressionBudget(t, nil, [][]byte{compressed, compressed, compressed, plain, compressed},
+		[]int16{0, 0, tooLarge, 0, tooLarge})
+}
+
+// TestRecompressionIsChargedToTheDecompressionBudget: a topic that stores
+// lz4 recompresses zstd batches, decompressing each a second time, and the
+// request's decompression budget pays for both: with 25,000 bytes, the first
+// 10,000-byte batch costs 20,000 (checked, then recompressed), so the second
+// is refused MESSAGE_TOO_LARGE naming the limit, pre-checked off the loop or
+// checked on it. Charged once, the first two batches would pass.
+func TestRecompressionIsChargedToTheDecompressionBudget(t *testing.T) {
+	compressed := zstdBatch(10_000)
+	tooLarge := kerr.MessageTooLarge.Code
+	checkDecompressionBudget(t, map[string]string{"compression.type": "lz4"}, [][]byte{compressed, compressed, compressed},
+		[]int16{0, tooLarge, tooLarge})
+}
+
+// checkDecompressionBudget produces batches, one entry each to one partition
+// of a topic with topicConfigs, in one request to a node whose
+// strand.produce.request.decompressed.bytes.max is 25,000, once checked on
+// the loop and once pre-checked, and wants the answers' error codes, each
+// MESSAGE_TOO_LARGE naming the limit.
+func checkDecompressionBudget(t *testing.T, topicConfigs map[string]string, batches [][]byte, want []int16) {
+	t.Helper()
 	c := newCluster(t, 1, map[string]string{"strand.produce.request.decompressed.bytes.max": "25000"})
 	c.waitRegistered()
-	c.createTopicWith("bombs", nil)
+	c.createTopicWith("bombs", topicConfigs)
 	tn := c.nodes[1]
-	compressed := zstdBatch(10_000)
-	plain := recordBatch("plain")
 	for _, prechecked := range []bool{false, true} {
 		if prechecked {
 			tn.nn.SetHandler(&prechecking{node: tn.node})
 		}
 		var entries []produceEntry
-		for _, b := range [][]byte{compressed, compressed, compressed, plain, compressed} {
+		for _, b := range batches {
 			entries = append(entries, produceEntry{"bombs", 0, b})
 		}
 		resp := c.request(1, produceOf(1, entries...)).(*kmsg.ProduceResponse)
@@ -115,45 +139,7 @@ func TestProduceDecompressionBudget(t *testing.T) {
 				t.Errorf("prechecked %v: MESSAGE_TOO_LARGE without naming the limit: %v", prechecked, p.ErrorMessage)
 			}
 		}
-		tooLarge := kerr.MessageTooLarge.Code
-		if want := []int16{0, 0, tooLarge, 0, tooLarge}; !slices.Equal(codes, want) {
-			t.Errorf("prechecked %v: answers %v, want %v", prechecked, codes, want)
-		}
-	}
-}
-
-// TestRecompressionIsChargedToTheDecompressionBudget: a topic that stores
-// lz4 recompresses zstd batches, decompressing each a second time, and the
-// request's decompression budget pays for both: with 25,000 bytes, the first
-// 10,000-byte batch costs 20,000 (checked, then recompressed), so the second
-// is refused MESSAGE_TOO_LARGE naming the limit, pre-checked off the loop or
-// checked on it. Charged once, the first two batches would pass.
-func TestRecompressionIsChargedToTheDecompressionBudget(t *testing.T) {
-	c := newCluster(t, 1, map[string]string{"strand.produce.request.decompressed.bytes.max": "25000"})
-	c.waitRegistered()
-	c.createTopicWith("stored-lz4", map[string]string{"compression.type": "lz4"})
-	tn := c.nodes[1]
-	compressed := zstdBatch(10_000)
-	for _, prechecked := range []bool{false, true} {
-		if prechecked {
-			tn.nn.SetHandler(&prechecking{node: tn.node})
-		}
-		var entries []produceEntry
-		for range 3 {
-			entries = append(entries, produceEntry{"stored-lz4", 0, compressed})
-		}
-		resp := c.request(1, produceOf(1, entries...)).(*kmsg.ProduceResponse)
-		tn.nn.SetHandler(tn.node)
-		var codes []int16
-		for _, rt := range resp.Topics {
-			p := rt.Partitions[0]
-			codes = append(codes, p.ErrorCode)
-			if p.ErrorCode == kerr.MessageTooLarge.Code && (p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "strand.produce.request.decompressed.bytes.max")) {
-				t.Errorf("prechecked %v: MESSAGE_TOO_LARGE without naming the limit: %v", prechecked, p.ErrorMessage)
-			}
-		}
-		tooLarge := kerr.MessageTooLarge.Code
-		if want := []int16{0, tooLarge, tooLarge}; !slices.Equal(codes, want) {
+		if !slices.Equal(codes, want) {
 			t.Errorf("prechecked %v: answers %v, want %v", prechecked, codes, want)
 		}
 	}
