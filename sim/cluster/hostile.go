@@ -30,6 +30,8 @@ func hostileLimits() map[string]string {
 		// broker's side, and an idle close then would look, to the forger's
 		// check, like the broker closing on the request.
 		"connections.max.idle.ms": "6000",
+		// A client that does not read is closed within the run.
+		"strand.response.write.timeout.ms": "3000",
 	}
 }
 
@@ -53,7 +55,7 @@ func (r *run) checkHostile() []models.Violation {
 		return nil
 	}
 	stats := r.c.Net.AdmissionStats()
-	if r.w.HostileEnded() == 0 || stats.Refused == 0 || stats.ReadTimeouts == 0 {
+	if r.w.HostileEnded() == 0 || stats.Refused == 0 || stats.ReadTimeouts == 0 || stats.WriteTimeouts == 0 {
 		return []models.Violation{{Check: "hostile", Detail: fmt.Sprintf(
 			"the hostile clients met no limit (%d connections ended; %s)", r.w.HostileEnded(), stats)}}
 	}

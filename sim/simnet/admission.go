@@ -33,8 +33,24 @@ import (
 //     it once other frames wait for room (PressuredReadMs);
 //   - connections.max.idle.ms closes a connection with nothing in flight.
 //
-// Not modelled: the write deadline (simnet has no send buffers, so a
-// client cannot leave responses unread) and strand.connection.buffered.bytes.max.
+//   - clients that do not read (ClientConn.StopReading): their responses
+//     fill a socket send buffer of sendBufferBytes, then the node's write
+//     stalls and what does not fit counts in the connection's buffered
+//     bytes; at strand.connection.buffered.bytes.max the node takes no more
+//     of its requests (they wait in the socket), and
+//     strand.response.write.timeout.ms after the write stalled (a tenth of
+//     it while the connection's plane is under pressure) the node closes
+//     the connection.
+//
+// Not modelled: the node-wide strand.response.buffered.bytes.max and the
+// one-request-queued-per-connection rule (realnet's event loop and
+// connection readers), and the decoded bytes realnet reserves beside a
+// frame.
+
+// sendBufferBytes is the socket send buffer of a simulated connection: the
+// response bytes a client that does not read leaves with the kernel before
+// the node's write stalls (a kernel's default, 64 KiB).
+const sendBufferBytes = 64 << 10
 
 // budgetRetryNs is how often a frame waiting for its plane's budget is
 // offered again.
@@ -58,6 +74,8 @@ type nodeAdmission struct {
 	// restart arms them again.
 	reaperIncarnation uint64
 	reaperArmed       bool
+	// connectionBufferedBytesMax is strand.connection.buffered.bytes.max.
+	connectionBufferedBytesMax int64
 	// waited records, per plane, that a frame waited for room since the
 	// last deadline check: the plane is under pressure, and its stalled
 	// reads have admission.Deadlines.PressuredReadMs.
@@ -72,12 +90,12 @@ type AdmissionStats struct {
 	// FramesWaited counts deliveries put off for a plane's budget.
 	FramesWaited uint64
 	// Expired counts connections closed for a deadline, by deadline.
-	ReadTimeouts, IdleTimeouts uint64
+	ReadTimeouts, IdleTimeouts, WriteTimeouts uint64
 }
 
 func (s AdmissionStats) String() string {
-	return fmt.Sprintf("refused=%d throttled=%d frames_waited=%d read_timeouts=%d idle_timeouts=%d",
-		s.Refused, s.Throttled, s.FramesWaited, s.ReadTimeouts, s.IdleTimeouts)
+	return fmt.Sprintf("refused=%d throttled=%d frames_waited=%d read_timeouts=%d idle_timeouts=%d write_timeouts=%d",
+		s.Refused, s.Throttled, s.FramesWaited, s.ReadTimeouts, s.IdleTimeouts, s.WriteTimeouts)
 }
 
 // AdmissionStats returns what the nodes' limits have done so far.
@@ -91,7 +109,7 @@ func (nn *NodeNet) SetAdmission(cfg config.Broker) {
 		panic(fmt.Sprintf("simnet: node %d given limits twice", h.nodeID))
 	}
 	a := &nodeAdmission{gate: admission.NewGate(cfg, nil, h.net.nowMs()), deadlines: admission.DeadlinesOf(cfg.Limits),
-		controllerListeners: cfg.ControllerListenerNames}
+		controllerListeners: cfg.ControllerListenerNames, connectionBufferedBytesMax: cfg.Limits.ConnectionBufferedBytesMax}
 	for p := range a.budgets {
 		a.budgets[p] = admission.NewBudget(cfg.Limits.RequestsQueuedMax, cfg.Limits.RequestBytesQueuedMax)
 	}
@@ -135,7 +153,15 @@ func (nn *NodeNet) reap() {
 		if c.server != h || c.serverDone || c.closing || c.client.isNode {
 			continue
 		}
-		switch c.acct.Expired(nowMs, len(c.awaiting) > 0, pressured[c.plane], h.admission.deadlines) {
+		expiry := c.acct.Expired(nowMs, len(c.awaiting) > 0 || c.heldBytes > 0, pressured[c.plane], h.admission.deadlines)
+		if pressured[c.plane] && c.acct.WriteOverdue(nowMs, h.admission.deadlines.PressuredWriteMs()) {
+			expiry = admission.ExpiredWrite
+		}
+		switch expiry {
+		case admission.ExpiredWrite:
+			n.admissionStats.WriteTimeouts++
+			c.trace("net.write-timeout", h, c.heldBytes, 0)
+			c.serverClose()
 		case admission.ExpiredRead:
 			n.admissionStats.ReadTimeouts++
 			c.trace("net.read-timeout", h, 0, 0)
@@ -175,7 +201,7 @@ func (c *conn) admit() (acceptedNs int64, ok bool) {
 		}
 		a.acceptedNs = acceptNs
 		c.admitted, c.hasTicket = admitted, true
-		c.acct = admission.NewConnAccount(1<<62, acceptNs/1_000_000)
+		c.acct = admission.NewConnAccount(a.connectionBufferedBytesMax, acceptNs/1_000_000)
 		return acceptNs, true
 	}
 }
@@ -188,6 +214,12 @@ func (c *conn) admitFrame(f frame) bool {
 	a := c.server.admission
 	if a == nil || f.fin {
 		return true
+	}
+	if !c.acct.HasRoom() {
+		// strand.connection.buffered.bytes.max: the node reads no more
+		// of the connection until its answers are written.
+		c.net.admissionStats.FramesWaited++
+		return false
 	}
 	b := a.budgets[c.plane]
 	whole := f.partialClaimedBytes == 0
@@ -236,14 +268,28 @@ func (c *conn) releaseAdmission() {
 	}
 }
 
-// noteReply counts a response sent as activity, for the idle deadline.
-func (c *conn) noteReply() {
+// noteReply counts a response of n bytes sent as activity, for the idle
+// deadline; to a client that stopped reading, it fills the socket's send
+// buffer, and what does not fit is held by the node, its write stalled
+// from the first such byte.
+func (c *conn) noteReply(n int64) {
 	if c.server.admission == nil || c.client.isNode {
 		return
 	}
 	nowMs := c.net.nowMs()
-	c.acct.WriteStarted(nowMs)
-	c.acct.WriteDone(nowMs)
+	if !c.readingStopped {
+		c.acct.WriteStarted(nowMs)
+		c.acct.WriteDone(nowMs)
+		return
+	}
+	c.unreadBytes += n
+	if over := c.unreadBytes - sendBufferBytes; over > c.heldBytes {
+		if c.heldBytes == 0 {
+			c.acct.WriteStarted(nowMs)
+		}
+		c.acct.Hold(over - c.heldBytes)
+		c.heldBytes = over
+	}
 }
 
 // SendPartial sends the size prefix of a request of claimedBytes and

@@ -91,3 +91,72 @@ func TestLimitsHoldOffAHostileClient(t *testing.T) {
 		}
 	}
 }
+
+// TestAClientThatDoesNotReadIsClosedAtTheWriteDeadline: a client stops
+// reading and sends requests; their answers fill the socket's send buffer
+// (sendBufferBytes), then the node's write stalls, what does not fit counts
+// in the connection's buffered bytes, and at
+// strand.connection.buffered.bytes.max the node takes no more of its
+// requests. strand.response.write.timeout.ms after the write stalled, the
+// node closes the connection and the client hears of it; another client
+// is answered throughout.
+func TestAClientThatDoesNotReadIsClosedAtTheWriteDeadline(t *testing.T) {
+	cfg := limitsConfig(t)
+	cfg.Limits.ConnectionBufferedBytesMax = 128 << 10
+	cfg.Limits.ResponseWriteTimeoutMs = 2000
+	c := newCluster(t, 1, 1, Calm(), nil)
+	c.nets[0].SetAdmission(cfg)
+	stalled, err := c.net.AddClient("stalled", c.s.NewNode(100)).Dial(0, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var endedMs int64 = -1
+	stalled.c.onClosed = func(error) { endedMs = c.s.NowNs() / 1e6 }
+	stalled.StopReading()
+	const requests = 20_000 // one every 100 µs, for the first 2 s
+	for i := range requests {
+		c.s.Schedule(int64(i)*100e3, func() {
+			if stalled.Open() {
+				stalled.Send(metadataRequest("t"), func(kmsg.Response, error) {})
+			}
+		})
+	}
+	honest, err := c.net.AddClient("honest", c.s.NewNode(101)).Dial(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for i := range 20 {
+		c.s.Schedule(int64(i)*200e6, func() {
+			honest.Send(metadataRequest("t"), func(_ kmsg.Response, err error) {
+				if err != nil {
+					t.Errorf("honest request: %v", err)
+				}
+				answered++
+			})
+		})
+	}
+	var heldMax int64
+	waitedFrames := 0
+	for range 100 {
+		c.s.RunFor(50e6)
+		heldMax = max(heldMax, stalled.c.heldBytes)
+		if !stalled.c.serverDone {
+			waitedFrames = max(waitedFrames, stalled.c.toServer.inFlight())
+		}
+	}
+	stats := c.net.AdmissionStats()
+	t.Logf("stalled client: up to %d requests waiting in the socket, %d bytes held at most, closed at %d ms; %s", waitedFrames, heldMax, endedMs, stats)
+	if stats.WriteTimeouts != 1 || endedMs < 2000 || endedMs > 3000 {
+		t.Errorf("write timeouts %d, the stalled connection closed at %d ms: want one, 2 s after its write stalled", stats.WriteTimeouts, endedMs)
+	}
+	if heldMax <= 0 || heldMax > cfg.Limits.ConnectionBufferedBytesMax+1024 {
+		t.Errorf("the node held %d bytes for the stalled client: want some, at most strand.connection.buffered.bytes.max and one answer", heldMax)
+	}
+	if waitedFrames < 100 {
+		t.Errorf("at most %d of the stalled client's requests waited in the socket: the node kept taking them past strand.connection.buffered.bytes.max", waitedFrames)
+	}
+	if answered != 20 {
+		t.Errorf("the honest client got %d of 20 answers", answered)
+	}
+}

@@ -80,6 +80,14 @@ func (cc *ClientConn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
 	cc.c.clientSend(req, done)
 }
 
+// StopReading makes the client end read nothing more: responses stay in
+// the socket, the node's writes stall once they pass sendBufferBytes, and
+// the node closes the connection at strand.response.write.timeout.ms (a
+// hostile client, SPEC.md §7.2). The client hears of that close at once.
+func (cc *ClientConn) StopReading() {
+	cc.c.readingStopped = true
+}
+
 // Close closes the connection from the client side. Requests already sent
 // still reach the node; their responses are lost, and their callbacks fail
 // with ErrConnClosed.

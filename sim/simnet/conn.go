@@ -124,6 +124,13 @@ type conn struct {
 	// partialSent: the client sent a partial frame, and can send nothing
 	// more.
 	partialSent bool
+	// readingStopped: the client end reads nothing more
+	// (ClientConn.StopReading). Responses to it stay in the socket:
+	// unreadBytes of them, of which those past sendBufferBytes are the
+	// server's, counted in acct (heldBytes) with its write stalled.
+	readingStopped bool
+	unreadBytes    int64
+	heldBytes      int64
 }
 
 func newConn(n *Network, id env.ConnID, client, server *Host) *conn {
@@ -207,6 +214,11 @@ func (d *direction) deliver() {
 	d.blockedSinceNs = -1
 	if d == &c.toServer && !c.admitFrame(d.queue[d.head]) {
 		d.retryLater() // no room in the node's budget: the bytes wait in the socket
+		return
+	}
+	if d == &c.toClient && c.readingStopped {
+		// The client never reads: the frame stays in the socket, and so
+		// does every one after it.
 		return
 	}
 	head := d.queue[d.head]
@@ -393,7 +405,7 @@ func (c *conn) sendAnswered() {
 		c.awaiting = c.awaiting[1:]
 		if next.frame != nil {
 			c.trace("net.reply", c.server, int64(next.correlationID), int64(len(next.frame)))
-			c.noteReply()
+			c.noteReply(int64(len(next.frame)))
 			c.transmit(&c.toClient, next.frame, false)
 		}
 	}
@@ -554,7 +566,20 @@ func (c *conn) serverClose() {
 	c.toServer.drop()
 	saw := c.serverSaw
 	c.serverEnd()
-	if !c.clientDone {
+	if c.readingStopped && !c.clientDone {
+		// What the client never read is lost with the socket; it hears
+		// of the close at once, so that a hostile workload can reopen.
+		c.toClient.drop()
+		outstanding := c.endClient()
+		c.client.proc.Post(func() {
+			for _, p := range outstanding {
+				p.done(nil, ErrConnClosed)
+			}
+			if c.onClosed != nil {
+				c.onClosed(ErrConnClosed)
+			}
+		})
+	} else if !c.clientDone {
 		c.transmit(&c.toClient, nil, true)
 	}
 	if saw {
